@@ -1,0 +1,10 @@
+#pragma once
+/// \file
+/// All of durable's public API: workflows, step tools, the runtime and its errors.
+
+#include <durable/errors.hpp>
+#include <durable/info.hpp>
+#include <durable/options.hpp>
+#include <durable/runtime.hpp>
+#include <durable/step.hpp>
+#include <durable/workflow.hpp>

@@ -1,0 +1,73 @@
+#pragma once
+/// \file
+/// The local runtime: runs workflows against one SQLite file.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <durable/info.hpp>
+#include <durable/options.hpp>
+#include <durable/workflow.hpp>
+
+namespace durable {
+
+namespace detail {
+class RuntimeCore;
+struct RuntimeAccess;
+}  // namespace detail
+
+/// Runs workflows and journals their steps in one SQLite database.
+///
+/// Thread-safe: any method may be called from any thread. Several Runtimes, in one process or
+/// many, may open the same database file; a run is executed by one of them at a time (it is
+/// claimed with a lease, and a claim of a crashed process on this host is taken over at once).
+///
+/// A Runtime executes runs only inside run_until_idle() and wait(); it starts no thread of its
+/// own, so every workflow is add()ed before any run can be claimed.
+class Runtime {
+ public:
+  /// Opens (or creates) the database. Throws Error for a file that is not a durable database
+  /// (left untouched), a corrupt file, or one written by a newer durable.
+  explicit Runtime(RuntimeOptions opts = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// Registers a workflow. Throws Error when the name is empty or already added.
+  void add(Workflow wf);
+
+  /// Queues a run of `workflow` and returns its id. Throws UnknownWorkflow for a name not
+  /// add()ed, and Error for an input the typed workflow cannot take; nothing is written then.
+  std::string start(std::string_view workflow, json input = json::object(), StartOptions opts = {});
+
+  /// The run with this id. Throws NotFound.
+  RunInfo get(std::string_view run_id) const;
+  /// Runs matching the filter, newest first.
+  std::vector<RunInfo> list(const RunFilter& filter = {}) const;
+  /// The journal of a run, in the order its entries were first written. Throws NotFound.
+  std::vector<StepInfo> steps(std::string_view run_id) const;
+
+  /// Ends a pending, sleeping, waiting or running run as cancelled: no further step starts, and
+  /// the result of a step body already running is not journaled. Throws NotFound; a run already
+  /// completed, failed or cancelled is left as it is.
+  void cancel(std::string_view run_id);
+  /// Queues a failed run again: completed steps stay journaled, failed ones run again with a
+  /// fresh set of attempts. Throws NotFound, and Error for a run that is not failed.
+  void retry(std::string_view run_id);
+
+  /// Executes every run that is due now, each until it completes, fails or sleeps, and returns
+  /// the number of invocations made.
+  std::size_t run_until_idle();
+  /// Executes work until the run is completed, failed or cancelled, or the timeout passes;
+  /// returns the run as it then is. Throws NotFound.
+  RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
+
+ private:
+  friend struct detail::RuntimeAccess;
+  std::unique_ptr<detail::RuntimeCore> core_;
+};
+
+}  // namespace durable

@@ -1,0 +1,71 @@
+#include "durations.hpp"
+
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include <durable/errors.hpp>
+
+namespace durable::detail {
+
+namespace {
+
+constexpr std::int64_t kSecond = 1000, kMinute = 60 * kSecond, kHour = 60 * kMinute,
+                       kDay = 24 * kHour;
+
+// Every accepted spelling of a unit and its length in milliseconds.
+constexpr std::array<std::pair<std::string_view, std::int64_t>, 24> kUnits = {{
+    {"ms", 1},          {"msec", 1},        {"millisecond", 1}, {"milliseconds", 1},
+    {"s", kSecond},     {"sec", kSecond},   {"secs", kSecond},  {"second", kSecond},
+    {"seconds", kSecond}, {"m", kMinute},   {"min", kMinute},   {"mins", kMinute},
+    {"minute", kMinute}, {"minutes", kMinute}, {"h", kHour},    {"hr", kHour},
+    {"hrs", kHour},     {"hour", kHour},    {"hours", kHour},   {"d", kDay},
+    {"day", kDay},      {"days", kDay},     {"w", 7 * kDay},    {"weeks", 7 * kDay},
+}};
+
+[[noreturn]] void bad(std::string_view text, const std::string& why) {
+  throw Error("'" + std::string(text) + "' is not a duration (" + why +
+              "); write it like \"30s\", \"90 seconds\", \"1 hour\", \"1 day\" or \"1h30m\"");
+}
+
+}  // namespace
+
+std::chrono::milliseconds parse_duration(std::string_view text) {
+  std::size_t i = 0;
+  const auto skip_spaces = [&] {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  };
+  double total = 0;
+  int parts = 0;
+  skip_spaces();
+  while (i < text.size()) {
+    const std::size_t number_start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+      ++i;
+    if (i == number_start) bad(text, "expected a number at position " + std::to_string(i + 1));
+    const std::string number(text.substr(number_start, i - number_start));
+    if (number.find('.') != number.rfind('.')) bad(text, "'" + number + "' is not a number");
+    skip_spaces();
+    const std::size_t unit_start = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    std::string unit(text.substr(unit_start, i - unit_start));
+    for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (unit.empty()) bad(text, "'" + number + "' has no unit");
+    if (unit == "week") unit = "w";
+    std::int64_t unit_ms = 0;
+    for (const auto& [name, ms] : kUnits) {
+      if (name == unit) unit_ms = ms;
+    }
+    if (unit_ms == 0) bad(text, "unknown unit '" + unit + "'");
+    total += std::stod(number) * static_cast<double>(unit_ms);
+    ++parts;
+    skip_spaces();
+  }
+  if (parts == 0) bad(text, "it is empty");
+  if (total > 1e15) bad(text, "it is longer than 30,000 years");
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(total)));
+}
+
+}  // namespace durable::detail

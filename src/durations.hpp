@@ -1,0 +1,14 @@
+#pragma once
+// Durations written as text, for step.sleep("id", "1h30m").
+
+#include <chrono>
+#include <string_view>
+
+namespace durable::detail {
+
+/// Parses "30s", "90 seconds", "1 hour", "2 hours", "1 day", "1h30m", "500ms", "1.5h": one or
+/// more (number, unit) pairs, spaces allowed. Units: ms, s, m, h, d, w and their English words
+/// (singular or plural, "sec", "min", "hr" too). Throws Error naming the text otherwise.
+std::chrono::milliseconds parse_duration(std::string_view text);
+
+}  // namespace durable::detail

@@ -1,0 +1,86 @@
+#include <cxxabi.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <typeinfo>
+
+#include <durable/options.hpp>
+#include <durable/workflow.hpp>
+
+#include "errors_internal.hpp"
+
+namespace durable {
+
+namespace {
+std::string step_failed_message(const ErrorInfo& info) {
+  return "step '" + info.step_id + "' failed after " + std::to_string(info.attempts) +
+         (info.attempts == 1 ? " attempt: " : " attempts: ") + info.type + ": " + info.message;
+}
+constexpr std::array<std::string_view, 7> kStatusNames = {
+    "pending", "running", "sleeping", "waiting", "completed", "failed", "cancelled"};
+}  // namespace
+
+StepFailed::StepFailed(ErrorInfo error_info)
+    : Error(step_failed_message(error_info)), info(std::move(error_info)) {}
+
+std::string_view to_string(Status status) { return kStatusNames.at(static_cast<int>(status)); }
+
+std::optional<Status> status_from_string(std::string_view text) {
+  for (std::size_t i = 0; i < kStatusNames.size(); ++i) {
+    if (kStatusNames[i] == text) return static_cast<Status>(i);
+  }
+  return std::nullopt;
+}
+
+namespace detail {
+
+void throw_bad_input(const std::string& workflow, std::string_view type,
+                     const std::exception& error) {
+  throw Error("the input of workflow '" + workflow + "' does not convert to " + std::string(type) +
+              ": " + error.what());
+}
+
+std::string demangle(const char* mangled) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
+                                              std::free);
+  return status == 0 && name ? std::string(name.get()) : std::string(mangled);
+}
+
+ErrorInfo describe(std::exception_ptr error) {
+  ErrorInfo info;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    info.type = demangle(typeid(e).name());
+    info.message = e.what();
+  } catch (...) {
+    const std::type_info* type = abi::__cxa_current_exception_type();
+    info.type = type != nullptr ? demangle(type->name()) : "unknown";
+    info.message = "a non-standard exception of type " + info.type +
+                   " was thrown (throw a std::exception to give it a message)";
+  }
+  return info;
+}
+
+std::string human_bytes(std::size_t bytes) {
+  char text[32];
+  if (bytes < 1024) {
+    std::snprintf(text, sizeof text, "%zu bytes", bytes);
+  } else if (bytes < 1024 * 1024) {
+    std::snprintf(text, sizeof text, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  } else {
+    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024 * 1024));
+  }
+  return text;
+}
+
+void bug(const std::string& what) {
+  throw Error("internal error in durable (a bug in durable, not in your code; please report it): " +
+              what);
+}
+
+}  // namespace detail
+}  // namespace durable

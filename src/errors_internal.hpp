@@ -1,0 +1,28 @@
+#pragma once
+// Turning exceptions into journaled ErrorInfo, and durable's own unwinding.
+
+#include <exception>
+#include <string>
+
+#include <durable/errors.hpp>
+
+namespace durable::detail {
+
+/// Thrown by the step tools to end an invocation (a new step was journaled, the run sleeps).
+/// Deliberately not a std::exception: `catch (const std::exception&)` in workflow code must not
+/// see it. A `catch (...)` that swallows it is detected by the engine.
+struct Unwind {};
+
+/// The type and message of an exception, however it was thrown (throw 42 included).
+ErrorInfo describe(std::exception_ptr error);
+
+/// A demangled C++ type name.
+std::string demangle(const char* mangled);
+
+/// "1.5 KiB", "5.2 MiB": sizes in error messages.
+std::string human_bytes(std::size_t bytes);
+
+/// An error that is durable's fault, not the user's: says so.
+[[noreturn]] void bug(const std::string& what);
+
+}  // namespace durable::detail

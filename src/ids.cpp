@@ -1,0 +1,51 @@
+#include "ids.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <random>
+
+#include <durable/errors.hpp>
+
+namespace durable::detail {
+
+std::string new_id() {
+  static std::mutex mutex;
+  static std::mt19937_64 random{std::random_device{}()};
+  std::uint64_t bits = 0;
+  {
+    std::lock_guard lock(mutex);
+    bits = random();
+  }
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  char text[29];
+  std::snprintf(text, sizeof text, "%012llx%016llx",
+                static_cast<unsigned long long>(ms) & 0xffffffffffffULL,
+                static_cast<unsigned long long>(bits));
+  return text;
+}
+
+void check_step_id(std::string_view id) {
+  if (id.empty()) throw Error("a step id must not be empty");
+  for (char c : id) {
+    const char* why = nullptr;
+    switch (c) {
+      case '/': why = "nested step keys (outer/inner)"; break;
+      case '#': why = "repeated step keys (id#2)"; break;
+      case '[': case ']': why = "map item keys (id[0])"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) why = "nothing: control characters are refused";
+    }
+    if (why != nullptr) {
+      throw Error("step id '" + std::string(id) + "' contains '" +
+                  (static_cast<unsigned char>(c) < 0x20 ? std::string("\\x") + std::to_string(c)
+                                                       : std::string(1, c)) +
+                  "', which durable reserves for " + why +
+                  "; use letters, digits, '-', '_', '.' or ':' instead");
+    }
+  }
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,86 @@
+#include "journal.hpp"
+
+#include <array>
+
+#include "errors_internal.hpp"
+
+namespace durable::detail {
+
+namespace {
+constexpr std::array<std::string_view, 2> kKindNames = {"run", "sleep"};
+constexpr std::array<std::string_view, 4> kStateNames = {"completed", "failed", "retrying",
+                                                         "sleeping"};
+template <class E, std::size_t N>
+std::optional<E> parse(const std::array<std::string_view, N>& names, std::string_view text) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (names[i] == text) return static_cast<E>(i);
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::string_view to_string(StepKind kind) { return kKindNames.at(static_cast<int>(kind)); }
+std::string_view to_string(StepState state) { return kStateNames.at(static_cast<int>(state)); }
+std::optional<StepKind> step_kind_from_string(std::string_view text) {
+  return parse<StepKind>(kKindNames, text);
+}
+std::optional<StepState> step_state_from_string(std::string_view text) {
+  return parse<StepState>(kStateNames, text);
+}
+
+std::string journal_key(std::string_view id, int n) {
+  std::string key(id);
+  if (n > 1) key += "#" + std::to_string(n);
+  return key;
+}
+
+void Journal::append(JournalEntry entry) {
+  const auto [it, inserted] = by_key_.emplace(entry.key, entries_.size());
+  if (!inserted) bug("journal key '" + entry.key + "' appended twice");
+  ++uses_[entry.base];
+  entries_.push_back(std::move(entry));
+}
+
+void Journal::update(JournalEntry entry) {
+  const auto it = by_key_.find(entry.key);
+  if (it == by_key_.end()) bug("journal key '" + entry.key + "' updated before it was written");
+  entries_[it->second] = std::move(entry);
+}
+
+JournalEntry* Journal::find(std::string_view key) {
+  const auto it = by_key_.find(std::string(key));
+  return it == by_key_.end() ? nullptr : &entries_[it->second];
+}
+
+int Journal::uses_of(std::string_view base) const {
+  const auto it = uses_.find(std::string(base));
+  return it == uses_.end() ? 0 : it->second;
+}
+
+ReplayCursor::Match ReplayCursor::next(std::string_view id) {
+  if (on_track_) {
+    if (position_ < journal_->size()) {
+      JournalEntry& expected = const_cast<JournalEntry&>(journal_->entries()[position_]);
+      if (expected.base == id) {
+        ++position_;
+        ++matched_;
+        return {&expected, {}};
+      }
+      leave_track();
+    } else {
+      // Every entry was met in order, so this id's earlier uses are exactly the journal's.
+      return {nullptr, journal_key(id, journal_->uses_of(id) + 1)};
+    }
+  }
+  std::string key = journal_key(id, ++uses_[std::string(id)]);
+  JournalEntry* entry = journal_->find(key);
+  if (entry != nullptr) ++matched_;
+  return {entry, entry != nullptr ? std::string() : std::move(key)};
+}
+
+void ReplayCursor::leave_track() {
+  on_track_ = false;
+  for (std::size_t i = 0; i < position_; ++i) ++uses_[journal_->entries()[i].base];
+}
+
+}  // namespace durable::detail

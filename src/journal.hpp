@@ -1,0 +1,92 @@
+#pragma once
+// The in-memory journal of one run and the replay cursor that matches step calls against it.
+// No I/O: the store loads entries in, the engine appends new ones.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <durable/errors.hpp>
+#include <durable/options.hpp>
+
+namespace durable::detail {
+
+enum class StepKind { run, sleep };
+/// completed: output journaled (or the sleep has ended); failed: failed for good; retrying: an
+/// attempt failed and the next is due at wake_at; sleeping: a sleep that ends at wake_at.
+enum class StepState { completed, failed, retrying, sleeping };
+
+std::string_view to_string(StepKind kind);
+std::string_view to_string(StepState state);
+std::optional<StepKind> step_kind_from_string(std::string_view text);
+std::optional<StepState> step_state_from_string(std::string_view text);
+
+/// One journal entry: the durable record of a step.
+struct JournalEntry {
+  std::string key;   ///< "charge", "charge#2"
+  std::string base;  ///< the id the code used: "charge"
+  StepKind kind = StepKind::run;
+  StepState state = StepState::completed;
+  json output;
+  std::optional<ErrorInfo> error;
+  int attempts = 0;
+  std::optional<std::int64_t> wake_at_ms;
+  int invocation = 0;  ///< the invocation that last wrote it
+};
+
+/// The journal key of the n-th use of a step id in a run: "id" for n == 1, "id#n" after.
+std::string journal_key(std::string_view id, int n);
+
+/// The entries of one run in the order they were first written, with lookups by key.
+class Journal {
+ public:
+  /// Adds an entry under a key the journal does not hold yet.
+  void append(JournalEntry entry);
+  /// Replaces the entry with the same key.
+  void update(JournalEntry entry);
+  JournalEntry* find(std::string_view key);
+  const std::vector<JournalEntry>& entries() const { return entries_; }
+  std::size_t size() const { return entries_.size(); }
+  /// How many entries were made by uses of this step id.
+  int uses_of(std::string_view base) const;
+
+ private:
+  std::vector<JournalEntry> entries_;
+  std::unordered_map<std::string, std::size_t> by_key_;
+  std::unordered_map<std::string, int> uses_;
+};
+
+/// Matches the step calls of one invocation, in call order, against the journal.
+///
+/// Keys depend on how often an id was used before in this invocation. The common case is a
+/// replay that meets the journal's entries in the order they were written; while it does
+/// ("on track"), the count of earlier uses is the entry's own, and a lookup is one string
+/// comparison with no allocation. The first call off that order switches to counting uses
+/// in a map, which gives the same keys for any order.
+class ReplayCursor {
+ public:
+  explicit ReplayCursor(Journal& journal) : journal_(&journal) {}
+
+  struct Match {
+    JournalEntry* entry;  ///< null: the journal has no entry for this call
+    std::string key;      ///< set when entry is null (a new step); else entry->key
+  };
+  /// The journal key and entry of the next call with this step id.
+  Match next(std::string_view id);
+  /// Whether calls so far have not yet reached every journaled entry.
+  bool replaying() const { return matched_ < journal_->size(); }
+
+ private:
+  void leave_track();
+
+  Journal* journal_;
+  std::size_t position_ = 0;  // on track: the index of the next expected entry
+  std::size_t matched_ = 0;   // entries met so far in this invocation
+  bool on_track_ = true;
+  std::unordered_map<std::string, int> uses_;  // off track: uses so far per id
+};
+
+}  // namespace durable::detail

@@ -1,0 +1,19 @@
+#pragma once
+// Retry delays.
+
+#include <chrono>
+#include <random>
+
+#include <durable/options.hpp>
+
+namespace durable::detail {
+
+/// The delay before the attempt after `attempt` (1-based) failed:
+/// min(initial * multiplier^(attempt-1), max), then scaled by a factor drawn uniformly from
+/// [1 - jitter, 1 + jitter]. Never negative.
+std::chrono::milliseconds backoff(const RetryPolicy& policy, int attempt, std::mt19937_64& random);
+
+/// Throws Error when a policy cannot work (no attempts, negative delays, jitter outside [0, 1]).
+void check_policy(const RetryPolicy& policy, std::string_view where);
+
+}  // namespace durable::detail

@@ -1,0 +1,316 @@
+#include <durable/runtime.hpp>
+
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "errors_internal.hpp"
+#include "ids.hpp"
+#include "retry.hpp"
+#include "runtime_core.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+std::int64_t to_ms(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+// The start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), which
+// tells a live process from a new one that reused a dead one's pid. 0 when unknown.
+std::int64_t process_start_ticks(std::int64_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::stoll(field);
+  }
+  return 0;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+bool process_alive(const Worker& worker) {
+  if (::kill(static_cast<pid_t>(worker.pid), 0) != 0 && errno == ESRCH) return false;
+  const std::int64_t ticks = process_start_ticks(worker.pid);
+  return ticks == 0 || ticks == worker.start_ticks;
+}
+
+bool terminal(Status status) {
+  return status == Status::completed || status == Status::failed || status == Status::cancelled;
+}
+
+}  // namespace
+
+RuntimeCore::RuntimeCore(RuntimeOptions opts)
+    : options_(std::move(opts)), now_([] { return Clock::now(); }) {
+  if (options_.lease.count() <= 0) throw Error("RuntimeOptions::lease must be positive");
+  if (options_.poll_interval.count() <= 0) throw Error("RuntimeOptions::poll_interval must be positive");
+  engine_config_.max_output_bytes = options_.max_output_bytes;
+  store_ = open_sqlite_store(options_.database, options_.durability);
+  worker_.id = new_id();
+  worker_.host = host_name();
+  worker_.pid = ::getpid();
+  worker_.start_ticks = process_start_ticks(worker_.pid);
+  store_->register_worker(worker_, now_ms());
+}
+
+std::int64_t RuntimeCore::now_ms() const { return to_ms(now_()); }
+
+void RuntimeCore::add(Workflow wf) {
+  if (wf.name().empty()) throw Error("a workflow needs a name");
+  if (wf.options().retry) check_policy(*wf.options().retry, "workflow '" + wf.name() + "'");
+  std::lock_guard lock(workflows_mutex_);
+  const std::string name = wf.name();
+  if (!workflows_.emplace(name, std::make_shared<const Workflow>(std::move(wf))).second) {
+    throw Error("a workflow named '" + name + "' was already added");
+  }
+}
+
+std::vector<std::string> RuntimeCore::workflow_names() {
+  std::lock_guard lock(workflows_mutex_);
+  std::vector<std::string> names;
+  for (const auto& [name, wf] : workflows_) names.push_back(name);
+  return names;
+}
+
+std::string RuntimeCore::start(std::string_view workflow, json input, StartOptions opts) {
+  std::shared_ptr<const Workflow> wf;
+  {
+    std::lock_guard lock(workflows_mutex_);
+    const auto it = workflows_.find(workflow);
+    if (it != workflows_.end()) wf = it->second;
+  }
+  if (!wf) {
+    std::string known;
+    for (const auto& name : workflow_names()) known += (known.empty() ? "" : ", ") + name;
+    throw UnknownWorkflow("no workflow named '" + std::string(workflow) +
+                          "' was added to this runtime (added: " +
+                          (known.empty() ? "none" : known) + ")");
+  }
+  wf->check_input(input);
+  const std::string text = input.dump();
+  if (text.size() > options_.max_output_bytes) {
+    throw Error("the input of a run of '" + std::string(workflow) + "' is " +
+                human_bytes(text.size()) + "; the limit is " +
+                human_bytes(options_.max_output_bytes) + " (RuntimeOptions::max_output_bytes)");
+  }
+  NewRun run;
+  run.id = new_id();
+  run.workflow = std::string(workflow);
+  run.correlation_id = opts.correlation_id.empty() ? new_id() : opts.correlation_id;
+  run.idempotency_key = opts.idempotency_key;
+  run.input = std::move(input);
+  run.now_ms = now_ms();
+  run.due_ms = opts.at ? std::max(run.now_ms, to_ms(*opts.at)) : run.now_ms;
+  std::string id;
+  {
+    std::lock_guard lock(store_mutex_);
+    id = store_->create_run(run);
+  }
+  wake_.notify_all();
+  return id;
+}
+
+RunInfo RuntimeCore::get(std::string_view run_id) {
+  std::lock_guard lock(store_mutex_);
+  auto run = store_->get_run(std::string(run_id), true);
+  if (!run) throw NotFound("no run with id '" + std::string(run_id) + "'");
+  return std::move(*run);
+}
+
+std::vector<RunInfo> RuntimeCore::list(const RunFilter& filter) {
+  std::lock_guard lock(store_mutex_);
+  return store_->list_runs(filter);
+}
+
+std::vector<StepInfo> RuntimeCore::steps(std::string_view run_id) {
+  std::lock_guard lock(store_mutex_);
+  auto steps = store_->list_steps(std::string(run_id));
+  if (!steps) throw NotFound("no run with id '" + std::string(run_id) + "'");
+  return std::move(*steps);
+}
+
+void RuntimeCore::cancel(std::string_view run_id) {
+  std::lock_guard lock(store_mutex_);
+  if (!store_->cancel(std::string(run_id), now_ms())) {
+    throw NotFound("no run with id '" + std::string(run_id) + "'");
+  }
+}
+
+void RuntimeCore::retry(std::string_view run_id) {
+  {
+    std::lock_guard lock(store_mutex_);
+    if (!store_->retry(std::string(run_id), now_ms())) {
+      throw NotFound("no run with id '" + std::string(run_id) + "'");
+    }
+  }
+  wake_.notify_all();
+}
+
+// Owners of running runs whose process, on this host, is gone: a restarted runtime takes their
+// runs over at once instead of waiting for the lease. Looked at most once a second.
+std::vector<std::string> RuntimeCore::dead_owners() {
+  const std::int64_t now = now_ms();
+  std::vector<std::string> dead;
+  if (now < next_owner_scan_ms_) return dead;
+  next_owner_scan_ms_ = now + 1000;
+  for (const Worker& owner : store_->running_owners(worker_.id)) {
+    if (owner.host == worker_.host && !process_alive(owner)) dead.push_back(owner.id);
+  }
+  return dead;
+}
+
+std::size_t RuntimeCore::run_until_idle() {
+  std::size_t invocations = 0;
+  const std::vector<std::string> names = workflow_names();
+  for (;;) {
+    std::vector<Claim> claims;
+    {
+      std::lock_guard lock(store_mutex_);
+      ClaimRequest request;
+      request.owner = worker_.id;
+      request.workflows = names;
+      request.now_ms = now_ms();
+      request.lease_ms = options_.lease.count();
+      request.limit = 64;
+      request.dead_owners = dead_owners();
+      claims = store_->claim(request);
+    }
+    if (claims.empty()) return invocations;
+    for (Claim& claim : claims) invocations += drive(std::move(claim));
+  }
+}
+
+std::size_t RuntimeCore::drive(Claim claim) {
+  std::shared_ptr<const Workflow> wf;
+  {
+    std::lock_guard lock(workflows_mutex_);
+    wf = workflows_.at(claim.run.workflow);
+  }
+  RunState& run = claim.run;
+  std::size_t made = 0;
+  for (;;) {
+    const std::int64_t now = now_ms();
+    Outcome outcome;
+    {
+      std::mt19937_64 random;
+      {
+        std::lock_guard lock(store_mutex_);
+        random.seed(random_());
+      }
+      Invocation invocation(run, *wf, engine_config_, now, random);
+      outcome = invocation.execute();
+    }
+    ++made;
+    ++run.invocations;
+
+    RunWrite write;
+    write.run_id = run.id;
+    write.owner = worker_.id;
+    write.entry = outcome.entry ? &*outcome.entry : nullptr;
+    write.entry_is_new = outcome.entry_is_new;
+    write.entry_seq = run.journal.size();
+    write.invocations = run.invocations;
+    write.now_ms = now_ms();
+    write.reason = outcome.reason;
+    switch (outcome.kind) {
+      case Outcome::Kind::step_done:
+        if (write.now_ms + options_.lease.count() / 2 > claim.lease_until_ms) {
+          write.renew_lease = true;
+          write.due_ms = claim.lease_until_ms = write.now_ms + options_.lease.count();
+        }
+        break;
+      case Outcome::Kind::sleep:
+        write.status = Status::sleeping;
+        write.due_ms = outcome.wake_at_ms;
+        break;
+      case Outcome::Kind::completed:
+        write.status = Status::completed;
+        write.output = outcome.output;
+        if (const std::size_t size = outcome.output.dump().size(); size > options_.max_output_bytes) {
+          write.status = Status::failed;
+          write.output.reset();
+          write.error = ErrorInfo{"durable::Error",
+                                  "the workflow of run " + run.id + " returned " + human_bytes(size) +
+                                      "; the limit is " + human_bytes(options_.max_output_bytes) +
+                                      " (RuntimeOptions::max_output_bytes)",
+                                  {}, 0};
+          write.reason = write.error->message;
+        }
+        break;
+      case Outcome::Kind::failed:
+        write.status = Status::failed;
+        write.error = outcome.error;
+        break;
+    }
+    bool written = false;
+    {
+      std::lock_guard lock(store_mutex_);
+      written = store_->commit(write);
+    }
+    // Not written: the run was cancelled or taken over meanwhile; its result is not used.
+    if (!written || outcome.kind != Outcome::Kind::step_done) return made;
+    if (outcome.entry_is_new) {
+      run.journal.append(std::move(*outcome.entry));
+    } else {
+      run.journal.update(std::move(*outcome.entry));
+    }
+  }
+}
+
+RunInfo RuntimeCore::wait(std::string_view run_id, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::vector<std::string> names = workflow_names();
+  for (;;) {
+    RunInfo run = get(run_id);
+    if (terminal(run.status)) return run;
+    run_until_idle();
+    run = get(run_id);
+    if (terminal(run.status) || std::chrono::steady_clock::now() >= deadline) return run;
+    std::optional<std::int64_t> due;
+    {
+      std::lock_guard lock(store_mutex_);
+      due = store_->next_due(names);
+    }
+    auto pause = options_.poll_interval;
+    if (due) {
+      pause = std::min(pause, std::chrono::milliseconds(std::max<std::int64_t>(0, *due - now_ms())));
+    }
+    std::unique_lock lock(wake_mutex_);
+    wake_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + pause));
+  }
+}
+
+}  // namespace durable::detail
+
+namespace durable {
+
+Runtime::Runtime(RuntimeOptions opts) : core_(std::make_unique<detail::RuntimeCore>(std::move(opts))) {}
+Runtime::~Runtime() = default;
+void Runtime::add(Workflow wf) { core_->add(std::move(wf)); }
+std::string Runtime::start(std::string_view workflow, json input, StartOptions opts) {
+  return core_->start(workflow, std::move(input), std::move(opts));
+}
+RunInfo Runtime::get(std::string_view run_id) const { return core_->get(run_id); }
+std::vector<RunInfo> Runtime::list(const RunFilter& filter) const { return core_->list(filter); }
+std::vector<StepInfo> Runtime::steps(std::string_view run_id) const { return core_->steps(run_id); }
+void Runtime::cancel(std::string_view run_id) { core_->cancel(run_id); }
+void Runtime::retry(std::string_view run_id) { core_->retry(run_id); }
+std::size_t Runtime::run_until_idle() { return core_->run_until_idle(); }
+RunInfo Runtime::wait(std::string_view run_id, std::chrono::milliseconds timeout) {
+  return core_->wait(run_id, timeout);
+}
+
+}  // namespace durable

@@ -1,0 +1,68 @@
+#pragma once
+// The Runtime's implementation: registered workflows, the store, and the loop that claims due
+// runs and executes their invocations.
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+
+#include <durable/runtime.hpp>
+
+#include "engine.hpp"
+#include "store.hpp"
+
+namespace durable::detail {
+
+class RuntimeCore {
+ public:
+  explicit RuntimeCore(RuntimeOptions opts);
+
+  void add(Workflow wf);
+  std::string start(std::string_view workflow, json input, StartOptions opts);
+  RunInfo get(std::string_view run_id);
+  std::vector<RunInfo> list(const RunFilter& filter);
+  std::vector<StepInfo> steps(std::string_view run_id);
+  void cancel(std::string_view run_id);
+  void retry(std::string_view run_id);
+  std::size_t run_until_idle();
+  RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
+
+  /// Replaces the clock (tests): every time the runtime reads or journals comes from it.
+  void set_clock(std::function<Clock::time_point()> now) { now_ = std::move(now); }
+  std::int64_t now_ms() const;
+  const std::string& worker_id() const { return worker_.id; }
+
+ private:
+  /// Executes a claimed run's invocations until it sleeps, ends or is lost; returns how many.
+  std::size_t drive(Claim claim);
+  std::vector<std::string> dead_owners();
+  std::vector<std::string> workflow_names();
+
+  RuntimeOptions options_;
+  EngineConfig engine_config_;
+  std::function<Clock::time_point()> now_;
+  Worker worker_;
+
+  std::mutex store_mutex_;  // guards store_ and random_
+  std::unique_ptr<Store> store_;
+  std::mt19937_64 random_{std::random_device{}()};
+  std::int64_t next_owner_scan_ms_ = 0;
+
+  std::mutex workflows_mutex_;
+  std::map<std::string, std::shared_ptr<const Workflow>, std::less<>> workflows_;
+
+  std::mutex wake_mutex_;  // wait() sleeps on wake_ until a start, retry or cancel
+  std::condition_variable wake_;
+};
+
+/// Reaches into a Runtime for the tests: its clock and worker id.
+struct RuntimeAccess {
+  static RuntimeCore& core(Runtime& runtime) { return *runtime.core_; }
+};
+
+}  // namespace durable::detail

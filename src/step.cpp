@@ -1,0 +1,34 @@
+// Step's non-template members: each forwards to the invocation that owns the Step.
+
+#include <durable/step.hpp>
+
+#include "durations.hpp"
+#include "engine.hpp"
+
+namespace durable {
+
+const json* Step::begin_run(std::string_view id, const StepOptions& opts) {
+  return invocation_->begin_run(id, opts);
+}
+const json& Step::finish_run(json output) { return invocation_->finish_run(std::move(output)); }
+void Step::fail_run(std::exception_ptr error) { invocation_->fail_run(std::move(error)); }
+void Step::bad_conversion(const json& value, std::string_view type, const std::exception& error) {
+  invocation_->bad_conversion(value, type, error);
+}
+
+void Step::sleep_for(std::string_view id, std::chrono::milliseconds d) {
+  invocation_->sleep_for(id, d);
+}
+void Step::sleep(std::string_view id, std::string_view d) {
+  invocation_->sleep_for(id, detail::parse_duration(d));
+}
+void Step::sleep_until(std::string_view id, Clock::time_point t) {
+  invocation_->sleep_until(
+      id, std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
+}
+
+std::string_view Step::run_id() const { return invocation_->run_id(); }
+std::string_view Step::correlation_id() const { return invocation_->correlation_id(); }
+bool Step::replaying() const { return invocation_->replaying(); }
+
+}  // namespace durable

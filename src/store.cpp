@@ -1,0 +1,567 @@
+// The SQLite store. One file in WAL mode; every write is one IMMEDIATE transaction, so several
+// processes can share the file. Times are milliseconds since the Unix epoch.
+//
+// Invariant kept by commit(): a journal entry is written only while its run is `running` under
+// the writing owner, so a cancelled run or one taken over after its lease lapsed never gets a
+// result from a step body that was still running elsewhere.
+
+#include "store.hpp"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
+
+#include <array>
+#include <map>
+
+#include "errors_internal.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+// migrations[v] upgrades a database from schema v to v + 1.
+constexpr std::array<const char*, kSchemaVersion> kMigrations = {R"sql(
+CREATE TABLE runs (
+  id              TEXT PRIMARY KEY,
+  workflow        TEXT NOT NULL,
+  correlation_id  TEXT NOT NULL,
+  idempotency_key TEXT,
+  status          TEXT NOT NULL,
+  input           TEXT NOT NULL,
+  output          TEXT,
+  error           TEXT,
+  invocations     INTEGER NOT NULL DEFAULT 0,
+  due_at          INTEGER,
+  owner           TEXT,
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL,
+  UNIQUE (workflow, idempotency_key)
+);
+CREATE INDEX runs_due ON runs (status, due_at);
+CREATE INDEX runs_workflow ON runs (workflow, status);
+CREATE TABLE steps (
+  run_id     TEXT NOT NULL,
+  key        TEXT NOT NULL,
+  seq        INTEGER NOT NULL,
+  base       TEXT NOT NULL,
+  kind       TEXT NOT NULL,
+  state      TEXT NOT NULL,
+  output     TEXT,
+  error      TEXT,
+  attempts   INTEGER NOT NULL DEFAULT 0,
+  wake_at    INTEGER,
+  invocation INTEGER NOT NULL DEFAULT 0,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE TABLE history (
+  id     INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  at     INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  reason TEXT NOT NULL
+);
+CREATE INDEX history_run ON history (run_id, id);
+CREATE TABLE workers (
+  id          TEXT PRIMARY KEY,
+  host        TEXT NOT NULL,
+  pid         INTEGER NOT NULL,
+  start_ticks INTEGER NOT NULL,
+  started_at  INTEGER NOT NULL
+);
+)sql"};
+
+json error_to_json(const ErrorInfo& e) {
+  return {{"type", e.type}, {"message", e.message}, {"step_id", e.step_id}, {"attempts", e.attempts}};
+}
+ErrorInfo error_from_json(const json& j) {
+  return {j.value("type", ""), j.value("message", ""), j.value("step_id", ""), j.value("attempts", 0)};
+}
+Clock::time_point to_time(std::int64_t ms) {
+  return Clock::time_point(std::chrono::milliseconds(ms));
+}
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(const std::string& path, Durability durability)
+      : path_(path), db_(open(path)) {
+    db_.setBusyTimeout(10'000);
+    check_and_migrate();
+    if (path != ":memory:") {
+      const std::string mode = db_.execAndGet("PRAGMA journal_mode=WAL").getString();
+      if (mode != "wal") fail("could not switch to WAL mode (got '" + mode + "')");
+    }
+    db_.exec(durability == Durability::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    prepared_ = std::make_unique<Prepared>(db_);
+  }
+
+  std::string create_run(const NewRun& run) override {
+    return guarded([&] {
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      if (!run.idempotency_key.empty()) {
+        SQLite::Statement existing(db_,
+            "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
+        existing.bind(1, run.workflow);
+        existing.bind(2, run.idempotency_key);
+        if (existing.executeStep()) return existing.getColumn(0).getString();
+      }
+      SQLite::Statement insert(db_,
+          "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, input, "
+          "due_at, created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)");
+      insert.bind(1, run.id);
+      insert.bind(2, run.workflow);
+      insert.bind(3, run.correlation_id);
+      if (run.idempotency_key.empty()) insert.bind(4); else insert.bind(4, run.idempotency_key);
+      insert.bind(5, run.input.dump());
+      insert.bind(6, static_cast<int64_t>(run.due_ms));
+      insert.bind(7, static_cast<int64_t>(run.now_ms));
+      insert.bind(8, static_cast<int64_t>(run.now_ms));
+      insert.exec();
+      add_history(run.id, run.now_ms, Status::pending,
+                  run.due_ms > run.now_ms ? "started; delayed until its start time" : "started");
+      tx.commit();
+      return run.id;
+    });
+  }
+
+  std::optional<RunInfo> get_run(const std::string& id, bool with_history) override {
+    return guarded([&]() -> std::optional<RunInfo> {
+      SQLite::Statement query(db_, std::string(kRunColumns) + " FROM runs r WHERE id = ?");
+      query.bind(1, id);
+      if (!query.executeStep()) return std::nullopt;
+      RunInfo info = read_run(query);
+      if (with_history) {
+        SQLite::Statement history(db_,
+            "SELECT status, at, reason FROM history WHERE run_id = ? ORDER BY id");
+        history.bind(1, id);
+        while (history.executeStep()) {
+          info.history.push_back({status_from_string(history.getColumn(0).getString())
+                                      .value_or(Status::pending),
+                                  to_time(history.getColumn(1).getInt64()),
+                                  history.getColumn(2).getString()});
+        }
+      }
+      return info;
+    });
+  }
+
+  std::vector<RunInfo> list_runs(const RunFilter& filter) override {
+    return guarded([&] {
+      std::string sql = std::string(kRunColumns) + " FROM runs r WHERE 1";
+      if (filter.status) sql += " AND status = :status";
+      if (!filter.workflow.empty()) sql += " AND workflow = :workflow";
+      sql += " ORDER BY created_at DESC, id DESC LIMIT :limit";
+      SQLite::Statement query(db_, sql);
+      if (filter.status) query.bind(":status", std::string(to_string(*filter.status)));
+      if (!filter.workflow.empty()) query.bind(":workflow", filter.workflow);
+      query.bind(":limit", static_cast<int64_t>(std::min<std::size_t>(filter.limit, INT64_MAX)));
+      std::vector<RunInfo> runs;
+      while (query.executeStep()) runs.push_back(read_run(query));
+      return runs;
+    });
+  }
+
+  std::optional<std::vector<StepInfo>> list_steps(const std::string& id) override {
+    return guarded([&]() -> std::optional<std::vector<StepInfo>> {
+      if (!run_exists(id)) return std::nullopt;
+      std::vector<StepInfo> steps;
+      for (const JournalEntry& e : load_journal(id)) {
+        StepInfo info;
+        info.id = e.key;
+        info.kind = to_string(e.kind);
+        info.status = to_string(e.state);
+        info.output = e.output;
+        info.error = e.error;
+        info.attempts = e.attempts;
+        if (e.wake_at_ms) info.wake_at = to_time(*e.wake_at_ms);
+        steps.push_back(std::move(info));
+      }
+      return steps;
+    });
+  }
+
+  std::vector<Claim> claim(const ClaimRequest& request) override {
+    return guarded([&] {
+      std::vector<Claim> claims;
+      if (request.workflows.empty() || request.limit == 0) return claims;
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      std::vector<std::pair<std::string, Status>> due;  // id, status before the claim
+      {
+        SQLite::Statement query(db_,
+            "SELECT id, status FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
+            "AND due_at <= ? AND workflow IN (" + placeholders(request.workflows.size()) +
+            ") ORDER BY due_at LIMIT ?");
+        int i = 1;
+        query.bind(i++, static_cast<int64_t>(request.now_ms));
+        for (const auto& name : request.workflows) query.bind(i++, name);
+        query.bind(i, static_cast<int64_t>(request.limit));
+        while (query.executeStep()) {
+          due.emplace_back(query.getColumn(0).getString(),
+                           *status_from_string(query.getColumn(1).getString()));
+        }
+      }
+      for (const std::string& owner : request.dead_owners) {
+        if (due.size() >= request.limit) break;
+        SQLite::Statement query(db_,
+            "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND due_at > ? "
+            "AND workflow IN (" + placeholders(request.workflows.size()) + ") LIMIT ?");
+        int i = 1;
+        query.bind(i++, owner);
+        query.bind(i++, static_cast<int64_t>(request.now_ms));
+        for (const auto& name : request.workflows) query.bind(i++, name);
+        query.bind(i, static_cast<int64_t>(request.limit - due.size()));
+        while (query.executeStep()) due.emplace_back(query.getColumn(0).getString(), Status::running);
+      }
+      const std::int64_t lease_until = request.now_ms + request.lease_ms;
+      SQLite::Statement take(db_,
+          "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ? WHERE id = ? "
+          "RETURNING workflow, correlation_id, input, invocations");
+      SQLite::Statement end_sleeps(db_,
+          "UPDATE steps SET state = 'completed', updated_at = ? "
+          "WHERE run_id = ? AND state = 'sleeping' AND wake_at <= ?");
+      for (const auto& [id, before] : due) {
+        take.reset();
+        take.bind(1, request.owner);
+        take.bind(2, static_cast<int64_t>(lease_until));
+        take.bind(3, static_cast<int64_t>(request.now_ms));
+        take.bind(4, id);
+        if (!take.executeStep()) continue;
+        Claim claim;
+        claim.lease_until_ms = lease_until;
+        claim.run.id = id;
+        claim.run.workflow = take.getColumn(0).getString();
+        claim.run.correlation_id = take.getColumn(1).getString();
+        claim.run.input = json::parse(take.getColumn(2).getString());
+        claim.run.invocations = take.getColumn(3).getInt();
+        while (take.executeStep()) {
+        }
+        end_sleeps.reset();
+        end_sleeps.bind(1, static_cast<int64_t>(request.now_ms));
+        end_sleeps.bind(2, id);
+        end_sleeps.bind(3, static_cast<int64_t>(request.now_ms));
+        end_sleeps.exec();
+        for (JournalEntry& entry : load_journal(id)) {
+          claim.run.invocations = std::max(claim.run.invocations, entry.invocation);
+          claim.run.journal.append(std::move(entry));
+        }
+        add_history(id, request.now_ms, Status::running, claim_reason(before));
+        claims.push_back(std::move(claim));
+      }
+      tx.commit();
+      return claims;
+    });
+  }
+
+  bool commit(const RunWrite& w) override {
+    return guarded([&] {
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      prepared_->owner_check.reset();
+      prepared_->owner_check.bind(1, w.run_id);
+      if (!prepared_->owner_check.executeStep() || prepared_->owner_check.getColumn(0).getString() != "running" ||
+          prepared_->owner_check.getColumn(1).getString() != w.owner) {
+        prepared_->owner_check.reset();
+        return false;  // the transaction rolls back: nothing written
+      }
+      prepared_->owner_check.reset();
+      if (w.entry != nullptr) write_entry(w);
+      if (w.status) {
+        SQLite::Statement update(db_,
+            "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
+            "invocations = ?, updated_at = ? WHERE id = ?");
+        update.bind(1, std::string(to_string(*w.status)));
+        const bool keeps_due = *w.status == Status::sleeping || *w.status == Status::running;
+        if (keeps_due) update.bind(2, static_cast<int64_t>(w.due_ms)); else update.bind(2);
+        if (*w.status == Status::running) update.bind(3, w.owner); else update.bind(3);
+        if (w.output) update.bind(4, w.output->dump()); else update.bind(4);
+        if (w.error) update.bind(5, error_to_json(*w.error).dump()); else update.bind(5);
+        update.bind(6, w.invocations);
+        update.bind(7, static_cast<int64_t>(w.now_ms));
+        update.bind(8, w.run_id);
+        update.exec();
+        add_history(w.run_id, w.now_ms, *w.status, w.reason);
+      } else if (w.renew_lease) {
+        SQLite::Statement renew(db_,
+            "UPDATE runs SET due_at = ?, invocations = ?, updated_at = ? WHERE id = ?");
+        renew.bind(1, static_cast<int64_t>(w.due_ms));
+        renew.bind(2, w.invocations);
+        renew.bind(3, static_cast<int64_t>(w.now_ms));
+        renew.bind(4, w.run_id);
+        renew.exec();
+      }
+      tx.commit();
+      return true;
+    });
+  }
+
+  std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows) override {
+    return guarded([&]() -> std::optional<std::int64_t> {
+      if (workflows.empty()) return std::nullopt;
+      SQLite::Statement query(db_,
+          "SELECT min(due_at) FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
+          "AND workflow IN (" + placeholders(workflows.size()) + ")");
+      int i = 1;
+      for (const auto& name : workflows) query.bind(i++, name);
+      if (!query.executeStep() || query.getColumn(0).isNull()) return std::nullopt;
+      return query.getColumn(0).getInt64();
+    });
+  }
+
+  bool cancel(const std::string& id, std::int64_t now_ms) override {
+    return guarded([&] {
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      if (!run_exists(id)) return false;
+      SQLite::Statement update(db_,
+          "UPDATE runs SET status = 'cancelled', due_at = NULL, owner = NULL, updated_at = ? "
+          "WHERE id = ? AND status IN ('pending', 'running', 'sleeping', 'waiting')");
+      update.bind(1, static_cast<int64_t>(now_ms));
+      update.bind(2, id);
+      if (update.exec() > 0) add_history(id, now_ms, Status::cancelled, "cancelled");
+      tx.commit();
+      return true;
+    });
+  }
+
+  bool retry(const std::string& id, std::int64_t now_ms) override {
+    return guarded([&] {
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      SQLite::Statement status(db_, "SELECT status FROM runs WHERE id = ?");
+      status.bind(1, id);
+      if (!status.executeStep()) return false;
+      const std::string current = status.getColumn(0).getString();
+      if (current != "failed") {
+        throw Error("run " + id + " is " + current + "; only a failed run can be retried");
+      }
+      SQLite::Statement steps(db_,
+          "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, updated_at = ? "
+          "WHERE run_id = ? AND state = 'failed'");
+      steps.bind(1, static_cast<int64_t>(now_ms));
+      steps.bind(2, id);
+      const int reset = steps.exec();
+      SQLite::Statement run(db_,
+          "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
+          "error = NULL, updated_at = ? WHERE id = ?");
+      run.bind(1, static_cast<int64_t>(now_ms));
+      run.bind(2, static_cast<int64_t>(now_ms));
+      run.bind(3, id);
+      run.exec();
+      add_history(id, now_ms, Status::pending,
+                  "retry requested; " + std::to_string(reset) + " failed step(s) run again");
+      tx.commit();
+      return true;
+    });
+  }
+
+  void register_worker(const Worker& worker, std::int64_t now_ms) override {
+    guarded([&] {
+      SQLite::Statement insert(db_,
+          "INSERT OR REPLACE INTO workers (id, host, pid, start_ticks, started_at) "
+          "VALUES (?, ?, ?, ?, ?)");
+      insert.bind(1, worker.id);
+      insert.bind(2, worker.host);
+      insert.bind(3, static_cast<int64_t>(worker.pid));
+      insert.bind(4, static_cast<int64_t>(worker.start_ticks));
+      insert.bind(5, static_cast<int64_t>(now_ms));
+      insert.exec();
+      return 0;
+    });
+  }
+
+  std::vector<Worker> running_owners(const std::string& self) override {
+    return guarded([&] {
+      SQLite::Statement query(db_,
+          "SELECT w.id, w.host, w.pid, w.start_ticks FROM workers w WHERE w.id IN "
+          "(SELECT DISTINCT owner FROM runs WHERE status = 'running' AND owner != ?)");
+      query.bind(1, self);
+      std::vector<Worker> owners;
+      while (query.executeStep()) {
+        owners.push_back({query.getColumn(0).getString(), query.getColumn(1).getString(),
+                          query.getColumn(2).getInt64(), query.getColumn(3).getInt64()});
+      }
+      return owners;
+    });
+  }
+
+ private:
+  static constexpr const char* kRunColumns =
+      "SELECT id, workflow, correlation_id, status, input, output, error, "
+      "max(invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = r.id)), "
+      "created_at, updated_at, due_at";
+
+  static SQLite::Database open(const std::string& path) {
+    try {
+      return SQLite::Database(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    } catch (const SQLite::Exception& e) {
+      throw Error("cannot open database '" + path + "': " + e.what());
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error("database '" + path_ + "': " + what);
+  }
+
+  template <class F>
+  std::invoke_result_t<F&> guarded(F&& body) {
+    try {
+      return body();
+    } catch (const SQLite::Exception& e) {
+      fail(std::string(e.what()) + (e.getErrorCode() == SQLITE_FULL
+                                        ? " (the disk is full: free space, then retry; nothing "
+                                          "was written by the failed operation)"
+                                        : ""));
+    }
+  }
+
+  // Validates the file before anything writes to it, then brings its schema up to date.
+  void check_and_migrate() {
+    std::int64_t application_id = 0, version = 0, objects = 0;
+    try {
+      application_id = db_.execAndGet("PRAGMA application_id").getInt64();
+      version = db_.execAndGet("PRAGMA user_version").getInt64();
+      objects = db_.execAndGet("SELECT count(*) FROM sqlite_schema").getInt64();
+    } catch (const SQLite::Exception& e) {
+      fail(std::string("not a durable database, or a corrupt one (") + e.what() +
+           "); it was left untouched. Point RuntimeOptions::database at another file");
+    }
+    if (application_id != kApplicationId && !(application_id == 0 && objects == 0)) {
+      fail("not a durable database (it is an SQLite file of another application: application_id " +
+           std::to_string(application_id) + ", " + std::to_string(objects) +
+           " schema objects); it was left untouched. Point RuntimeOptions::database at another file");
+    }
+    if (version > kSchemaVersion) {
+      fail("written by a newer durable (schema version " + std::to_string(version) +
+           "; this build knows up to " + std::to_string(kSchemaVersion) +
+           "); it was left untouched. Upgrade durable to open it");
+    }
+    if (version == kSchemaVersion) return;
+    SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+    // Another process may have migrated it while we waited for the write lock.
+    version = db_.execAndGet("PRAGMA user_version").getInt64();
+    for (std::int64_t v = version; v < kSchemaVersion; ++v) db_.exec(kMigrations[v]);
+    db_.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+    db_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+    tx.commit();
+  }
+
+  static std::string placeholders(std::size_t n) {
+    std::string text;
+    for (std::size_t i = 0; i < n; ++i) text += i == 0 ? "?" : ", ?";
+    return text;
+  }
+
+  static std::string claim_reason(Status before) {
+    switch (before) {
+      case Status::pending: return "claimed";
+      case Status::sleeping: return "woke up";
+      default: return "taken over: the previous owner's lease lapsed or its process died";
+    }
+  }
+
+  bool run_exists(const std::string& id) {
+    SQLite::Statement query(db_, "SELECT 1 FROM runs WHERE id = ?");
+    query.bind(1, id);
+    return query.executeStep();
+  }
+
+  void add_history(const std::string& id, std::int64_t at, Status status, const std::string& reason) {
+    prepared_->history_insert.reset();
+    prepared_->history_insert.bind(1, id);
+    prepared_->history_insert.bind(2, static_cast<int64_t>(at));
+    prepared_->history_insert.bind(3, std::string(to_string(status)));
+    prepared_->history_insert.bind(4, reason);
+    prepared_->history_insert.exec();
+  }
+
+  void write_entry(const RunWrite& w) {
+    const JournalEntry& e = *w.entry;
+    SQLite::Statement& s = w.entry_is_new ? prepared_->entry_insert : prepared_->entry_update;
+    s.reset();
+    s.bind(1, w.run_id);
+    s.bind(2, e.key);
+    s.bind(3, static_cast<int64_t>(w.entry_seq));
+    s.bind(4, e.base);
+    s.bind(5, std::string(to_string(e.kind)));
+    s.bind(6, std::string(to_string(e.state)));
+    if (e.state == StepState::completed && e.kind == StepKind::run) s.bind(7, e.output.dump()); else s.bind(7);
+    if (e.error) s.bind(8, error_to_json(*e.error).dump()); else s.bind(8);
+    s.bind(9, e.attempts);
+    if (e.wake_at_ms) s.bind(10, static_cast<int64_t>(*e.wake_at_ms)); else s.bind(10);
+    s.bind(11, e.invocation);
+    s.bind(12, static_cast<int64_t>(w.now_ms));
+    s.exec();
+  }
+
+  std::vector<JournalEntry> load_journal(const std::string& id) {
+    prepared_->journal_select.reset();
+    prepared_->journal_select.bind(1, id);
+    std::vector<JournalEntry> entries;
+    while (prepared_->journal_select.executeStep()) {
+      JournalEntry e;
+      e.key = prepared_->journal_select.getColumn(0).getString();
+      e.base = prepared_->journal_select.getColumn(1).getString();
+      const auto kind = step_kind_from_string(prepared_->journal_select.getColumn(2).getString());
+      const auto state = step_state_from_string(prepared_->journal_select.getColumn(3).getString());
+      if (!kind || !state) fail("the journal of run " + id + " has an entry of unknown kind or state");
+      e.kind = *kind;
+      e.state = *state;
+      if (!prepared_->journal_select.getColumn(4).isNull())
+        e.output = json::parse(prepared_->journal_select.getColumn(4).getString());
+      if (!prepared_->journal_select.getColumn(5).isNull())
+        e.error = error_from_json(json::parse(prepared_->journal_select.getColumn(5).getString()));
+      e.attempts = prepared_->journal_select.getColumn(6).getInt();
+      if (!prepared_->journal_select.getColumn(7).isNull()) e.wake_at_ms = prepared_->journal_select.getColumn(7).getInt64();
+      e.invocation = prepared_->journal_select.getColumn(8).getInt();
+      entries.push_back(std::move(e));
+    }
+    prepared_->journal_select.reset();
+    return entries;
+  }
+
+  RunInfo read_run(SQLite::Statement& q) {
+    RunInfo info;
+    info.id = q.getColumn(0).getString();
+    info.workflow = q.getColumn(1).getString();
+    info.correlation_id = q.getColumn(2).getString();
+    info.status = status_from_string(q.getColumn(3).getString()).value_or(Status::pending);
+    info.input = json::parse(q.getColumn(4).getString());
+    if (!q.getColumn(5).isNull()) info.output = json::parse(q.getColumn(5).getString());
+    if (!q.getColumn(6).isNull()) info.error = error_from_json(json::parse(q.getColumn(6).getString()));
+    info.invocations = q.getColumn(7).getInt();
+    info.created_at = to_time(q.getColumn(8).getInt64());
+    info.updated_at = to_time(q.getColumn(9).getInt64());
+    if (!q.getColumn(10).isNull() &&
+        (info.status == Status::pending || info.status == Status::sleeping))
+      info.wake_at = to_time(q.getColumn(10).getInt64());
+    return info;
+  }
+
+  // Statements used on every step, prepared once (after the schema exists).
+  struct Prepared {
+    explicit Prepared(SQLite::Database& db)
+        : owner_check(db, "SELECT status, coalesce(owner, '') FROM runs WHERE id = ?"),
+          history_insert(db, "INSERT INTO history (run_id, at, status, reason) VALUES (?, ?, ?, ?)"),
+          entry_insert(db,
+              "INSERT INTO steps (run_id, key, seq, base, kind, state, output, error, attempts, "
+              "wake_at, invocation, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+              "?11, ?12)"),
+          entry_update(db,
+              "UPDATE steps SET base = ?4, kind = ?5, state = ?6, output = ?7, error = ?8, "
+              "attempts = ?9, wake_at = ?10, invocation = ?11, updated_at = ?12 "
+              "WHERE run_id = ?1 AND key = ?2 AND ?3 IS NOT NULL"),
+          journal_select(db,
+              "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation "
+              "FROM steps WHERE run_id = ? ORDER BY seq") {}
+    SQLite::Statement owner_check, history_insert, entry_insert, entry_update, journal_select;
+  };
+
+  std::string path_;
+  SQLite::Database db_;
+  std::unique_ptr<Prepared> prepared_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability) {
+  return std::make_unique<SqliteStore>(path, durability);
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,104 @@
+#pragma once
+// The store: where runs, journals and state history persist. An interface, so that another
+// backend (PostgreSQL) can be one new source folder; SQLite is the embedded default.
+// A Store is not thread-safe: the runtime serializes calls to it.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <durable/info.hpp>
+#include <durable/options.hpp>
+
+#include "engine.hpp"
+
+namespace durable::detail {
+
+struct NewRun {
+  std::string id, workflow, correlation_id, idempotency_key;
+  json input;
+  std::int64_t now_ms = 0;
+  std::int64_t due_ms = 0;  ///< not claimed before this time (a delayed start)
+};
+
+/// A run claimed by this runtime: its state and journal, and when the claim lapses.
+struct Claim {
+  RunState run;
+  std::int64_t lease_until_ms = 0;
+};
+
+struct ClaimRequest {
+  std::string owner;                   ///< the claiming runtime's worker id
+  std::vector<std::string> workflows;  ///< only runs of these workflows are claimed
+  std::int64_t now_ms = 0;
+  std::int64_t lease_ms = 0;
+  std::size_t limit = 0;
+  /// Owners of running runs whose process is known dead: their claims are taken at once.
+  std::vector<std::string> dead_owners;
+};
+
+/// One atomic write for a run: an optional journal entry and an optional change of the run.
+struct RunWrite {
+  std::string run_id, owner;
+  const JournalEntry* entry = nullptr;
+  bool entry_is_new = false;
+  std::size_t entry_seq = 0;          ///< the entry's position in the journal, when new
+  std::optional<Status> status;       ///< the run's new status, when it changes
+  std::int64_t due_ms = 0;            ///< sleeping: wake time; running: lease expiry
+  std::optional<json> output;         ///< completed
+  std::optional<ErrorInfo> error;     ///< failed
+  std::string reason;                 ///< for the state history, with a status change
+  int invocations = 0;
+  std::int64_t now_ms = 0;
+  bool renew_lease = false;           ///< running: move due_ms (the lease expiry) on
+};
+
+/// A process that claims runs: lets another process on the same host tell that it died.
+struct Worker {
+  std::string id, host;
+  std::int64_t pid = 0, start_ticks = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  /// Inserts the run, or returns the id of the run of the same workflow and idempotency key.
+  virtual std::string create_run(const NewRun& run) = 0;
+  virtual std::optional<RunInfo> get_run(const std::string& id, bool with_history) = 0;
+  virtual std::vector<RunInfo> list_runs(const RunFilter& filter) = 0;
+  /// The journal of a run in write order; nullopt for an unknown run.
+  virtual std::optional<std::vector<StepInfo>> list_steps(const std::string& id) = 0;
+
+  /// Claims due runs (pending and sleeping runs whose time came, running runs whose lease
+  /// lapsed or whose owner died) and loads their journals.
+  virtual std::vector<Claim> claim(const ClaimRequest& request) = 0;
+  /// Writes atomically. Returns false, writing nothing, when the run is no longer running under
+  /// this owner (cancelled, or taken over after its lease lapsed).
+  virtual bool commit(const RunWrite& write) = 0;
+  /// The earliest due time of a claimable run of these workflows, if any.
+  virtual std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows) = 0;
+
+  /// False for an unknown run; a run that already ended is left as it is.
+  virtual bool cancel(const std::string& id, std::int64_t now_ms) = 0;
+  /// Requeues a failed run, its failed steps with fresh attempts. Throws Error when not failed.
+  virtual bool retry(const std::string& id, std::int64_t now_ms) = 0;
+
+  virtual void register_worker(const Worker& worker, std::int64_t now_ms) = 0;
+  /// Owners of running runs other than `self`, with what is known of their process.
+  virtual std::vector<Worker> running_owners(const std::string& self) = 0;
+};
+
+/// Opens or creates a SQLite store. Throws Error for a file that is not a durable database (left
+/// untouched), a corrupt one, or one written by a newer schema.
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability);
+
+/// The schema version this build writes.
+inline constexpr int kSchemaVersion = 1;
+/// PRAGMA application_id of a durable database: "DRBL".
+inline constexpr std::int32_t kApplicationId = 0x4452424c;
+
+}  // namespace durable::detail
