@@ -55,8 +55,8 @@ Outcome Invocation::execute() {
       return done;
     }
   } catch (const Unwind&) {
-    if (ending_) return std::move(*ending_);
-    bug("an invocation of run " + run_->id + " unwound with no outcome");
+    if (ending_ && !swallowed_) return std::move(*ending_);
+    if (!ending_) bug("an invocation of run " + run_->id + " unwound with no outcome");
   } catch (const StepFailed& e) {
     failed.error = e.info;
   } catch (...) {
@@ -78,7 +78,10 @@ void Invocation::end(Outcome outcome) {
 }
 
 void Invocation::refuse_inside_body(std::string_view call) {
-  if (ending_) throw Unwind{};  // the workflow swallowed the unwinding and carried on
+  if (ending_) {  // the workflow swallowed the unwinding and carried on to another step
+    swallowed_ = true;
+    throw Unwind{};
+  }
   if (body_) {
     throw Error(std::string(call) + " was called inside the body of " + step_label(body_->key) +
                 "; call it from the workflow function, between steps");

@@ -95,6 +95,7 @@ class Invocation {
   std::optional<Body> body_;
   std::string_view last_key_;      // the step whose journaled result run() is converting
   std::optional<Outcome> ending_;  // set when the runtime's unwinding began
+  bool swallowed_ = false;          // a step call came after the unwinding began
 };
 
 }  // namespace durable::detail

@@ -1,0 +1,298 @@
+// Errors and retries (DESIGN §2): attempts, backoff, StepFailed, failed runs, retry().
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <stdexcept>
+
+#include "retry.hpp"
+#include "support.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+std::chrono::milliseconds until_wake(Runtime& runtime, const std::string& id,
+                                     const test::ManualClock& clock) {
+  const RunInfo run = runtime.get(id);
+  REQUIRE(run.wake_at.has_value());
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*run.wake_at - clock.now);
+}
+}  // namespace
+
+TEST_CASE("backoff grows by the multiplier, stops at the cap, and jitter stays in bounds") {
+  std::mt19937_64 random(7);
+  RetryPolicy policy = test::exact_policy(10, 1000ms);
+  CHECK(detail::backoff(policy, 1, random) == 1000ms);
+  CHECK(detail::backoff(policy, 2, random) == 2000ms);
+  CHECK(detail::backoff(policy, 4, random) == 8000ms);
+  policy.max_backoff = 5000ms;
+  CHECK(detail::backoff(policy, 4, random) == 5000ms);
+  policy.jitter = 0.2;
+  bool below = false, above = false;
+  for (int i = 0; i < 2000; ++i) {
+    const auto d = detail::backoff(policy, 2, random);
+    CHECK(d >= 1600ms);
+    CHECK(d <= 2400ms);
+    below = below || d < 1900ms;
+    above = above || d > 2100ms;
+  }
+  CHECK(below);
+  CHECK(above);
+}
+
+TEST_CASE("a failing step is retried after its backoff and then succeeds") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("retry.db"), clock);
+  int attempts = 0;
+  runtime->add(Workflow("flaky", [&](Step& step, const json&) -> json {
+    return step.run("call", [&] {
+      if (++attempts < 3) throw std::runtime_error("503 from billing");
+      return attempts;
+    }, {.retry = test::exact_policy(5, 1000ms)});
+  }));
+  const std::string id = runtime->start("flaky");
+  runtime->run_until_idle();
+  CHECK(runtime->get(id).status == Status::sleeping);
+  CHECK(until_wake(*runtime, id, clock) == 1000ms);
+  clock.advance(999ms);
+  CHECK(runtime->run_until_idle() == 0);
+  clock.advance(1ms);
+  runtime->run_until_idle();
+  CHECK(until_wake(*runtime, id, clock) == 2000ms);
+  clock.advance(2000ms);
+  runtime->run_until_idle();
+  const RunInfo run = runtime->get(id);
+  CHECK(run.status == Status::completed);
+  CHECK(run.output == 3);
+  const auto steps = runtime->steps(id);
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].attempts == 3);
+  CHECK(steps[0].status == "completed");
+}
+
+TEST_CASE("a restart neither forgets attempts nor resets the backoff") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  int attempts = 0;
+  const auto flaky = [&] {
+    return Workflow("flaky", [&](Step& step, const json&) -> json {
+      step.run("call", [&] { ++attempts; throw std::runtime_error("down"); },
+               {.retry = test::exact_policy(3, 10'000ms)});
+      return nullptr;
+    });
+  };
+  std::string id;
+  {
+    auto runtime = test::runtime_on(dir.file("restart.db"), clock);
+    runtime->add(flaky());
+    id = runtime->start("flaky");
+    runtime->run_until_idle();
+    clock.advance(10s);
+    runtime->run_until_idle();  // attempt 2 fails; next in 20 s
+    CHECK(attempts == 2);
+  }
+  auto runtime = test::runtime_on(dir.file("restart.db"), clock);
+  runtime->add(flaky());
+  CHECK(runtime->run_until_idle() == 0);  // the backoff still holds after the restart
+  CHECK(until_wake(*runtime, id, clock) == 20s);
+  clock.advance(20s);
+  runtime->run_until_idle();
+  CHECK(attempts == 3);  // the third attempt was the last: max_attempts counts them all
+  const RunInfo run = runtime->get(id);
+  CHECK(run.status == Status::failed);
+  REQUIRE(run.error);
+  CHECK(run.error->step_id == "call");
+  CHECK(run.error->attempts == 3);
+  CHECK(run.error->type == "std::runtime_error");
+  CHECK(run.error->message == "down");
+}
+
+TEST_CASE("NonRetryableError fails the step at once") {
+  Runtime runtime({.database = ":memory:"});
+  int attempts = 0;
+  runtime.add(Workflow("strict", [&](Step& step, const json&) -> json {
+    step.run("validate", [&] { ++attempts; throw NonRetryableError("bad card number"); });
+    return nullptr;
+  }));
+  const std::string id = runtime.start("strict");
+  runtime.run_until_idle();
+  CHECK(attempts == 1);
+  const RunInfo run = runtime.get(id);
+  CHECK(run.status == Status::failed);
+  CHECK(run.error->type == "durable::NonRetryableError");
+  CHECK(run.error->attempts == 1);
+}
+
+TEST_CASE("RetryAfterError sets the delay before the next attempt") {
+  test::ManualClock clock;
+  Runtime runtime({.database = ":memory:"});
+  clock.attach(runtime);
+  int attempts = 0;
+  runtime.add(Workflow("limited", [&](Step& step, const json&) -> json {
+    return step.run("api", [&] {
+      if (++attempts == 1) throw RetryAfterError("429 Too Many Requests", 90s);
+      return 1;
+    });
+  }));
+  const std::string id = runtime.start("limited");
+  runtime.run_until_idle();
+  CHECK(until_wake(runtime, id, clock) == 90s);
+  clock.advance(90s);
+  runtime.run_until_idle();
+  CHECK(runtime.get(id).status == Status::completed);
+}
+
+TEST_CASE("StepFailed is thrown on every replay and can be caught for a best-effort step") {
+  Runtime runtime({.database = ":memory:"});
+  int caught = 0, analytics_bodies = 0;
+  runtime.add(Workflow("signup", [&](Step& step, const json&) -> json {
+    try {
+      step.run("track-analytics", [&] { ++analytics_bodies; throw std::runtime_error("tracker down"); },
+               {.retry = test::exact_policy(1, 0ms)});
+    } catch (const StepFailed& e) {
+      ++caught;
+      CHECK(e.info.step_id == "track-analytics");
+      CHECK(e.info.message == "tracker down");
+      CHECK(std::string(e.what()).find("step 'track-analytics' failed after 1 attempt") == 0);
+    }
+    step.run("welcome", [] {});
+    return "done";
+  }));
+  const std::string id = runtime.start("signup");
+  runtime.run_until_idle();
+  CHECK(runtime.get(id).status == Status::completed);
+  CHECK(analytics_bodies == 1);
+  CHECK(caught == 2);  // the replay that ran `welcome` and the final one
+}
+
+TEST_CASE("an exception out of the workflow fails the run with ErrorInfo") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(Workflow("broken", [](Step& step, const json&) -> json {
+    step.run("ok", [] {});
+    throw std::invalid_argument("no plan named 'gold'");
+  }));
+  const std::string id = runtime.start("broken");
+  runtime.run_until_idle();
+  const RunInfo run = runtime.get(id);
+  CHECK(run.status == Status::failed);
+  REQUIRE(run.error);
+  CHECK(run.error->type == "std::invalid_argument");
+  CHECK(run.error->message == "no plan named 'gold'");
+  CHECK(run.error->step_id.empty());
+}
+
+TEST_CASE("retry() re-queues a failed run: completed steps stay done, failed ones run again") {
+  Runtime runtime({.database = ":memory:"});
+  int first = 0, second = 0;
+  bool healthy = false;
+  runtime.add(Workflow("pipeline", [&](Step& step, const json&) -> json {
+    step.run("first", [&] { ++first; });
+    return step.run("second", [&] {
+      ++second;
+      if (!healthy) throw std::runtime_error("dependency down");
+      return 2;
+    }, {.retry = test::exact_policy(2, 0ms)});
+  }));
+  const std::string id = runtime.start("pipeline");
+  runtime.run_until_idle();
+  REQUIRE(runtime.get(id).status == Status::failed);
+  CHECK(second == 2);
+  CHECK_THROWS_AS(runtime.retry("no-such-run"), NotFound);
+  healthy = true;
+  runtime.retry(id);
+  CHECK(runtime.get(id).status == Status::pending);
+  runtime.run_until_idle();
+  const RunInfo run = runtime.get(id);
+  CHECK(run.status == Status::completed);
+  CHECK(run.output == 2);
+  CHECK(first == 1);
+  CHECK(second == 3);
+  CHECK_THROWS_WITH_AS(runtime.retry(id), doctest::Contains("only a failed run can be retried"),
+                       Error);
+}
+
+TEST_CASE("a step body that throws a non-standard exception is a failed attempt with its type") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(Workflow("weird", [](Step& step, const json&) -> json {
+    step.run("legacy", [] { throw 42; }, {.retry = test::exact_policy(2, 0ms)});
+    return nullptr;
+  }));
+  const std::string id = runtime.start("weird");
+  runtime.run_until_idle();
+  const RunInfo run = runtime.get(id);
+  CHECK(run.status == Status::failed);
+  REQUIRE(run.error);
+  CHECK(run.error->type == "int");
+  CHECK(run.error->attempts == 2);
+  CHECK(run.error->message.find("non-standard exception of type int") != std::string::npos);
+}
+
+TEST_CASE("workflow code whose catch (...) swallows the runtime's unwinding fails clearly") {
+  Runtime runtime({.database = ":memory:"});
+  int after = 0;
+  runtime.add(Workflow("swallower", [&](Step& step, const json&) -> json {
+    try {
+      step.run("charge", [] { return 5; });
+    } catch (...) {
+      // swallowed: durable's unwinding must not stop here
+    }
+    step.run("ship", [&] { ++after; });
+    return nullptr;
+  }));
+  const std::string id = runtime.start("swallower");
+  runtime.run_until_idle();
+  const RunInfo run = runtime.get(id);
+  CHECK(run.status == Status::failed);
+  REQUIRE(run.error);
+  CHECK(run.error->message.find("catch (...)") != std::string::npos);
+  CHECK(after == 0);
+  // The step that did complete is journaled all the same: nothing is lost.
+  const auto steps = runtime.steps(id);
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].output == 5);
+}
+
+TEST_CASE("catch (const std::exception&) in workflow code never sees the runtime's unwinding") {
+  Runtime runtime({.database = ":memory:"});
+  int caught = 0;
+  runtime.add(Workflow("careful", [&](Step& step, const json&) -> json {
+    try {
+      step.run("a", [] { return 1; });
+      step.run("b", [] { return 2; });
+    } catch (const std::exception&) {
+      ++caught;
+    }
+    return nullptr;
+  }));
+  const std::string id = runtime.start("careful");
+  runtime.run_until_idle();
+  CHECK(caught == 0);
+  CHECK(runtime.get(id).status == Status::completed);
+}
+
+TEST_CASE("an oversized step output fails the step non-retryably, naming step and size") {
+  Runtime runtime({.database = ":memory:", .max_output_bytes = 1024});
+  int bodies = 0;
+  runtime.add(Workflow("big", [&](Step& step, const json&) -> json {
+    step.run("blob", [&] { ++bodies; return std::string(5000, 'x'); });
+    return nullptr;
+  }));
+  const std::string id = runtime.start("big");
+  runtime.run_until_idle();
+  CHECK(bodies == 1);
+  const RunInfo run = runtime.get(id);
+  CHECK(run.status == Status::failed);
+  REQUIRE(run.error);
+  CHECK(run.error->message.find("step 'blob' of run " + id + " returned 4.9 KiB; the limit is 1.0 KiB") == 0);
+}
+
+TEST_CASE("a retry policy that cannot work is refused with a clear error") {
+  Runtime runtime({.database = ":memory:"});
+  RetryPolicy none;
+  none.max_attempts = 0;
+  CHECK_THROWS_WITH_AS(runtime.add(Workflow("w", [](Step&, const json&) -> json { return 1; },
+                                            {.retry = none})),
+                       doctest::Contains("max_attempts < 1"), Error);
+}

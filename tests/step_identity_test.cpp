@@ -1,0 +1,206 @@
+// Step identity (DESIGN §2): keys by id, id#n for repeats, reserved characters, kinds, types.
+
+#include <doctest/doctest.h>
+
+#include "support.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace shop {
+struct Order {
+  std::string sku;
+  int quantity = 0;
+};
+void to_json(json& j, const Order& o) { j = {{"sku", o.sku}, {"quantity", o.quantity}}; }
+void from_json(const json& j, Order& o) {
+  j.at("sku").get_to(o.sku);
+  j.at("quantity").get_to(o.quantity);
+}
+struct Receipt {
+  std::string id;
+  int total = 0;
+};
+void to_json(json& j, const Receipt& r) { j = {{"id", r.id}, {"total", r.total}}; }
+void from_json(const json& j, Receipt& r) {
+  j.at("id").get_to(r.id);
+  j.at("total").get_to(r.total);
+}
+}  // namespace shop
+
+TEST_CASE("a step id used again in a loop gets the keys id, id#2, id#3 in call order") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(Workflow("loop", [](Step& step, const json&) -> json {
+    int sum = 0;
+    for (int i = 1; i <= 3; ++i) sum += step.run("add", [i] { return i * 10; });
+    step.run("other", [] {});
+    sum += step.run("add", [] { return 1; });
+    return sum;
+  }));
+  const std::string id = runtime.start("loop");
+  runtime.run_until_idle();
+  CHECK(runtime.get(id).output == 61);
+  std::vector<std::string> keys;
+  for (const auto& s : runtime.steps(id)) keys.push_back(s.id);
+  CHECK(keys == std::vector<std::string>{"add", "add#2", "add#3", "other", "add#4"});
+}
+
+TEST_CASE("steps are matched by id, not position: a step added before journaled ones runs") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  std::string id;
+  {
+    auto runtime = test::runtime_on(dir.file("deploy.db"), clock);
+    runtime->add(Workflow("flow", [](Step& step, const json&) -> json {
+      step.run("a", [] { return 1; });
+      step.sleep("pause", 1h);
+      return step.run("b", [] { return 2; });
+    }));
+    id = runtime->start("flow");
+    runtime->run_until_idle();
+  }
+  // A deploy inserts a step before the journaled ones and drops the sleep.
+  auto runtime = test::runtime_on(dir.file("deploy.db"), clock);
+  int a_bodies = 0;
+  runtime->add(Workflow("flow", [&](Step& step, const json&) -> json {
+    const int inserted = step.run("new", [] { return 100; });
+    const int a = step.run("a", [&] { ++a_bodies; return -1; });
+    return inserted + a + step.run("b", [] { return 2; });
+  }));
+  clock.advance(2h);
+  runtime->run_until_idle();
+  CHECK(a_bodies == 0);
+  CHECK(runtime->get(id).output == 103);
+}
+
+TEST_CASE("a step id with a reserved character fails the run with a clear message") {
+  for (const std::string& bad : std::vector<std::string>{"a/b", "a#2", "x[0]", "", "tab\there"}) {
+    CAPTURE(bad);
+    Runtime runtime({.database = ":memory:"});
+    runtime.add(Workflow("bad-id", [bad](Step& step, const json&) -> json {
+      step.run(bad, [] {});
+      return nullptr;
+    }));
+    const std::string id = runtime.start("bad-id");
+    runtime.run_until_idle();
+    const RunInfo run = runtime.get(id);
+    CHECK(run.status == Status::failed);
+    REQUIRE(run.error.has_value());
+    CHECK(run.error->type == "durable::Error");
+    if (bad.empty()) {
+      CHECK(run.error->message == "a step id must not be empty");
+    } else {
+      CHECK(run.error->message.find("step id '" + bad + "' contains") == 0);
+      CHECK(run.error->message.find("reserves") != std::string::npos);
+    }
+    CHECK(runtime.steps(id).empty());
+  }
+}
+
+TEST_CASE("a journaled id reached with another kind fails the run with NonDeterminism") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  std::string id;
+  {
+    auto runtime = test::runtime_on(dir.file("kind.db"), clock);
+    runtime->add(Workflow("flow", [](Step& step, const json&) -> json {
+      step.sleep("wait", 1h);
+      return nullptr;
+    }));
+    id = runtime->start("flow");
+    runtime->run_until_idle();
+  }
+  clock.advance(2h);
+  auto runtime = test::runtime_on(dir.file("kind.db"), clock);
+  runtime->add(Workflow("flow", [](Step& step, const json&) -> json {
+    step.run("wait", [] { return 1; });
+    return nullptr;
+  }));
+  runtime->run_until_idle();
+  const RunInfo run = runtime->get(id);
+  CHECK(run.status == Status::failed);
+  REQUIRE(run.error);
+  CHECK(run.error->type == "durable::NonDeterminism");
+  CHECK(run.error->message.find("'wait'") != std::string::npos);
+  CHECK(run.error->message.find("journaled as a sleep") != std::string::npos);
+  CHECK(run.error->message.find("step.run") != std::string::npos);
+}
+
+TEST_CASE("typed workflows take and return user types through to_json/from_json") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(Workflow("checkout", [](Step& step, const shop::Order& order) {
+    const shop::Receipt receipt = step.run("charge", [&] {
+      return shop::Receipt{"r-" + order.sku, order.quantity * 5};
+    });
+    step.run("log", [] {});  // void step
+    return receipt;
+  }));
+  int voided = 0;
+  runtime.add(Workflow("fire-and-forget", [&](Step& step, const int& n) {
+    step.run("touch", [&] { voided += n; });
+  }));
+  const std::string id = runtime.start("checkout", {{"sku", "mug"}, {"quantity", 3}});
+  const std::string void_id = runtime.start("fire-and-forget", 4);
+  runtime.run_until_idle();
+  CHECK(runtime.get(id).output == json{{"id", "r-mug"}, {"total", 15}});
+  CHECK(runtime.get(void_id).status == Status::completed);
+  CHECK(runtime.get(void_id).output.is_null());
+  CHECK(voided == 4);
+}
+
+TEST_CASE("an input that does not convert to the typed workflow's input is refused by start") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(Workflow("checkout", [](Step&, const shop::Order& order) { return order.quantity; }));
+  CHECK_THROWS_WITH_AS(runtime.start("checkout", {{"sku", "mug"}}),
+                       doctest::Contains("the input of workflow 'checkout' does not convert to shop::Order"),
+                       Error);
+  CHECK(runtime.list().empty());
+}
+
+TEST_CASE("a journaled value that no longer converts to the step's type names step and types") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  std::string id;
+  {
+    auto runtime = test::runtime_on(dir.file("types.db"), clock);
+    runtime->add(Workflow("flow", [](Step& step, const json&) -> json {
+      step.run("fetch", [] { return std::string("forty-two"); });
+      step.sleep("pause", 1h);
+      return nullptr;
+    }));
+    id = runtime->start("flow");
+    runtime->run_until_idle();
+  }
+  clock.advance(2h);
+  auto runtime = test::runtime_on(dir.file("types.db"), clock);
+  runtime->add(Workflow("flow", [](Step& step, const json&) -> json {
+    const int n = step.run("fetch", [] { return 42; });
+    step.sleep("pause", 1h);
+    return n;
+  }));
+  runtime->run_until_idle();
+  const RunInfo run = runtime->get(id);
+  CHECK(run.status == Status::failed);
+  REQUIRE(run.error);
+  CHECK(run.error->message.find("step 'fetch' of run " + id) == 0);
+  CHECK(run.error->message.find("\"forty-two\" (JSON string)") != std::string::npos);
+  CHECK(run.error->message.find("does not convert to the step's type int") != std::string::npos);
+}
+
+TEST_CASE("step.run inside a step body is refused with a message naming the call") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(Workflow("nested", [](Step& step, const json&) -> json {
+    step.run("outer", [&] { step.sleep("inner-nap", std::chrono::seconds(1)); },
+             {.retry = test::exact_policy(1, 0ms)});
+    return nullptr;
+  }));
+  const std::string id = runtime.start("nested");
+  runtime.run_until_idle();
+  const auto steps = runtime.steps(id);
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].status == "failed");
+  REQUIRE(steps[0].error);
+  CHECK(steps[0].error->message ==
+        "step.sleep('inner-nap') was called inside the body of step 'outer' of run " + id +
+            "; call it from the workflow function, between steps");
+}

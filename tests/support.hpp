@@ -1,0 +1,63 @@
+#pragma once
+// Helpers shared by the tests: temporary directories and a clock the test moves by hand.
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <durable/durable.hpp>
+
+#include "runtime_core.hpp"
+
+namespace durable::test {
+
+/// A fresh directory under /tmp, removed with everything in it at the end of the scope.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "durable-test-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// A clock that stands still until the test moves it; shared by the runtimes it is attached to.
+struct ManualClock {
+  Clock::time_point now = Clock::time_point(std::chrono::hours(24 * 365 * 56));  // ~2026
+  void attach(Runtime& runtime) {
+    detail::RuntimeAccess::core(runtime).set_clock([this] { return now; });
+  }
+  void advance(std::chrono::milliseconds d) { now += d; }
+};
+
+/// A runtime on a file in `dir`, with a manual clock.
+inline std::unique_ptr<Runtime> runtime_on(const std::string& db, ManualClock& clock,
+                                           RuntimeOptions opts = {}) {
+  opts.database = db;
+  auto runtime = std::make_unique<Runtime>(opts);
+  clock.attach(*runtime);
+  return runtime;
+}
+
+/// A retry policy with no jitter, for exact backoff arithmetic.
+inline RetryPolicy exact_policy(int attempts, std::chrono::milliseconds initial) {
+  RetryPolicy policy;
+  policy.max_attempts = attempts;
+  policy.initial_backoff = initial;
+  policy.jitter = 0;
+  return policy;
+}
+
+}  // namespace durable::test
