@@ -150,7 +150,7 @@ class SqliteStore final : public Store {
       std::string sql = std::string(kRunColumns) + " FROM runs r WHERE 1";
       if (filter.status) sql += " AND status = :status";
       if (!filter.workflow.empty()) sql += " AND workflow = :workflow";
-      sql += " ORDER BY created_at DESC, id DESC LIMIT :limit";
+      sql += " ORDER BY created_at DESC, rowid DESC LIMIT :limit";
       SQLite::Statement query(db_, sql);
       if (filter.status) query.bind(":status", std::string(to_string(*filter.status)));
       if (!filter.workflow.empty()) query.bind(":workflow", filter.workflow);
@@ -379,6 +379,10 @@ class SqliteStore final : public Store {
       }
       return owners;
     });
+  }
+
+  int synchronous() override {
+    return guarded([&] { return db_.execAndGet("PRAGMA synchronous").getInt(); });
   }
 
  private:

@@ -90,6 +90,9 @@ class Store {
   virtual void register_worker(const Worker& worker, std::int64_t now_ms) = 0;
   /// Owners of running runs other than `self`, with what is known of their process.
   virtual std::vector<Worker> running_owners(const std::string& self) = 0;
+
+  /// The SQLite synchronous level in force (1 NORMAL, 2 FULL); for the tests.
+  virtual int synchronous() = 0;
 };
 
 /// Opens or creates a SQLite store. Throws Error for a file that is not a durable database (left

@@ -1,0 +1,407 @@
+// durable_bench: the benchmarks of DESIGN.md §4 that the runtime can run so far, each beside the
+// raw SQLite figure measured in the same run on the same file system.
+//
+//   durable_bench [--quick] [DIR]
+//
+// DIR (default: a fresh directory under /tmp, removed afterwards) holds the database files; each
+// measurement uses a fresh file and deletes it. --quick shrinks sizes and repetitions so the run
+// takes seconds (the bench_smoke test uses it); its figures are not meant to be quoted.
+//
+// The machine may be noisy, so every figure is the median of several repetitions, and the raw
+// and durable measurements of one durability are interleaved rather than run one after another,
+// so that a slow phase of the machine hits both alike.
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
+#include <sys/vfs.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <durable/durable.hpp>
+
+#include "engine.hpp"
+#include "journal.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using durable::Durability;
+using durable::json;
+using Stopwatch = std::chrono::steady_clock;
+
+// ---- settings ---------------------------------------------------------------------------------
+
+struct Sizes {
+  int reps = 5;             // repetitions of each normal-sync figure
+  int reps_full = 3;        // repetitions of each full-sync figure (every commit is an fsync)
+  int raw_rows = 5000;      // single-row transactions per raw measurement, synchronous=NORMAL
+  int raw_rows_full = 1000; // the same, synchronous=FULL
+  int sequential_steps = 1000;
+  int runs = 1000, steps_per_run = 10;
+  int replay_steps = 1000;  // journal entries replayed per invocation
+  int replay_reps = 301;    // invocations timed per replay figure
+};
+
+Sizes quick_sizes() {
+  Sizes s;
+  s.reps = 1;
+  s.reps_full = 1;
+  s.raw_rows = 300;
+  s.raw_rows_full = 50;
+  s.sequential_steps = 100;
+  s.runs = 20;
+  s.steps_per_run = 10;
+  s.replay_steps = 200;
+  s.replay_reps = 21;
+  return s;
+}
+
+std::string_view name_of(Durability d) { return d == Durability::full ? "full" : "normal"; }
+
+double seconds_since(Stopwatch::time_point start) {
+  return std::chrono::duration<double>(Stopwatch::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
+// ---- the scratch directory --------------------------------------------------------------------
+
+// Hands out fresh database paths in one directory and removes each database with its WAL and
+// shared-memory files once measured; a directory it created is removed as a whole at the end.
+class Scratch {
+ public:
+  explicit Scratch(std::string dir) {
+    if (dir.empty()) {
+      std::string pattern = (fs::temp_directory_path() / "durable-bench-XXXXXX").string();
+      if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
+      dir_ = pattern;
+      owned_ = true;
+    } else {
+      dir_ = fs::absolute(dir);
+      fs::create_directories(dir_);
+    }
+  }
+  ~Scratch() {
+    std::error_code ignored;
+    if (owned_) fs::remove_all(dir_, ignored);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  const fs::path& dir() const { return dir_; }
+
+  /// A path no file occupies, for a database of this label.
+  std::string fresh(std::string_view label) {
+    std::string path = (dir_ / ("bench-" + std::string(label) + "-" + std::to_string(++count_) +
+                                ".db")).string();
+    remove(path);
+    return path;
+  }
+  static void remove(const std::string& db) {
+    std::error_code ignored;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(db + suffix, ignored);
+  }
+
+ private:
+  fs::path dir_;
+  bool owned_ = false;
+  int count_ = 0;
+};
+
+std::string file_system_of(const fs::path& dir) {
+  struct statfs info {};
+  if (statfs(dir.c_str(), &info) != 0) return "unknown fs";
+  switch (static_cast<unsigned long>(info.f_type)) {
+    case 0xEF53: return "ext4";
+    case 0x01021994: return "tmpfs";
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x794C7630: return "overlayfs";
+    case 0x2FC12FC1: return "zfs";
+    default: {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "fs 0x%lx", static_cast<unsigned long>(info.f_type));
+      return hex;
+    }
+  }
+}
+
+// ---- 1. raw SQLite ------------------------------------------------------------------------------
+
+// Rows per second of single-row INSERT + COMMIT into a fresh WAL file, each row its own IMMEDIATE
+// transaction, into a table shaped like durable's journal: a (text, text) primary key without
+// rowid and a small JSON value.
+double raw_insert_rate(Scratch& scratch, Durability durability, int rows) {
+  const std::string path = scratch.fresh("raw-" + std::string(name_of(durability)));
+  double elapsed = 0;
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec("PRAGMA journal_mode=WAL");
+    db.exec(durability == Durability::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    db.exec("CREATE TABLE steps (run_id TEXT NOT NULL, key TEXT NOT NULL, output TEXT, "
+            "PRIMARY KEY (run_id, key)) WITHOUT ROWID");
+    SQLite::Statement insert(db, "INSERT INTO steps (run_id, key, output) VALUES (?, ?, ?)");
+    const std::string run_id = "0192f3a4b5c6d7e8f90a1b2c3d4e5f60";  // ~30 bytes, like a run id
+    const auto start = Stopwatch::now();
+    for (int i = 0; i < rows; ++i) {
+      SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
+      insert.bind(1, run_id);
+      insert.bind(2, "s#" + std::to_string(i + 1));
+      insert.bind(3, json{{"i", i}, {"ok", true}}.dump());
+      insert.exec();
+      insert.reset();
+      tx.commit();
+    }
+    elapsed = seconds_since(start);
+  }
+  Scratch::remove(path);
+  return rows / elapsed;
+}
+
+// ---- 2. durable journaled steps -----------------------------------------------------------------
+
+// A workflow of input {"steps": n} that runs n trivial steps under one repeated id (s, s#2, ...).
+durable::Workflow loop_workflow() {
+  return durable::Workflow("loop", [](durable::Step& step, const json& input) -> json {
+    const int steps = input.at("steps").get<int>();
+    long sum = 0;
+    for (int i = 0; i < steps; ++i) sum += step.run("s", [i] { return i; });
+    return sum;
+  });
+}
+
+// Steps per second of `runs` runs of `steps` steps each, all started before the clock starts,
+// then executed by one run_until_idle() on a fresh database file.
+double durable_step_rate(Scratch& scratch, Durability durability, int runs, int steps) {
+  const std::string path = scratch.fresh("durable-" + std::string(name_of(durability)));
+  double elapsed = 0;
+  {
+    durable::RuntimeOptions options;
+    options.database = path;
+    options.durability = durability;
+    durable::Runtime runtime(options);
+    runtime.add(loop_workflow());
+    for (int r = 0; r < runs; ++r) runtime.start("loop", json{{"steps", steps}});
+    const auto start = Stopwatch::now();
+    const std::size_t invocations = runtime.run_until_idle();
+    elapsed = seconds_since(start);
+    // Every step is one invocation, and the last invocation of each run completes it.
+    const auto expected = static_cast<std::size_t>(runs) * static_cast<std::size_t>(steps + 1);
+    if (invocations != expected) {
+      throw std::runtime_error("run_until_idle made " + std::to_string(invocations) +
+                               " invocations; expected " + std::to_string(expected));
+    }
+  }
+  Scratch::remove(path);
+  return static_cast<double>(runs) * steps / elapsed;
+}
+
+// ---- 3. replay ----------------------------------------------------------------------------------
+
+// A run whose journal holds `steps` completed run steps under the given keys and ids.
+durable::detail::RunState journaled_run(const std::vector<std::string>& keys,
+                                        const std::vector<std::string>& ids) {
+  durable::detail::RunState run;
+  run.id = "0192f3a4b5c6d7e8f90a1b2c3d4e";
+  run.workflow = "replay";
+  run.correlation_id = run.id;
+  run.input = json::object();
+  run.invocations = static_cast<int>(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    durable::detail::JournalEntry entry;
+    entry.key = keys[i];
+    entry.base = ids[i];
+    entry.kind = durable::detail::StepKind::run;
+    entry.state = durable::detail::StepState::completed;
+    entry.output = json(static_cast<int>(i));
+    entry.attempts = 1;
+    entry.invocation = static_cast<int>(i) + 1;
+    run.journal.append(std::move(entry));
+  }
+  return run;
+}
+
+// Median nanoseconds per memoized step of an invocation that replays `steps` journaled steps and
+// completes: repeated ids (s, s#2, ...) or distinct ones (s1, s2, ...). The ids are built before
+// timing, so what is timed is the engine and the workflow's own loop.
+double replay_ns_per_step(int steps, int reps, bool repeated_ids) {
+  std::vector<std::string> keys, ids;
+  for (int i = 0; i < steps; ++i) {
+    ids.push_back(repeated_ids ? "s" : "s" + std::to_string(i + 1));
+    keys.push_back(repeated_ids ? durable::detail::journal_key("s", i + 1) : ids.back());
+  }
+  durable::detail::RunState run = journaled_run(keys, ids);
+  durable::Workflow workflow(
+      "replay", [&ids, repeated_ids](durable::Step& step, const json&) -> json {
+        long sum = 0;
+        const int n = static_cast<int>(ids.size());
+        for (int i = 0; i < n; ++i) {
+          sum += repeated_ids ? step.run("s", [i] { return i; })
+                              : step.run(ids[static_cast<std::size_t>(i)], [i] { return i; });
+        }
+        return sum;
+      });
+  const durable::detail::EngineConfig config;
+  std::mt19937_64 random(42);
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  durable::Clock::now().time_since_epoch()).count();
+  std::vector<double> samples;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Stopwatch::now();
+    durable::detail::Invocation invocation(run, workflow, config, now_ms, random);
+    const durable::detail::Outcome outcome = invocation.execute();
+    const double elapsed = seconds_since(start);
+    if (outcome.kind != durable::detail::Outcome::Kind::completed) {
+      throw std::runtime_error("the replay invocation did not complete: " + outcome.reason);
+    }
+    samples.push_back(elapsed * 1e9 / steps);
+  }
+  return median(std::move(samples));
+}
+
+// ---- the table ----------------------------------------------------------------------------------
+
+struct Row {
+  std::string scenario, durable, raw, ratio, target;
+};
+
+std::string with_commas(double value) {
+  const std::string digits = std::to_string(static_cast<long long>(value + 0.5));
+  std::string text;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) text += ',';
+    text += digits[i];
+  }
+  return text;
+}
+
+std::string percent(double ratio) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.0f%%", ratio * 100);
+  return text;
+}
+
+void print_table(const std::vector<Row>& rows) {
+  Row head{"scenario", "durable", "raw sqlite", "ratio", "target"};
+  std::size_t w[5] = {};
+  auto widen = [&](const Row& r) {
+    const std::string* cells[5] = {&r.scenario, &r.durable, &r.raw, &r.ratio, &r.target};
+    for (int i = 0; i < 5; ++i) w[i] = std::max(w[i], cells[i]->size());
+  };
+  widen(head);
+  for (const Row& r : rows) widen(r);
+  auto print = [&](const Row& r) {
+    std::printf("%-*s  %*s  %*s  %*s  %s\n", static_cast<int>(w[0]), r.scenario.c_str(),
+                static_cast<int>(w[1]), r.durable.c_str(), static_cast<int>(w[2]), r.raw.c_str(),
+                static_cast<int>(w[3]), r.ratio.c_str(), r.target.c_str());
+  };
+  print(head);
+  std::printf("%s\n", std::string(w[0] + w[1] + w[2] + w[3] + w[4] + 8, '-').c_str());
+  for (const Row& r : rows) print(r);
+}
+
+// The rows of one durability: raw commit rate, then the two durable shapes beside it. The three
+// measurements alternate within each repetition.
+std::vector<Row> throughput_rows(Scratch& scratch, const Sizes& sizes, Durability durability) {
+  const bool full = durability == Durability::full;
+  const int reps = full ? sizes.reps_full : sizes.reps;
+  std::vector<double> raw, sequential, many;
+  for (int r = 0; r < reps; ++r) {
+    raw.push_back(raw_insert_rate(scratch, durability, full ? sizes.raw_rows_full : sizes.raw_rows));
+    sequential.push_back(durable_step_rate(scratch, durability, 1, sizes.sequential_steps));
+    many.push_back(durable_step_rate(scratch, durability, sizes.runs, sizes.steps_per_run));
+  }
+  const double raw_rate = median(raw);
+  const std::string sync = ", sync=" + std::string(name_of(durability));
+  auto row = [&](std::string scenario, double rate) {
+    const double ratio = rate / raw_rate;
+    return Row{std::move(scenario), with_commas(rate) + " steps/s", with_commas(raw_rate) + " rows/s",
+               percent(ratio), ratio >= 0.5 ? ">= 50%" : ">= 50% (missed)"};
+  };
+  return {row("1 run x " + std::to_string(sizes.sequential_steps) + " steps" + sync, median(sequential)),
+          row(std::to_string(sizes.runs) + " runs x " + std::to_string(sizes.steps_per_run) +
+                  " steps" + sync, median(many))};
+}
+
+std::vector<Row> replay_rows(const Sizes& sizes) {
+  std::vector<Row> rows;
+  for (const bool repeated : {true, false}) {
+    const double ns = replay_ns_per_step(sizes.replay_steps, sizes.replay_reps, repeated);
+    char text[32];
+    std::snprintf(text, sizeof text, "%.0f ns/step", ns);
+    rows.push_back(Row{"replay of " + std::to_string(sizes.replay_steps) + " memoized steps, " +
+                           (repeated ? "repeated ids" : "distinct ids"),
+                       text, "-", "-", ns <= 500 ? "<= 500 ns" : "<= 500 ns (missed)"});
+  }
+  return rows;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%SZ", &utc);
+  return text;
+}
+
+int run(int argc, char** argv) {
+  bool quick = false;
+  std::string dir;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "-h" || arg == "--help") {
+      std::printf("usage: durable_bench [--quick] [DIR]\n");
+      return 0;
+    } else if (arg.starts_with("-") || !dir.empty()) {
+      std::fprintf(stderr, "durable_bench: unexpected argument '%s'\nusage: durable_bench [--quick] [DIR]\n",
+                   argv[i]);
+      return 2;
+    } else {
+      dir = std::string(arg);
+    }
+  }
+  const Sizes sizes = quick ? quick_sizes() : Sizes{};
+  Scratch scratch(dir);
+  const auto start = Stopwatch::now();
+  std::printf("durable_bench %s | SQLite %s | %s (%s)%s\n", utc_now().c_str(), sqlite3_libversion(),
+              scratch.dir().c_str(), file_system_of(scratch.dir()).c_str(), quick ? " | --quick" : "");
+  std::fflush(stdout);
+  std::vector<Row> rows = throughput_rows(scratch, sizes, Durability::normal);
+  for (Row& r : throughput_rows(scratch, sizes, Durability::full)) rows.push_back(std::move(r));
+  for (Row& r : replay_rows(sizes)) rows.push_back(std::move(r));
+  print_table(rows);
+  std::printf("medians of %d (sync=normal) / %d (sync=full) repetitions and %d replays; %.1f s in all\n",
+              sizes.reps, sizes.reps_full, sizes.replay_reps, seconds_since(start));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "durable_bench: %s\n", e.what());
+    return 1;
+  }
+}

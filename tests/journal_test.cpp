@@ -1,0 +1,126 @@
+// The replay core with no disk, clock or threads: scripted journals in, decisions out.
+
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "durations.hpp"
+#include "engine.hpp"
+#include "journal.hpp"
+
+using namespace durable;
+using namespace durable::detail;
+using namespace std::chrono_literals;
+
+namespace {
+JournalEntry completed(std::string base, int n, json output) {
+  JournalEntry e;
+  e.key = journal_key(base, n);
+  e.base = std::move(base);
+  e.output = std::move(output);
+  return e;
+}
+Outcome invoke(RunState& run, const Workflow& wf, std::int64_t now_ms = 1000) {
+  EngineConfig config;
+  std::mt19937_64 random(1);
+  return Invocation(run, wf, config, now_ms, random).execute();
+}
+}  // namespace
+
+TEST_CASE("the cursor gives the same keys on and off the journal's order") {
+  Journal journal;
+  journal.append(completed("a", 1, 1));
+  journal.append(completed("b", 1, 2));
+  journal.append(completed("a", 2, 3));
+  SUBCASE("in order") {
+    ReplayCursor cursor(journal);
+    CHECK(cursor.replaying());
+    CHECK(cursor.next("a").entry->key == "a");
+    CHECK(cursor.next("b").entry->key == "b");
+    CHECK(cursor.next("a").entry->key == "a#2");
+    CHECK_FALSE(cursor.replaying());
+    const auto fresh = cursor.next("a");
+    CHECK(fresh.entry == nullptr);
+    CHECK(fresh.key == "a#3");
+  }
+  SUBCASE("out of order") {
+    ReplayCursor cursor(journal);
+    CHECK(cursor.next("a").entry->key == "a");
+    const auto fresh = cursor.next("c");
+    CHECK(fresh.entry == nullptr);
+    CHECK(fresh.key == "c");
+    CHECK(cursor.next("a").entry->key == "a#2");
+    CHECK(cursor.replaying());  // b not reached yet
+    CHECK(cursor.next("b").entry->key == "b");
+    CHECK_FALSE(cursor.replaying());
+  }
+}
+
+TEST_CASE("the engine returns journaled values and asks to run only the first new step") {
+  RunState run;
+  run.id = "r1";
+  run.journal.append(completed("a", 1, 10));
+  int bodies = 0;
+  Workflow wf("w", [&](Step& step, const json&) -> json {
+    const int a = step.run("a", [&] { ++bodies; return -1; });
+    const int b = step.run("b", [&] { ++bodies; return a + 1; });
+    step.run("c", [&] { ++bodies; return 0; });
+    return b;
+  });
+  Outcome outcome = invoke(run, wf);
+  CHECK(bodies == 1);
+  CHECK(outcome.kind == Outcome::Kind::step_done);
+  REQUIRE(outcome.entry);
+  CHECK(outcome.entry->key == "b");
+  CHECK(outcome.entry->output == 11);
+  CHECK(outcome.entry_is_new);
+}
+
+TEST_CASE("the engine decides sleep, retry wait and completion from the journal") {
+  RunState run;
+  run.id = "r1";
+  Workflow wf("w", [](Step& step, const json&) -> json {
+    step.sleep("nap", 5s);
+    return "done";
+  });
+  Outcome first = invoke(run, wf, 1000);
+  CHECK(first.kind == Outcome::Kind::sleep);
+  CHECK(first.wake_at_ms == 6000);
+  run.journal.append(*first.entry);
+  CHECK(invoke(run, wf, 5999).kind == Outcome::Kind::sleep);  // woken early: sleeps again
+  Outcome done = invoke(run, wf, 6000);
+  CHECK(done.kind == Outcome::Kind::completed);
+  CHECK(done.output == "done");
+}
+
+TEST_CASE("text durations parse, and bad ones say what is wrong") {
+  CHECK(parse_duration("30s") == 30s);
+  CHECK(parse_duration("90 seconds") == 90s);
+  CHECK(parse_duration("1 hour") == 1h);
+  CHECK(parse_duration("2 hours") == 2h);
+  CHECK(parse_duration("1 day") == 24h);
+  CHECK(parse_duration("1h30m") == 90min);
+  CHECK(parse_duration("1.5h") == 90min);
+  CHECK(parse_duration("500ms") == 500ms);
+  CHECK(parse_duration(" 2 Days 3 min ") == 48h + 3min);
+  CHECK(parse_duration("1 week") == 168h);
+  CHECK_THROWS_WITH_AS(parse_duration("soon"),
+                       doctest::Contains("'soon' is not a duration (expected a number"), Error);
+  CHECK_THROWS_WITH_AS(parse_duration("10 parsecs"), doctest::Contains("unknown unit 'parsecs'"),
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_duration("10"), doctest::Contains("has no unit"), Error);
+  CHECK_THROWS_WITH_AS(parse_duration(""), doctest::Contains("it is empty"), Error);
+}
+
+TEST_CASE("a bad sleep string fails the run with the parser's message") {
+  RunState run;
+  run.id = "r1";
+  Workflow wf("w", [](Step& step, const json&) -> json {
+    step.sleep("nap", "a while");
+    return nullptr;
+  });
+  const Outcome outcome = invoke(run, wf);
+  CHECK(outcome.kind == Outcome::Kind::failed);
+  REQUIRE(outcome.error);
+  CHECK(outcome.error->message.find("'a while' is not a duration") == 0);
+}

@@ -1,0 +1,197 @@
+// The Runtime's run lifecycle: start options, queries, cancel, state history, bad input.
+
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "support.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+Workflow two_steps(int* bodies = nullptr) {
+  return Workflow("two", [bodies](Step& step, const json& input) -> json {
+    const int a = step.run("a", [&] { if (bodies) ++*bodies; return input.value("n", 1); });
+    return step.run("b", [&] { if (bodies) ++*bodies; return a * 2; });
+  });
+}
+}  // namespace
+
+TEST_CASE("start of a workflow never added throws UnknownWorkflow and writes nothing") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(two_steps());
+  CHECK_THROWS_WITH_AS(runtime.start("tow"),
+                       "no workflow named 'tow' was added to this runtime (added: two)",
+                       UnknownWorkflow);
+  CHECK(runtime.list().empty());
+}
+
+TEST_CASE("an unknown run id is NotFound for get, steps, cancel, retry and wait") {
+  Runtime runtime({.database = ":memory:"});
+  CHECK_THROWS_WITH_AS(runtime.get("nope"), "no run with id 'nope'", NotFound);
+  CHECK_THROWS_AS(runtime.steps("nope"), NotFound);
+  CHECK_THROWS_AS(runtime.cancel("nope"), NotFound);
+  CHECK_THROWS_AS(runtime.retry("nope"), NotFound);
+  CHECK_THROWS_AS(runtime.wait("nope", 10ms), NotFound);
+}
+
+TEST_CASE("a second start with the same idempotency key returns the first run") {
+  Runtime runtime({.database = ":memory:"});
+  int bodies = 0;
+  runtime.add(two_steps(&bodies));
+  const std::string first = runtime.start("two", {{"n", 1}}, {.idempotency_key = "signup:ada"});
+  const std::string again = runtime.start("two", {{"n", 9}}, {.idempotency_key = "signup:ada"});
+  CHECK(first == again);
+  const std::string other = runtime.start("two", {{"n", 2}}, {.idempotency_key = "signup:bob"});
+  CHECK(other != first);
+  runtime.run_until_idle();
+  CHECK(runtime.list().size() == 2);
+  CHECK(runtime.get(first).output == 2);
+  CHECK(bodies == 4);
+}
+
+TEST_CASE("a delayed start is not run before its time") {
+  test::ManualClock clock;
+  Runtime runtime({.database = ":memory:"});
+  clock.attach(runtime);
+  runtime.add(two_steps());
+  const std::string id = runtime.start("two", json::object(), {.at = clock.now + 10min});
+  CHECK(runtime.run_until_idle() == 0);
+  CHECK(runtime.get(id).status == Status::pending);
+  CHECK(runtime.get(id).wake_at == clock.now + 10min);
+  clock.advance(10min);
+  CHECK(runtime.run_until_idle() == 3);
+  CHECK(runtime.get(id).status == Status::completed);
+}
+
+TEST_CASE("list filters by status and workflow, newest first, up to the limit") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(two_steps());
+  runtime.add(Workflow("fails", [](Step&, const json&) -> json { throw std::runtime_error("no"); }));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(runtime.start("two"));
+  const std::string failing = runtime.start("fails");
+  runtime.run_until_idle();
+  const std::string queued = runtime.start("two");
+  CHECK(runtime.list().size() == 5);
+  CHECK(runtime.list({.status = Status::completed}).size() == 3);
+  const auto failed = runtime.list({.status = Status::failed});
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].id == failing);
+  CHECK(runtime.list({.workflow = "two"}).size() == 4);
+  CHECK(runtime.list({.status = Status::pending, .workflow = "two"}).at(0).id == queued);
+  const auto newest = runtime.list({.limit = 2});
+  REQUIRE(newest.size() == 2);
+  CHECK(newest[0].id == queued);
+  CHECK(newest[1].id == failing);
+}
+
+TEST_CASE("every status change is in the run's state history with time and reason") {
+  test::ManualClock clock;
+  Runtime runtime({.database = ":memory:"});
+  clock.attach(runtime);
+  runtime.add(Workflow("napper", [](Step& step, const json&) -> json {
+    step.run("a", [] {});
+    step.sleep("nap", 1h);
+    return "ok";
+  }));
+  const std::string id = runtime.start("napper");
+  runtime.run_until_idle();
+  clock.advance(1h);
+  runtime.run_until_idle();
+  const RunInfo run = runtime.get(id);
+  std::vector<Status> statuses;
+  for (const auto& t : run.history) statuses.push_back(t.status);
+  CHECK(statuses == std::vector<Status>{Status::pending, Status::running, Status::sleeping,
+                                        Status::running, Status::completed});
+  CHECK(run.history[2].reason.find("sleep 'nap' until") == 0);
+  CHECK(run.history[3].reason == "woke up");
+  CHECK(run.history[3].at - run.history[2].at == 1h);
+}
+
+TEST_CASE("cancel ends a sleeping run; it never runs again") {
+  test::ManualClock clock;
+  Runtime runtime({.database = ":memory:"});
+  clock.attach(runtime);
+  int after = 0;
+  runtime.add(Workflow("napper", [&](Step& step, const json&) -> json {
+    step.sleep("nap", 1h);
+    step.run("after", [&] { ++after; });
+    return nullptr;
+  }));
+  const std::string id = runtime.start("napper");
+  runtime.run_until_idle();
+  runtime.cancel(id);
+  clock.advance(2h);
+  CHECK(runtime.run_until_idle() == 0);
+  CHECK(after == 0);
+  const RunInfo run = runtime.get(id);
+  CHECK(run.status == Status::cancelled);
+  CHECK(run.history.back().status == Status::cancelled);
+  runtime.cancel(id);  // a run already ended is left as it is
+  CHECK(runtime.get(id).history.size() == run.history.size());
+}
+
+TEST_CASE("cancel during a running step body: the result is not journaled and no step follows") {
+  Runtime runtime({.database = ":memory:"});
+  std::string id;
+  int next = 0;
+  runtime.add(Workflow("long", [&](Step& step, const json&) -> json {
+    step.run("slow", [&] {
+      runtime.cancel(id);  // as if from another thread while the body runs
+      return 1;
+    });
+    step.run("next", [&] { ++next; });
+    return nullptr;
+  }));
+  id = runtime.start("long");
+  runtime.run_until_idle();
+  CHECK(runtime.get(id).status == Status::cancelled);
+  CHECK(runtime.steps(id).empty());
+  CHECK(next == 0);
+}
+
+TEST_CASE("wait runs the work and returns the finished run; a timeout returns it unfinished") {
+  test::TempDir dir;
+  Runtime runtime({.database = dir.file("wait.db"), .poll_interval = 20ms});
+  runtime.add(two_steps());
+  runtime.add(Workflow("nap", [](Step& step, const json&) -> json {
+    step.sleep("short", 150ms);
+    return "awake";
+  }));
+  const RunInfo done = runtime.wait(runtime.start("two", {{"n", 5}}), 5s);
+  CHECK(done.status == Status::completed);
+  CHECK(done.output == 10);
+  const std::string napper = runtime.start("nap");
+  CHECK(runtime.wait(napper, 20ms).status == Status::sleeping);
+  const auto t0 = std::chrono::steady_clock::now();
+  const RunInfo woke = runtime.wait(napper, 5s);
+  CHECK(woke.status == Status::completed);
+  CHECK(woke.output == "awake");
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+}
+
+TEST_CASE("a started run is picked up by a wait in another thread") {
+  Runtime runtime({.database = ":memory:", .poll_interval = 5000ms});
+  runtime.add(two_steps());
+  const std::string sleeper_run = runtime.start("two");
+  std::thread waiter([&] { CHECK(runtime.wait(sleeper_run, 10s).status == Status::completed); });
+  waiter.join();
+  CHECK(runtime.get(sleeper_run).output == 2);
+}
+
+TEST_CASE("adding two workflows with one name, or a nameless one, is refused") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(two_steps());
+  CHECK_THROWS_WITH_AS(runtime.add(two_steps()), "a workflow named 'two' was already added", Error);
+  CHECK_THROWS_AS(runtime.add(Workflow("", [](Step&, const json&) -> json { return 1; })), Error);
+}
+
+TEST_CASE("an input larger than max_output_bytes is refused by start") {
+  Runtime runtime({.database = ":memory:", .max_output_bytes = 100});
+  runtime.add(two_steps());
+  CHECK_THROWS_WITH_AS(runtime.start("two", {{"blob", std::string(500, 'x')}}),
+                       doctest::Contains("the limit is 100 bytes"), Error);
+  CHECK(runtime.list().empty());
+}
