@@ -324,9 +324,13 @@ std::vector<Row> throughput_rows(Scratch& scratch, const Sizes& sizes, Durabilit
   const int reps = full ? sizes.reps_full : sizes.reps;
   std::vector<double> raw, sequential, many;
   for (int r = 0; r < reps; ++r) {
+    auto t=Stopwatch::now();
     raw.push_back(raw_insert_rate(scratch, durability, full ? sizes.raw_rows_full : sizes.raw_rows));
+    fprintf(stderr,"raw %.3f\n",seconds_since(t)); t=Stopwatch::now();
     sequential.push_back(durable_step_rate(scratch, durability, 1, sizes.sequential_steps));
+    fprintf(stderr,"seq %.3f\n",seconds_since(t)); t=Stopwatch::now();
     many.push_back(durable_step_rate(scratch, durability, sizes.runs, sizes.steps_per_run));
+    fprintf(stderr,"many %.3f\n",seconds_since(t)); t=Stopwatch::now();
   }
   const double raw_rate = median(raw);
   const std::string sync = ", sync=" + std::string(name_of(durability));

@@ -1,0 +1,15 @@
+# Installs the built durable to a prefix, then configures, builds and runs tests/consumer
+# against it with find_package(durable): what a user's project does.
+set(prefix "${WORK}/prefix")
+file(REMOVE_RECURSE "${WORK}")
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}")
+  endif()
+endfunction()
+run(${CMAKE_COMMAND} --install "${BUILD}" --prefix "${prefix}")
+run(${CMAKE_COMMAND} -S "${SOURCE}" -B "${WORK}/build" -G Ninja "-DCMAKE_PREFIX_PATH=${prefix}")
+run(${CMAKE_COMMAND} --build "${WORK}/build")
+run("${WORK}/build/consumer")
+message(STATUS "a project using find_package(durable) built and ran")
