@@ -195,3 +195,67 @@ TEST_CASE("an input larger than max_output_bytes is refused by start") {
                        doctest::Contains("the limit is 100 bytes"), Error);
   CHECK(runtime.list().empty());
 }
+
+TEST_CASE("a run whose lease lapsed is taken over, and the old owner's late result is refused") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  const std::string db = dir.file("lease.db");
+  RuntimeOptions opts;
+  opts.lease = 10s;
+  auto owner = test::runtime_on(db, clock, opts);
+  auto rescuer = test::runtime_on(db, clock, opts);
+  int slow_bodies = 0;
+  std::string id;
+  owner->add(Workflow("job", [&](Step& step, const json&) -> json {
+    step.run("fast", [] { return 1; });
+    return step.run("slow", [&] {
+      ++slow_bodies;
+      // While the owner is stuck in this body, its lease lapses and the rescuer takes over.
+      clock.advance(11s);
+      CHECK(rescuer->run_until_idle() == 2);
+      return "late";
+    });
+  }));
+  rescuer->add(Workflow("job", [&](Step& step, const json&) -> json {
+    step.run("fast", [] { return -1; });
+    return step.run("slow", [] { return "rescued"; });
+  }));
+  id = owner->start("job");
+  owner->run_until_idle();
+  const RunInfo run = owner->get(id);
+  CHECK(run.status == Status::completed);
+  CHECK(run.output == "rescued");
+  CHECK(slow_bodies == 1);
+  const auto steps = owner->steps(id);
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0].output == 1);  // journaled by the first owner, replayed by the rescuer
+  CHECK(steps[1].output == "rescued");
+  bool taken_over = false;
+  for (const auto& t : run.history) taken_over = taken_over || t.reason.find("taken over") == 0;
+  CHECK(taken_over);
+}
+
+TEST_CASE("a long run renews its lease as its steps complete, so no one else claims it") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  const std::string db = dir.file("renew.db");
+  RuntimeOptions opts;
+  opts.lease = 10s;
+  auto owner = test::runtime_on(db, clock, opts);
+  auto other = test::runtime_on(db, clock, opts);
+  int claimed_elsewhere = 0;
+  owner->add(Workflow("long", [&](Step& step, const json&) -> json {
+    for (int i = 0; i < 6; ++i) {
+      step.run("chunk", [&] {
+        clock.advance(4s);  // 24 s in all: well past one lease
+        claimed_elsewhere += static_cast<int>(other->run_until_idle());
+      });
+    }
+    return "done";
+  }));
+  other->add(Workflow("long", [](Step&, const json&) -> json { return "stolen"; }));
+  const std::string id = owner->start("long");
+  owner->run_until_idle();
+  CHECK(claimed_elsewhere == 0);
+  CHECK(owner->get(id).output == "done");
+}

@@ -204,3 +204,16 @@ TEST_CASE("step.run inside a step body is refused with a message naming the call
         "step.sleep('inner-nap') was called inside the body of step 'outer' of run " + id +
             "; call it from the workflow function, between steps");
 }
+
+TEST_CASE("a step body returning a string literal or string_view gives back a std::string") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(Workflow("text", [](Step& step, const json&) -> json {
+    const std::string a = step.run("literal", [] { return "hello"; });
+    const std::string b = step.run("view", [] { return std::string_view("world"); });
+    static_assert(std::is_same_v<decltype(step.run("x", [] { return "x"; })), std::string>);
+    return a + " " + b;
+  }));
+  const std::string id = runtime.start("text");
+  runtime.run_until_idle();
+  CHECK(runtime.get(id).output == "hello world");
+}

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <exception>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -16,7 +17,15 @@ namespace durable {
 
 namespace detail {
 class Invocation;
-}
+
+/// The type step.run returns for a body returning T: T itself, except that text that would
+/// point into the journal (const char*, std::string_view) comes back as a std::string.
+template <class T>
+using step_result_t =
+    std::conditional_t<std::is_same_v<T, const char*> || std::is_same_v<T, char*> ||
+                           std::is_same_v<T, std::string_view>,
+                       std::string, T>;
+}  // namespace detail
 
 /// The step tools of one invocation of a run. A workflow function receives a Step& and uses it
 /// from its own code (not from a step body). Not thread-safe; not to be kept past the call.
@@ -32,7 +41,8 @@ class Step {
   /// Runs fn() once per run and returns its result (T = fn's return type, or void). If the
   /// journal holds a result for this id, returns it without calling fn. Otherwise calls fn,
   /// journals its result and ends the invocation; the runtime then invokes the workflow again.
-  /// T converts to and from JSON through nlohmann's to_json/from_json.
+  /// T converts to and from JSON through nlohmann's to_json/from_json; text returned as a
+  /// const char* or std::string_view comes back as a std::string.
   ///
   /// Throws StepFailed for a step that failed for good (on this and every later replay); Error
   /// when the journaled result no longer converts to T, or the id is not a valid step id;
@@ -93,7 +103,7 @@ class Step {
 
 template <class F>
 auto Step::run(std::string_view id, F&& fn, StepOptions opts) {
-  using T = std::remove_cvref_t<std::invoke_result_t<F&>>;
+  using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&>>>;
   const json* memo = begin_run(id, opts);
   if (memo == nullptr) {
     json output;
