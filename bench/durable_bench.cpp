@@ -46,8 +46,10 @@ using Stopwatch = std::chrono::steady_clock;
 struct Sizes {
   int reps = 5;             // repetitions of each normal-sync figure
   int reps_full = 3;        // repetitions of each full-sync figure (every commit is an fsync)
+  double budget_s = 30;     // no repetition starts after this long within one durability
+  double budget_full_s = 60;
   int raw_rows = 5000;      // single-row transactions per raw measurement, synchronous=NORMAL
-  int raw_rows_full = 1000; // the same, synchronous=FULL
+  int raw_rows_full = 2000; // the same, synchronous=FULL
   int sequential_steps = 1000;
   int runs = 1000, steps_per_run = 10;
   int replay_steps = 1000;  // journal entries replayed per invocation
@@ -76,9 +78,9 @@ double seconds_since(Stopwatch::time_point start) {
 
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
-  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
-  std::nth_element(values.begin(), middle, values.end());
-  return *middle;
+  std::sort(values.begin(), values.end());
+  const std::size_t half = values.size() / 2;
+  return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
 }
 
 // ---- the scratch directory --------------------------------------------------------------------
@@ -317,20 +319,23 @@ void print_table(const std::vector<Row>& rows) {
   for (const Row& r : rows) print(r);
 }
 
-// The rows of one durability: raw commit rate, then the two durable shapes beside it. The three
-// measurements alternate within each repetition.
-std::vector<Row> throughput_rows(Scratch& scratch, const Sizes& sizes, Durability durability) {
+// The rows of one durability: the raw commit rate, and the two durable shapes beside it. Within a
+// repetition the raw rate is measured before each durable figure, so that its samples span the
+// same stretch of time (fsync latency on a shared machine swings by an order of magnitude).
+// Repetitions stop early, after the first, once the time budget is spent; `done` says how many ran.
+std::vector<Row> throughput_rows(Scratch& scratch, const Sizes& sizes, Durability durability,
+                                 int& done) {
   const bool full = durability == Durability::full;
   const int reps = full ? sizes.reps_full : sizes.reps;
+  const double budget = full ? sizes.budget_full_s : sizes.budget_s;
+  const int raw_rows = full ? sizes.raw_rows_full : sizes.raw_rows;
+  const auto start = Stopwatch::now();
   std::vector<double> raw, sequential, many;
-  for (int r = 0; r < reps; ++r) {
-    auto t=Stopwatch::now();
-    raw.push_back(raw_insert_rate(scratch, durability, full ? sizes.raw_rows_full : sizes.raw_rows));
-    fprintf(stderr,"raw %.3f\n",seconds_since(t)); t=Stopwatch::now();
+  for (done = 0; done < reps && (done == 0 || seconds_since(start) < budget); ++done) {
+    raw.push_back(raw_insert_rate(scratch, durability, raw_rows));
     sequential.push_back(durable_step_rate(scratch, durability, 1, sizes.sequential_steps));
-    fprintf(stderr,"seq %.3f\n",seconds_since(t)); t=Stopwatch::now();
+    raw.push_back(raw_insert_rate(scratch, durability, raw_rows));
     many.push_back(durable_step_rate(scratch, durability, sizes.runs, sizes.steps_per_run));
-    fprintf(stderr,"many %.3f\n",seconds_since(t)); t=Stopwatch::now();
   }
   const double raw_rate = median(raw);
   const std::string sync = ", sync=" + std::string(name_of(durability));
@@ -390,12 +395,14 @@ int run(int argc, char** argv) {
   std::printf("durable_bench %s | SQLite %s | %s (%s)%s\n", utc_now().c_str(), sqlite3_libversion(),
               scratch.dir().c_str(), file_system_of(scratch.dir()).c_str(), quick ? " | --quick" : "");
   std::fflush(stdout);
-  std::vector<Row> rows = throughput_rows(scratch, sizes, Durability::normal);
-  for (Row& r : throughput_rows(scratch, sizes, Durability::full)) rows.push_back(std::move(r));
+  int reps_normal = 0, reps_full = 0;
+  std::vector<Row> rows = throughput_rows(scratch, sizes, Durability::normal, reps_normal);
+  for (Row& r : throughput_rows(scratch, sizes, Durability::full, reps_full)) rows.push_back(std::move(r));
   for (Row& r : replay_rows(sizes)) rows.push_back(std::move(r));
   print_table(rows);
-  std::printf("medians of %d (sync=normal) / %d (sync=full) repetitions and %d replays; %.1f s in all\n",
-              sizes.reps, sizes.reps_full, sizes.replay_reps, seconds_since(start));
+  std::printf("medians of %d (sync=normal) and %d (sync=full) repetitions, the raw rate measured twice "
+              "in each, and of %d replays; %.1f s in all\n",
+              reps_normal, reps_full, sizes.replay_reps, seconds_since(start));
   return 0;
 }
 

@@ -142,7 +142,8 @@ const json& Invocation::finish_run(json output) {
   entry.kind = StepKind::run;
   entry.attempts = body.attempt;
   entry.invocation = run_->invocations + 1;
-  const std::size_t size = output.dump().size();
+  std::string text = output.dump();
+  const std::size_t size = text.size();
   Outcome outcome;
   outcome.kind = Outcome::Kind::step_done;
   outcome.entry_is_new = body.is_new;
@@ -158,6 +159,7 @@ const json& Invocation::finish_run(json output) {
   } else {
     entry.state = StepState::completed;
     entry.output = std::move(output);
+    entry.output_text = std::move(text);
     outcome.reason = step_label(body.key) + " completed";
   }
   outcome.entry = std::move(entry);

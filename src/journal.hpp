@@ -31,6 +31,7 @@ struct JournalEntry {
   StepKind kind = StepKind::run;
   StepState state = StepState::completed;
   json output;
+  std::string output_text;  ///< output as JSON text, when the engine has already made it
   std::optional<ErrorInfo> error;
   int attempts = 0;
   std::optional<std::int64_t> wake_at_ms;

@@ -200,61 +200,15 @@ std::size_t RuntimeCore::drive(Claim claim) {
     wf = workflows_.at(claim.run.workflow);
   }
   RunState& run = claim.run;
-  std::size_t made = 0;
-  for (;;) {
-    const std::int64_t now = now_ms();
-    Outcome outcome;
+  for (std::size_t made = 1;; ++made) {
+    std::mt19937_64 random;
     {
-      std::mt19937_64 random;
-      {
-        std::lock_guard lock(store_mutex_);
-        random.seed(random_());
-      }
-      Invocation invocation(run, *wf, engine_config_, now, random);
-      outcome = invocation.execute();
+      std::lock_guard lock(store_mutex_);
+      random.seed(random_());
     }
-    ++made;
+    Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random).execute();
     ++run.invocations;
-
-    RunWrite write;
-    write.run_id = run.id;
-    write.owner = worker_.id;
-    write.entry = outcome.entry ? &*outcome.entry : nullptr;
-    write.entry_is_new = outcome.entry_is_new;
-    write.entry_seq = run.journal.size();
-    write.invocations = run.invocations;
-    write.now_ms = now_ms();
-    write.reason = outcome.reason;
-    switch (outcome.kind) {
-      case Outcome::Kind::step_done:
-        if (write.now_ms + options_.lease.count() / 2 > claim.lease_until_ms) {
-          write.renew_lease = true;
-          write.due_ms = claim.lease_until_ms = write.now_ms + options_.lease.count();
-        }
-        break;
-      case Outcome::Kind::sleep:
-        write.status = Status::sleeping;
-        write.due_ms = outcome.wake_at_ms;
-        break;
-      case Outcome::Kind::completed:
-        write.status = Status::completed;
-        write.output = outcome.output;
-        if (const std::size_t size = outcome.output.dump().size(); size > options_.max_output_bytes) {
-          write.status = Status::failed;
-          write.output.reset();
-          write.error = ErrorInfo{"durable::Error",
-                                  "the workflow of run " + run.id + " returned " + human_bytes(size) +
-                                      "; the limit is " + human_bytes(options_.max_output_bytes) +
-                                      " (RuntimeOptions::max_output_bytes)",
-                                  {}, 0};
-          write.reason = write.error->message;
-        }
-        break;
-      case Outcome::Kind::failed:
-        write.status = Status::failed;
-        write.error = outcome.error;
-        break;
-    }
+    const RunWrite write = write_for(run, outcome, claim.lease_until_ms);
     bool written = false;
     {
       std::lock_guard lock(store_mutex_);
@@ -262,12 +216,59 @@ std::size_t RuntimeCore::drive(Claim claim) {
     }
     // Not written: the run was cancelled or taken over meanwhile; its result is not used.
     if (!written || outcome.kind != Outcome::Kind::step_done) return made;
+    outcome.entry->output_text = std::string();  // the journal keeps the parsed value only
     if (outcome.entry_is_new) {
       run.journal.append(std::move(*outcome.entry));
     } else {
       run.journal.update(std::move(*outcome.entry));
     }
   }
+}
+
+// What to write for an invocation's outcome: its journal entry and the run's new state.
+RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
+                                std::int64_t& lease_until_ms) {
+  RunWrite write;
+  write.run_id = run.id;
+  write.owner = worker_.id;
+  write.entry = outcome.entry ? &*outcome.entry : nullptr;
+  write.entry_is_new = outcome.entry_is_new;
+  write.entry_seq = run.journal.size();
+  write.invocations = run.invocations;
+  write.now_ms = now_ms();
+  write.reason = outcome.reason;
+  switch (outcome.kind) {
+    case Outcome::Kind::step_done:
+      // Renew the claim once half of it is used, so a long run keeps it.
+      if (write.now_ms + options_.lease.count() / 2 > lease_until_ms) {
+        write.renew_lease = true;
+        write.due_ms = lease_until_ms = write.now_ms + options_.lease.count();
+      }
+      break;
+    case Outcome::Kind::sleep:
+      write.status = Status::sleeping;
+      write.due_ms = outcome.wake_at_ms;
+      break;
+    case Outcome::Kind::completed:
+      if (const std::size_t size = outcome.output.dump().size(); size > options_.max_output_bytes) {
+        write.status = Status::failed;
+        write.error = ErrorInfo{"durable::Error",
+                                "the workflow of run " + run.id + " returned " + human_bytes(size) +
+                                    "; the limit is " + human_bytes(options_.max_output_bytes) +
+                                    " (RuntimeOptions::max_output_bytes)",
+                                {}, 0};
+        write.reason = write.error->message;
+      } else {
+        write.status = Status::completed;
+        write.output = outcome.output;
+      }
+      break;
+    case Outcome::Kind::failed:
+      write.status = Status::failed;
+      write.error = outcome.error;
+      break;
+  }
+  return write;
 }
 
 RunInfo RuntimeCore::wait(std::string_view run_id, std::chrono::milliseconds timeout) {

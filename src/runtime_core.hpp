@@ -40,6 +40,7 @@ class RuntimeCore {
  private:
   /// Executes a claimed run's invocations until it sleeps, ends or is lost; returns how many.
   std::size_t drive(Claim claim);
+  RunWrite write_for(const RunState& run, const Outcome& outcome, std::int64_t& lease_until_ms);
   std::vector<std::string> dead_owners();
   std::vector<std::string> workflow_names();
 

@@ -485,7 +485,13 @@ class SqliteStore final : public Store {
     s.bind(4, e.base);
     s.bind(5, std::string(to_string(e.kind)));
     s.bind(6, std::string(to_string(e.state)));
-    if (e.state == StepState::completed && e.kind == StepKind::run) s.bind(7, e.output.dump()); else s.bind(7);
+    if (e.state != StepState::completed || e.kind != StepKind::run) {
+      s.bind(7);
+    } else if (!e.output_text.empty()) {
+      s.bindNoCopy(7, e.output_text);
+    } else {
+      s.bind(7, e.output.dump());
+    }
     if (e.error) s.bind(8, error_to_json(*e.error).dump()); else s.bind(8);
     s.bind(9, e.attempts);
     if (e.wake_at_ms) s.bind(10, static_cast<int64_t>(*e.wake_at_ms)); else s.bind(10);

@@ -296,3 +296,17 @@ TEST_CASE("a retry policy that cannot work is refused with a clear error") {
                                             {.retry = none})),
                        doctest::Contains("max_attempts < 1"), Error);
 }
+
+TEST_CASE("an oversized workflow output fails the run, naming the run and the size") {
+  Runtime runtime({.database = ":memory:", .max_output_bytes = 100});
+  runtime.add(Workflow("big", [](Step&, const json&) -> json { return std::string(300, 'y'); }));
+  const std::string id = runtime.start("big");
+  runtime.run_until_idle();
+  const RunInfo run = runtime.get(id);
+  CHECK(run.status == Status::failed);
+  REQUIRE(run.error);
+  CHECK(run.error->message ==
+        "the workflow of run " + id + " returned 302 bytes; the limit is 100 bytes "
+        "(RuntimeOptions::max_output_bytes)");
+  CHECK(run.output.is_null());
+}
