@@ -185,67 +185,8 @@ class SqliteStore final : public Store {
       std::vector<Claim> claims;
       if (request.workflows.empty() || request.limit == 0) return claims;
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-      std::vector<std::pair<std::string, Status>> due;  // id, status before the claim
-      {
-        SQLite::Statement query(db_,
-            "SELECT id, status FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
-            "AND due_at <= ? AND workflow IN (" + placeholders(request.workflows.size()) +
-            ") ORDER BY due_at LIMIT ?");
-        int i = 1;
-        query.bind(i++, static_cast<int64_t>(request.now_ms));
-        for (const auto& name : request.workflows) query.bind(i++, name);
-        query.bind(i, static_cast<int64_t>(request.limit));
-        while (query.executeStep()) {
-          due.emplace_back(query.getColumn(0).getString(),
-                           *status_from_string(query.getColumn(1).getString()));
-        }
-      }
-      for (const std::string& owner : request.dead_owners) {
-        if (due.size() >= request.limit) break;
-        SQLite::Statement query(db_,
-            "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND due_at > ? "
-            "AND workflow IN (" + placeholders(request.workflows.size()) + ") LIMIT ?");
-        int i = 1;
-        query.bind(i++, owner);
-        query.bind(i++, static_cast<int64_t>(request.now_ms));
-        for (const auto& name : request.workflows) query.bind(i++, name);
-        query.bind(i, static_cast<int64_t>(request.limit - due.size()));
-        while (query.executeStep()) due.emplace_back(query.getColumn(0).getString(), Status::running);
-      }
-      const std::int64_t lease_until = request.now_ms + request.lease_ms;
-      SQLite::Statement take(db_,
-          "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ? WHERE id = ? "
-          "RETURNING workflow, correlation_id, input, invocations");
-      SQLite::Statement end_sleeps(db_,
-          "UPDATE steps SET state = 'completed', updated_at = ? "
-          "WHERE run_id = ? AND state = 'sleeping' AND wake_at <= ?");
-      for (const auto& [id, before] : due) {
-        take.reset();
-        take.bind(1, request.owner);
-        take.bind(2, static_cast<int64_t>(lease_until));
-        take.bind(3, static_cast<int64_t>(request.now_ms));
-        take.bind(4, id);
-        if (!take.executeStep()) continue;
-        Claim claim;
-        claim.lease_until_ms = lease_until;
-        claim.run.id = id;
-        claim.run.workflow = take.getColumn(0).getString();
-        claim.run.correlation_id = take.getColumn(1).getString();
-        claim.run.input = json::parse(take.getColumn(2).getString());
-        claim.run.invocations = take.getColumn(3).getInt();
-        while (take.executeStep()) {
-        }
-        end_sleeps.reset();
-        end_sleeps.bind(1, static_cast<int64_t>(request.now_ms));
-        end_sleeps.bind(2, id);
-        end_sleeps.bind(3, static_cast<int64_t>(request.now_ms));
-        end_sleeps.exec();
-        for (JournalEntry& entry : load_journal(id)) {
-          claim.run.invocations = std::max(claim.run.invocations, entry.invocation);
-          claim.run.journal.append(std::move(entry));
-        }
-        add_history(id, request.now_ms, Status::running, claim_reason(before));
-        claims.push_back(std::move(claim));
+      for (const auto& [id, before] : claimable(request)) {
+        claims.push_back(take(id, before, request));
       }
       tx.commit();
       return claims;
@@ -390,6 +331,71 @@ class SqliteStore final : public Store {
       "SELECT id, workflow, correlation_id, status, input, output, error, "
       "max(invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = r.id)), "
       "created_at, updated_at, due_at";
+
+  // Runs the request may claim, with their status before the claim: due ones (pending or
+  // sleeping whose time came, running whose lease lapsed), then those of dead owners.
+  std::vector<std::pair<std::string, Status>> claimable(const ClaimRequest& request) {
+    std::vector<std::pair<std::string, Status>> due;
+    SQLite::Statement query(db_,
+        "SELECT id, status FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
+        "AND due_at <= ? AND workflow IN (" + placeholders(request.workflows.size()) +
+        ") ORDER BY due_at LIMIT ?");
+    int i = 1;
+    query.bind(i++, static_cast<int64_t>(request.now_ms));
+    for (const auto& name : request.workflows) query.bind(i++, name);
+    query.bind(i, static_cast<int64_t>(request.limit));
+    while (query.executeStep()) {
+      due.emplace_back(query.getColumn(0).getString(),
+                       status_from_string(query.getColumn(1).getString()).value_or(Status::pending));
+    }
+    for (const std::string& owner : request.dead_owners) {
+      if (due.size() >= request.limit) break;
+      SQLite::Statement orphans(db_,
+          "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND due_at > ? "
+          "AND workflow IN (" + placeholders(request.workflows.size()) + ") LIMIT ?");
+      int j = 1;
+      orphans.bind(j++, owner);
+      orphans.bind(j++, static_cast<int64_t>(request.now_ms));
+      for (const auto& name : request.workflows) orphans.bind(j++, name);
+      orphans.bind(j, static_cast<int64_t>(request.limit - due.size()));
+      while (orphans.executeStep()) due.emplace_back(orphans.getColumn(0).getString(), Status::running);
+    }
+    return due;
+  }
+
+  // Claims one run inside claim()'s transaction: owner and lease, sleeps that are over marked
+  // completed, the journal loaded, the transition recorded.
+  Claim take(const std::string& id, Status before, const ClaimRequest& request) {
+    Claim claim;
+    claim.lease_until_ms = request.now_ms + request.lease_ms;
+    SQLite::Statement update(db_,
+        "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ? WHERE id = ? "
+        "RETURNING workflow, correlation_id, input, invocations");
+    update.bind(1, request.owner);
+    update.bind(2, static_cast<int64_t>(claim.lease_until_ms));
+    update.bind(3, static_cast<int64_t>(request.now_ms));
+    update.bind(4, id);
+    if (!update.executeStep()) bug("run " + id + " vanished while being claimed");
+    claim.run.id = id;
+    claim.run.workflow = update.getColumn(0).getString();
+    claim.run.correlation_id = update.getColumn(1).getString();
+    claim.run.input = json::parse(update.getColumn(2).getString());
+    claim.run.invocations = update.getColumn(3).getInt();
+    while (update.executeStep()) {
+    }
+    SQLite::Statement end_sleeps(db_,
+        "UPDATE steps SET state = 'completed', updated_at = ?1 "
+        "WHERE run_id = ?2 AND state = 'sleeping' AND wake_at <= ?1");
+    end_sleeps.bind(1, static_cast<int64_t>(request.now_ms));
+    end_sleeps.bind(2, id);
+    end_sleeps.exec();
+    for (JournalEntry& entry : load_journal(id)) {
+      claim.run.invocations = std::max(claim.run.invocations, entry.invocation);
+      claim.run.journal.append(std::move(entry));
+    }
+    add_history(id, request.now_ms, Status::running, claim_reason(before));
+    return claim;
+  }
 
   static SQLite::Database open(const std::string& path) {
     try {
