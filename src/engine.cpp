@@ -77,13 +77,14 @@ void Invocation::end(Outcome outcome) {
   throw Unwind{};
 }
 
-void Invocation::refuse_inside_body(std::string_view call) {
+void Invocation::refuse_inside_body(std::string_view tool, std::string_view id) {
   if (ending_) {  // the workflow swallowed the unwinding and carried on to another step
     swallowed_ = true;
     throw Unwind{};
   }
   if (body_) {
-    throw Error(std::string(call) + " was called inside the body of " + step_label(body_->key) +
+    throw Error(std::string(tool) + "('" + std::string(id) + "') was called inside the body of " +
+                step_label(body_->key) +
                 "; call it from the workflow function, between steps");
   }
 }
@@ -96,7 +97,7 @@ const RetryPolicy& Invocation::policy_of(const StepOptions& opts) const {
 }
 
 const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) {
-  refuse_inside_body("step.run('" + std::string(id) + "')");
+  refuse_inside_body("step.run", id);
   ReplayCursor::Match match = cursor_.next(id);
   JournalEntry* entry = match.entry;
   if (entry == nullptr) {
@@ -225,7 +226,7 @@ void Invocation::bad_conversion(const json& value, std::string_view type,
 }
 
 void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
-  refuse_inside_body("step.sleep('" + std::string(id) + "')");
+  refuse_inside_body("step.sleep", id);
   ReplayCursor::Match match = cursor_.next(id);
   JournalEntry* entry = match.entry;
   if (entry == nullptr) {

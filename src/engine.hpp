@@ -81,7 +81,10 @@ class Invocation {
   };
 
   [[noreturn]] void end(Outcome outcome);
-  void refuse_inside_body(std::string_view call);
+  // Throws when a step tool is called where it may not be: inside a step body, or after the
+  // workflow swallowed the runtime's unwinding. Cheap when it does not throw: it runs on
+  // every memoized step.
+  void refuse_inside_body(std::string_view tool, std::string_view id);
   const RetryPolicy& policy_of(const StepOptions& opts) const;
   std::string step_label(std::string_view key) const;
 

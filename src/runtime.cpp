@@ -200,12 +200,13 @@ std::size_t RuntimeCore::drive(Claim claim) {
     wf = workflows_.at(claim.run.workflow);
   }
   RunState& run = claim.run;
+  std::uint64_t seed = 0;
+  {
+    std::lock_guard lock(store_mutex_);
+    seed = random_();
+  }
+  std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
   for (std::size_t made = 1;; ++made) {
-    std::mt19937_64 random;
-    {
-      std::lock_guard lock(store_mutex_);
-      random.seed(random_());
-    }
     Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random).execute();
     ++run.invocations;
     const RunWrite write = write_for(run, outcome, claim.lease_until_ms);

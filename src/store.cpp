@@ -71,6 +71,20 @@ CREATE TABLE workers (
 );
 )sql"};
 
+constexpr const char* kOwnerCheck = "SELECT status, coalesce(owner, '') FROM runs WHERE id = ?";
+constexpr const char* kHistoryInsert =
+    "INSERT INTO history (run_id, at, status, reason) VALUES (?, ?, ?, ?)";
+constexpr const char* kEntryInsert =
+    "INSERT INTO steps (run_id, key, seq, base, kind, state, output, error, attempts, wake_at, "
+    "invocation, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+constexpr const char* kEntryUpdate =
+    "UPDATE steps SET base = ?4, kind = ?5, state = ?6, output = ?7, error = ?8, attempts = ?9, "
+    "wake_at = ?10, invocation = ?11, updated_at = ?12 WHERE run_id = ?1 AND key = ?2 "
+    "AND ?3 IS NOT NULL";
+constexpr const char* kJournalSelect =
+    "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation FROM steps "
+    "WHERE run_id = ? ORDER BY seq";
+
 json error_to_json(const ErrorInfo& e) {
   return {{"type", e.type}, {"message", e.message}, {"step_id", e.step_id}, {"attempts", e.attempts}};
 }
@@ -80,6 +94,25 @@ ErrorInfo error_from_json(const json& j) {
 Clock::time_point to_time(std::int64_t ms) {
   return Clock::time_point(std::chrono::milliseconds(ms));
 }
+
+// A prepared statement kept for reuse across calls (preparing costs as much as a small
+// commit). While in use it is reset and its bindings cleared; when the use ends it is reset
+// again, so no half-read statement holds a read snapshot of the WAL open.
+class StatementCache {
+ public:
+  explicit StatementCache(SQLite::Database& db) : db_(&db) {}
+  SQLite::Statement& get(const std::string& sql) {
+    auto& slot = statements_[sql];
+    if (!slot) slot = std::make_unique<SQLite::Statement>(*db_, sql);
+    slot->tryReset();
+    slot->clearBindings();
+    return *slot;
+  }
+
+ private:
+  SQLite::Database* db_;
+  std::map<std::string, std::unique_ptr<SQLite::Statement>, std::less<>> statements_;
+};
 
 class SqliteStore final : public Store {
  public:
@@ -92,20 +125,19 @@ class SqliteStore final : public Store {
       if (mode != "wal") fail("could not switch to WAL mode (got '" + mode + "')");
     }
     db_.exec(durability == Durability::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
-    prepared_ = std::make_unique<Prepared>(db_);
   }
 
   std::string create_run(const NewRun& run) override {
     return guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
       if (!run.idempotency_key.empty()) {
-        SQLite::Statement existing(db_,
+        Cached existing(this,
             "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
         existing.bind(1, run.workflow);
         existing.bind(2, run.idempotency_key);
         if (existing.executeStep()) return existing.getColumn(0).getString();
       }
-      SQLite::Statement insert(db_,
+      Cached insert(this,
           "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, input, "
           "due_at, created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)");
       insert.bind(1, run.id);
@@ -126,12 +158,12 @@ class SqliteStore final : public Store {
 
   std::optional<RunInfo> get_run(const std::string& id, bool with_history) override {
     return guarded([&]() -> std::optional<RunInfo> {
-      SQLite::Statement query(db_, std::string(kRunColumns) + " FROM runs r WHERE id = ?");
+      Cached query(this, std::string(kRunColumns) + " FROM runs r WHERE id = ?");
       query.bind(1, id);
       if (!query.executeStep()) return std::nullopt;
       RunInfo info = read_run(query);
       if (with_history) {
-        SQLite::Statement history(db_,
+        Cached history(this,
             "SELECT status, at, reason FROM history WHERE run_id = ? ORDER BY id");
         history.bind(1, id);
         while (history.executeStep()) {
@@ -151,7 +183,7 @@ class SqliteStore final : public Store {
       if (filter.status) sql += " AND status = :status";
       if (!filter.workflow.empty()) sql += " AND workflow = :workflow";
       sql += " ORDER BY created_at DESC, rowid DESC LIMIT :limit";
-      SQLite::Statement query(db_, sql);
+      Cached query(this, sql);
       if (filter.status) query.bind(":status", std::string(to_string(*filter.status)));
       if (!filter.workflow.empty()) query.bind(":workflow", filter.workflow);
       query.bind(":limit", static_cast<int64_t>(std::min<std::size_t>(filter.limit, INT64_MAX)));
@@ -196,17 +228,17 @@ class SqliteStore final : public Store {
   bool commit(const RunWrite& w) override {
     return guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-      prepared_->owner_check.reset();
-      prepared_->owner_check.bind(1, w.run_id);
-      if (!prepared_->owner_check.executeStep() || prepared_->owner_check.getColumn(0).getString() != "running" ||
-          prepared_->owner_check.getColumn(1).getString() != w.owner) {
-        prepared_->owner_check.reset();
-        return false;  // the transaction rolls back: nothing written
+      {
+        Cached owner(this, kOwnerCheck);
+        owner.bind(1, w.run_id);
+        if (!owner.executeStep() || owner.getColumn(0).getString() != "running" ||
+            owner.getColumn(1).getString() != w.owner) {
+          return false;  // the transaction rolls back: nothing written
+        }
       }
-      prepared_->owner_check.reset();
       if (w.entry != nullptr) write_entry(w);
       if (w.status) {
-        SQLite::Statement update(db_,
+        Cached update(this,
             "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
             "invocations = ?, updated_at = ? WHERE id = ?");
         update.bind(1, std::string(to_string(*w.status)));
@@ -221,7 +253,7 @@ class SqliteStore final : public Store {
         update.exec();
         add_history(w.run_id, w.now_ms, *w.status, w.reason);
       } else if (w.renew_lease) {
-        SQLite::Statement renew(db_,
+        Cached renew(this,
             "UPDATE runs SET due_at = ?, invocations = ?, updated_at = ? WHERE id = ?");
         renew.bind(1, static_cast<int64_t>(w.due_ms));
         renew.bind(2, w.invocations);
@@ -237,7 +269,7 @@ class SqliteStore final : public Store {
   std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows) override {
     return guarded([&]() -> std::optional<std::int64_t> {
       if (workflows.empty()) return std::nullopt;
-      SQLite::Statement query(db_,
+      Cached query(this,
           "SELECT min(due_at) FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
           "AND workflow IN (" + placeholders(workflows.size()) + ")");
       int i = 1;
@@ -251,7 +283,7 @@ class SqliteStore final : public Store {
     return guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
       if (!run_exists(id)) return false;
-      SQLite::Statement update(db_,
+      Cached update(this,
           "UPDATE runs SET status = 'cancelled', due_at = NULL, owner = NULL, updated_at = ? "
           "WHERE id = ? AND status IN ('pending', 'running', 'sleeping', 'waiting')");
       update.bind(1, static_cast<int64_t>(now_ms));
@@ -265,20 +297,20 @@ class SqliteStore final : public Store {
   bool retry(const std::string& id, std::int64_t now_ms) override {
     return guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-      SQLite::Statement status(db_, "SELECT status FROM runs WHERE id = ?");
+      Cached status(this, "SELECT status FROM runs WHERE id = ?");
       status.bind(1, id);
       if (!status.executeStep()) return false;
       const std::string current = status.getColumn(0).getString();
       if (current != "failed") {
         throw Error("run " + id + " is " + current + "; only a failed run can be retried");
       }
-      SQLite::Statement steps(db_,
+      Cached steps(this,
           "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, updated_at = ? "
           "WHERE run_id = ? AND state = 'failed'");
       steps.bind(1, static_cast<int64_t>(now_ms));
       steps.bind(2, id);
       const int reset = steps.exec();
-      SQLite::Statement run(db_,
+      Cached run(this,
           "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
           "error = NULL, updated_at = ? WHERE id = ?");
       run.bind(1, static_cast<int64_t>(now_ms));
@@ -294,7 +326,7 @@ class SqliteStore final : public Store {
 
   void register_worker(const Worker& worker, std::int64_t now_ms) override {
     guarded([&] {
-      SQLite::Statement insert(db_,
+      Cached insert(this,
           "INSERT OR REPLACE INTO workers (id, host, pid, start_ticks, started_at) "
           "VALUES (?, ?, ?, ?, ?)");
       insert.bind(1, worker.id);
@@ -309,7 +341,7 @@ class SqliteStore final : public Store {
 
   std::vector<Worker> running_owners(const std::string& self) override {
     return guarded([&] {
-      SQLite::Statement query(db_,
+      Cached query(this,
           "SELECT w.id, w.host, w.pid, w.start_ticks FROM workers w WHERE w.id IN "
           "(SELECT DISTINCT owner FROM runs WHERE status = 'running' AND owner != ?)");
       query.bind(1, self);
@@ -326,6 +358,26 @@ class SqliteStore final : public Store {
     return guarded([&] { return db_.execAndGet("PRAGMA synchronous").getInt(); });
   }
 
+  // One use of a cached statement: the call sites read as with a plain SQLite::Statement,
+  // and the statement is reset when the use ends.
+  class Cached {
+   public:
+    Cached(SqliteStore* store, const std::string& sql) : statement_(&store->statements_.get(sql)) {}
+    ~Cached() { statement_->tryReset(); }
+    Cached(const Cached&) = delete;
+    Cached& operator=(const Cached&) = delete;
+    template <class... A>
+    void bind(A&&... args) {
+      statement_->bind(std::forward<A>(args)...);
+    }
+    int exec() { return statement_->exec(); }
+    bool executeStep() { return statement_->executeStep(); }
+    SQLite::Column getColumn(int index) { return statement_->getColumn(index); }
+
+   private:
+    SQLite::Statement* statement_;
+  };
+
  private:
   static constexpr const char* kRunColumns =
       "SELECT id, workflow, correlation_id, status, input, output, error, "
@@ -336,7 +388,7 @@ class SqliteStore final : public Store {
   // sleeping whose time came, running whose lease lapsed), then those of dead owners.
   std::vector<std::pair<std::string, Status>> claimable(const ClaimRequest& request) {
     std::vector<std::pair<std::string, Status>> due;
-    SQLite::Statement query(db_,
+    Cached query(this,
         "SELECT id, status FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
         "AND due_at <= ? AND workflow IN (" + placeholders(request.workflows.size()) +
         ") ORDER BY due_at LIMIT ?");
@@ -350,7 +402,7 @@ class SqliteStore final : public Store {
     }
     for (const std::string& owner : request.dead_owners) {
       if (due.size() >= request.limit) break;
-      SQLite::Statement orphans(db_,
+      Cached orphans(this,
           "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND due_at > ? "
           "AND workflow IN (" + placeholders(request.workflows.size()) + ") LIMIT ?");
       int j = 1;
@@ -368,7 +420,7 @@ class SqliteStore final : public Store {
   Claim take(const std::string& id, Status before, const ClaimRequest& request) {
     Claim claim;
     claim.lease_until_ms = request.now_ms + request.lease_ms;
-    SQLite::Statement update(db_,
+    Cached update(this,
         "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ? WHERE id = ? "
         "RETURNING workflow, correlation_id, input, invocations");
     update.bind(1, request.owner);
@@ -383,7 +435,7 @@ class SqliteStore final : public Store {
     claim.run.invocations = update.getColumn(3).getInt();
     while (update.executeStep()) {
     }
-    SQLite::Statement end_sleeps(db_,
+    Cached end_sleeps(this,
         "UPDATE steps SET state = 'completed', updated_at = ?1 "
         "WHERE run_id = ?2 AND state = 'sleeping' AND wake_at <= ?1");
     end_sleeps.bind(1, static_cast<int64_t>(request.now_ms));
@@ -467,24 +519,23 @@ class SqliteStore final : public Store {
   }
 
   bool run_exists(const std::string& id) {
-    SQLite::Statement query(db_, "SELECT 1 FROM runs WHERE id = ?");
+    Cached query(this, "SELECT 1 FROM runs WHERE id = ?");
     query.bind(1, id);
     return query.executeStep();
   }
 
   void add_history(const std::string& id, std::int64_t at, Status status, const std::string& reason) {
-    prepared_->history_insert.reset();
-    prepared_->history_insert.bind(1, id);
-    prepared_->history_insert.bind(2, static_cast<int64_t>(at));
-    prepared_->history_insert.bind(3, std::string(to_string(status)));
-    prepared_->history_insert.bind(4, reason);
-    prepared_->history_insert.exec();
+    Cached insert(this, kHistoryInsert);
+    insert.bind(1, id);
+    insert.bind(2, static_cast<int64_t>(at));
+    insert.bind(3, std::string(to_string(status)));
+    insert.bind(4, reason);
+    insert.exec();
   }
 
   void write_entry(const RunWrite& w) {
     const JournalEntry& e = *w.entry;
-    SQLite::Statement& s = w.entry_is_new ? prepared_->entry_insert : prepared_->entry_update;
-    s.reset();
+    Cached s(this, w.entry_is_new ? kEntryInsert : kEntryUpdate);
     s.bind(1, w.run_id);
     s.bind(2, e.key);
     s.bind(3, static_cast<int64_t>(w.entry_seq));
@@ -494,7 +545,7 @@ class SqliteStore final : public Store {
     if (e.state != StepState::completed || e.kind != StepKind::run) {
       s.bind(7);
     } else if (!e.output_text.empty()) {
-      s.bindNoCopy(7, e.output_text);
+      s.bind(7, e.output_text);
     } else {
       s.bind(7, e.output.dump());
     }
@@ -507,32 +558,31 @@ class SqliteStore final : public Store {
   }
 
   std::vector<JournalEntry> load_journal(const std::string& id) {
-    prepared_->journal_select.reset();
-    prepared_->journal_select.bind(1, id);
+    Cached q(this, kJournalSelect);
+    q.bind(1, id);
     std::vector<JournalEntry> entries;
-    while (prepared_->journal_select.executeStep()) {
+    while (q.executeStep()) {
       JournalEntry e;
-      e.key = prepared_->journal_select.getColumn(0).getString();
-      e.base = prepared_->journal_select.getColumn(1).getString();
-      const auto kind = step_kind_from_string(prepared_->journal_select.getColumn(2).getString());
-      const auto state = step_state_from_string(prepared_->journal_select.getColumn(3).getString());
+      e.key = q.getColumn(0).getString();
+      e.base = q.getColumn(1).getString();
+      const auto kind = step_kind_from_string(q.getColumn(2).getString());
+      const auto state = step_state_from_string(q.getColumn(3).getString());
       if (!kind || !state) fail("the journal of run " + id + " has an entry of unknown kind or state");
       e.kind = *kind;
       e.state = *state;
-      if (!prepared_->journal_select.getColumn(4).isNull())
-        e.output = json::parse(prepared_->journal_select.getColumn(4).getString());
-      if (!prepared_->journal_select.getColumn(5).isNull())
-        e.error = error_from_json(json::parse(prepared_->journal_select.getColumn(5).getString()));
-      e.attempts = prepared_->journal_select.getColumn(6).getInt();
-      if (!prepared_->journal_select.getColumn(7).isNull()) e.wake_at_ms = prepared_->journal_select.getColumn(7).getInt64();
-      e.invocation = prepared_->journal_select.getColumn(8).getInt();
+      if (!q.getColumn(4).isNull())
+        e.output = json::parse(q.getColumn(4).getString());
+      if (!q.getColumn(5).isNull())
+        e.error = error_from_json(json::parse(q.getColumn(5).getString()));
+      e.attempts = q.getColumn(6).getInt();
+      if (!q.getColumn(7).isNull()) e.wake_at_ms = q.getColumn(7).getInt64();
+      e.invocation = q.getColumn(8).getInt();
       entries.push_back(std::move(e));
     }
-    prepared_->journal_select.reset();
     return entries;
   }
 
-  RunInfo read_run(SQLite::Statement& q) {
+  RunInfo read_run(Cached& q) {
     RunInfo info;
     info.id = q.getColumn(0).getString();
     info.workflow = q.getColumn(1).getString();
@@ -550,28 +600,9 @@ class SqliteStore final : public Store {
     return info;
   }
 
-  // Statements used on every step, prepared once (after the schema exists).
-  struct Prepared {
-    explicit Prepared(SQLite::Database& db)
-        : owner_check(db, "SELECT status, coalesce(owner, '') FROM runs WHERE id = ?"),
-          history_insert(db, "INSERT INTO history (run_id, at, status, reason) VALUES (?, ?, ?, ?)"),
-          entry_insert(db,
-              "INSERT INTO steps (run_id, key, seq, base, kind, state, output, error, attempts, "
-              "wake_at, invocation, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-              "?11, ?12)"),
-          entry_update(db,
-              "UPDATE steps SET base = ?4, kind = ?5, state = ?6, output = ?7, error = ?8, "
-              "attempts = ?9, wake_at = ?10, invocation = ?11, updated_at = ?12 "
-              "WHERE run_id = ?1 AND key = ?2 AND ?3 IS NOT NULL"),
-          journal_select(db,
-              "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation "
-              "FROM steps WHERE run_id = ? ORDER BY seq") {}
-    SQLite::Statement owner_check, history_insert, entry_insert, entry_update, journal_select;
-  };
-
   std::string path_;
   SQLite::Database db_;
-  std::unique_ptr<Prepared> prepared_;
+  StatementCache statements_{db_};
 };
 
 }  // namespace
