@@ -134,15 +134,20 @@ const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) 
   bug(step_label(entry->key) + " is a run step in state " + std::string(to_string(entry->state)));
 }
 
-const json& Invocation::finish_run(json output) {
-  Body body = std::move(*body_);
-  body_.reset();
+JournalEntry Invocation::entry_of(const Body& body) const {
   JournalEntry entry;
   entry.key = body.key;
   entry.base = body.base;
   entry.kind = StepKind::run;
   entry.attempts = body.attempt;
   entry.invocation = run_->invocations + 1;
+  return entry;
+}
+
+const json& Invocation::finish_run(json output) {
+  Body body = std::move(*body_);
+  body_.reset();
+  JournalEntry entry = entry_of(body);
   std::string text = output.dump();
   const std::size_t size = text.size();
   Outcome outcome;
@@ -186,12 +191,7 @@ void Invocation::fail_run(std::exception_ptr error) {
   } catch (...) {
   }
 
-  JournalEntry entry;
-  entry.key = body.key;
-  entry.base = body.base;
-  entry.kind = StepKind::run;
-  entry.attempts = body.attempt;
-  entry.invocation = run_->invocations + 1;
+  JournalEntry entry = entry_of(body);
   entry.error = info;
   Outcome outcome;
   outcome.entry_is_new = body.is_new;

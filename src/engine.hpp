@@ -81,6 +81,7 @@ class Invocation {
   };
 
   [[noreturn]] void end(Outcome outcome);
+  JournalEntry entry_of(const Body& body) const;  // the journal entry of a body that ended
   // Throws when a step tool is called where it may not be: inside a step body, or after the
   // workflow swallowed the runtime's unwinding. Cheap when it does not throw: it runs on
   // every memoized step.
