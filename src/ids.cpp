@@ -36,12 +36,15 @@ void check_step_id(std::string_view id) {
       case '#': why = "repeated step keys (id#2)"; break;
       case '[': case ']': why = "map item keys (id[0])"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) why = "nothing: control characters are refused";
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          char code[8];
+          std::snprintf(code, sizeof code, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          throw Error("step id '" + std::string(id) + "' contains the control character " + code +
+                      "; use letters, digits, '-', '_', '.' or ':' instead");
+        }
     }
     if (why != nullptr) {
-      throw Error("step id '" + std::string(id) + "' contains '" +
-                  (static_cast<unsigned char>(c) < 0x20 ? std::string("\\x") + std::to_string(c)
-                                                       : std::string(1, c)) +
+      throw Error("step id '" + std::string(id) + "' contains '" + std::string(1, c) +
                   "', which durable reserves for " + why +
                   "; use letters, digits, '-', '_', '.' or ':' instead");
     }

@@ -64,6 +64,18 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   worker_.pid = ::getpid();
   worker_.start_ticks = process_start_ticks(worker_.pid);
   store_->register_worker(worker_, now_ms());
+  // Forget the workers of processes on this host that are gone and own nothing any more.
+  for (const Worker& worker : store_->workers_on(worker_.host)) {
+    if (worker.id != worker_.id && !process_alive(worker)) store_->remove_idle_worker(worker.id);
+  }
+}
+
+RuntimeCore::~RuntimeCore() {
+  try {
+    store_->remove_idle_worker(worker_.id);
+  } catch (...) {
+    // Closing must not throw; a leftover row is pruned by the next runtime on this host.
+  }
 }
 
 std::int64_t RuntimeCore::now_ms() const { return to_ms(now_()); }
@@ -119,7 +131,7 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
     std::lock_guard lock(store_mutex_);
     id = store_->create_run(run);
   }
-  wake_.notify_all();
+  notify_waiters();
   return id;
 }
 
@@ -143,10 +155,13 @@ std::vector<StepInfo> RuntimeCore::steps(std::string_view run_id) {
 }
 
 void RuntimeCore::cancel(std::string_view run_id) {
-  std::lock_guard lock(store_mutex_);
-  if (!store_->cancel(std::string(run_id), now_ms())) {
-    throw NotFound("no run with id '" + std::string(run_id) + "'");
+  {
+    std::lock_guard lock(store_mutex_);
+    if (!store_->cancel(std::string(run_id), now_ms())) {
+      throw NotFound("no run with id '" + std::string(run_id) + "'");
+    }
   }
+  notify_waiters();
 }
 
 void RuntimeCore::retry(std::string_view run_id) {
@@ -156,7 +171,7 @@ void RuntimeCore::retry(std::string_view run_id) {
       throw NotFound("no run with id '" + std::string(run_id) + "'");
     }
   }
-  wake_.notify_all();
+  notify_waiters();
 }
 
 // Owners of running runs whose process, on this host, is gone: a restarted runtime takes their
@@ -186,10 +201,26 @@ std::size_t RuntimeCore::run_until_idle() {
       request.lease_ms = options_.lease.count();
       request.limit = 64;
       request.dead_owners = dead_owners();
+      request.executing.assign(executing_.begin(), executing_.end());
       claims = store_->claim(request);
     }
     if (claims.empty()) return invocations;
-    for (Claim& claim : claims) invocations += drive(std::move(claim));
+    {
+      std::lock_guard lock(store_mutex_);
+      for (const Claim& claim : claims) executing_.insert(claim.run.id);
+    }
+    for (Claim& claim : claims) {
+      const std::string id = claim.run.id;
+      try {
+        invocations += drive(std::move(claim));
+      } catch (...) {
+        std::lock_guard lock(store_mutex_);
+        for (const Claim& left : claims) executing_.erase(left.run.id);
+        throw;
+      }
+      std::lock_guard lock(store_mutex_);
+      executing_.erase(id);
+    }
   }
 }
 
@@ -276,6 +307,8 @@ RunInfo RuntimeCore::wait(std::string_view run_id, std::chrono::milliseconds tim
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const std::vector<std::string> names = workflow_names();
   for (;;) {
+    // Read before looking at the store, so a start, retry or cancel after the look is not missed.
+    const std::uint64_t seen = wake_generation();
     RunInfo run = get(run_id);
     if (terminal(run.status)) return run;
     run_until_idle();
@@ -291,8 +324,22 @@ RunInfo RuntimeCore::wait(std::string_view run_id, std::chrono::milliseconds tim
       pause = std::min(pause, std::chrono::milliseconds(std::max<std::int64_t>(0, *due - now_ms())));
     }
     std::unique_lock lock(wake_mutex_);
-    wake_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + pause));
+    wake_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + pause),
+                     [&] { return wake_generation_ != seen; });
   }
+}
+
+void RuntimeCore::notify_waiters() {
+  {
+    std::lock_guard lock(wake_mutex_);
+    ++wake_generation_;
+  }
+  wake_.notify_all();
+}
+
+std::uint64_t RuntimeCore::wake_generation() {
+  std::lock_guard lock(wake_mutex_);
+  return wake_generation_;
 }
 
 }  // namespace durable::detail

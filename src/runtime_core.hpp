@@ -21,6 +21,9 @@ namespace durable::detail {
 class RuntimeCore {
  public:
   explicit RuntimeCore(RuntimeOptions opts);
+  ~RuntimeCore();
+  RuntimeCore(const RuntimeCore&) = delete;
+  RuntimeCore& operator=(const RuntimeCore&) = delete;
 
   void add(Workflow wf);
   std::string start(std::string_view workflow, json input, StartOptions opts);
@@ -53,12 +56,16 @@ class RuntimeCore {
   std::unique_ptr<Store> store_;
   std::mt19937_64 random_{std::random_device{}()};
   std::int64_t next_owner_scan_ms_ = 0;
+  std::set<std::string> executing_;  // runs this runtime's threads are executing now
 
   std::mutex workflows_mutex_;
   std::map<std::string, std::shared_ptr<const Workflow>, std::less<>> workflows_;
 
+  void notify_waiters();
+  std::uint64_t wake_generation();
   std::mutex wake_mutex_;  // wait() sleeps on wake_ until a start, retry or cancel
   std::condition_variable wake_;
+  std::uint64_t wake_generation_ = 0;  // counts starts, retries and cancels
 };
 
 /// Reaches into a Runtime for the tests: its clock and worker id.

@@ -324,6 +324,30 @@ class SqliteStore final : public Store {
     });
   }
 
+  std::vector<Worker> workers_on(const std::string& host) override {
+    return guarded([&] {
+      Cached query(this, "SELECT id, host, pid, start_ticks FROM workers WHERE host = ?");
+      query.bind(1, host);
+      std::vector<Worker> workers;
+      while (query.executeStep()) {
+        workers.push_back({query.getColumn(0).getString(), query.getColumn(1).getString(),
+                           query.getColumn(2).getInt64(), query.getColumn(3).getInt64()});
+      }
+      return workers;
+    });
+  }
+
+  void remove_idle_worker(const std::string& id) override {
+    guarded([&] {
+      Cached remove(this,
+          "DELETE FROM workers WHERE id = ?1 AND NOT EXISTS "
+          "(SELECT 1 FROM runs WHERE owner = ?1 AND status = 'running')");
+      remove.bind(1, id);
+      remove.exec();
+      return 0;
+    });
+  }
+
   void register_worker(const Worker& worker, std::int64_t now_ms) override {
     guarded([&] {
       Cached insert(this,
@@ -391,10 +415,11 @@ class SqliteStore final : public Store {
     Cached query(this,
         "SELECT id, status FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
         "AND due_at <= ? AND workflow IN (" + placeholders(request.workflows.size()) +
-        ") ORDER BY due_at LIMIT ?");
+        ") AND id NOT IN (" + placeholders(request.executing.size()) + ") ORDER BY due_at LIMIT ?");
     int i = 1;
     query.bind(i++, static_cast<int64_t>(request.now_ms));
     for (const auto& name : request.workflows) query.bind(i++, name);
+    for (const auto& id : request.executing) query.bind(i++, id);
     query.bind(i, static_cast<int64_t>(request.limit));
     while (query.executeStep()) {
       due.emplace_back(query.getColumn(0).getString(),

@@ -38,6 +38,9 @@ struct ClaimRequest {
   std::size_t limit = 0;
   /// Owners of running runs whose process is known dead: their claims are taken at once.
   std::vector<std::string> dead_owners;
+  /// Runs the claiming runtime is executing right now: never claimed again by it, even when
+  /// their lease lapsed during a long step body.
+  std::vector<std::string> executing;
 };
 
 /// One atomic write for a run: an optional journal entry and an optional change of the run.
@@ -88,6 +91,11 @@ class Store {
   virtual bool retry(const std::string& id, std::int64_t now_ms) = 0;
 
   virtual void register_worker(const Worker& worker, std::int64_t now_ms) = 0;
+  /// Workers registered from this host.
+  virtual std::vector<Worker> workers_on(const std::string& host) = 0;
+  /// Forgets a worker that owns no running run (a closed runtime, or a dead process whose runs
+  /// were taken over).
+  virtual void remove_idle_worker(const std::string& id) = 0;
   /// Owners of running runs other than `self`, with what is known of their process.
   virtual std::vector<Worker> running_owners(const std::string& self) = 0;
 

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include <SQLiteCpp/SQLiteCpp.h>
+
 #include "support.hpp"
 
 using namespace durable;
@@ -108,6 +110,9 @@ TEST_CASE("kill -9 mid-run: completed steps do not run again, the interrupted on
   const auto steps = runtime.steps(runs[0].id);
   REQUIRE(steps.size() == 4);
   for (const auto& s : steps) CHECK(s.attempts == 1);
+  // The killed process's worker row was forgotten once its run was taken over.
+  SQLite::Database file(db);
+  CHECK(file.execAndGet("SELECT count(*) FROM workers").getInt() == 1);
 }
 
 TEST_CASE("a running run of a live process on the same file is not taken over") {

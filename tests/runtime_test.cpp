@@ -259,3 +259,44 @@ TEST_CASE("a long run renews its lease as its steps complete, so no one else cla
   CHECK(claimed_elsewhere == 0);
   CHECK(owner->get(id).output == "done");
 }
+
+TEST_CASE("a runtime never claims a run it is executing, even when the lease lapsed mid-body") {
+  test::ManualClock clock;
+  RuntimeOptions opts;
+  opts.database = ":memory:";
+  opts.lease = 10s;
+  Runtime runtime(opts);
+  clock.attach(runtime);
+  int bodies = 0;
+  std::size_t claimed_meanwhile = 99;
+  runtime.add(Workflow("slow", [&](Step& step, const json&) -> json {
+    return step.run("call", [&] {
+      ++bodies;
+      clock.advance(30s);  // a body three leases long
+      // What a wait() on another thread of this runtime would do meanwhile:
+      claimed_meanwhile = runtime.run_until_idle();
+      return "ok";
+    });
+  }));
+  const std::string id = runtime.start("slow");
+  runtime.run_until_idle();
+  CHECK(claimed_meanwhile == 0);
+  CHECK(bodies == 1);
+  CHECK(runtime.get(id).output == "ok");
+}
+
+TEST_CASE("cancel wakes a wait() on another thread at once") {
+  Runtime runtime({.database = ":memory:", .poll_interval = 60'000ms});
+  runtime.add(Workflow("nap", [](Step& step, const json&) -> json {
+    step.sleep("long", "1 day");
+    return nullptr;
+  }));
+  const std::string id = runtime.start("nap");
+  runtime.run_until_idle();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread waiter([&] { CHECK(runtime.wait(id, 60s).status == Status::cancelled); });
+  std::this_thread::sleep_for(50ms);  // let the waiter block on its 60 s poll
+  runtime.cancel(id);
+  waiter.join();
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}

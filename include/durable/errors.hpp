@@ -35,8 +35,9 @@ struct ErrorInfo {
   int attempts = 0;     ///< attempts made of that step
 };
 
-/// Thrown by step.run (in workflow code) for a step that failed for good, on the invocation that
-/// saw it fail and on every later replay. Catch it to treat the step as best effort.
+/// Thrown by step.run (in workflow code) for a step that failed for good. The invocation whose
+/// last attempt failed journals the failure and ends; every replay after it throws StepFailed
+/// from that step.run. Catch it to treat the step as best effort.
 struct StepFailed : Error {
   explicit StepFailed(ErrorInfo error_info);
   ErrorInfo info;

@@ -40,12 +40,13 @@ class Runtime {
   void add(Workflow wf);
 
   /// Queues a run of `workflow` and returns its id. Throws UnknownWorkflow for a name not
-  /// add()ed, and Error for an input the typed workflow cannot take; nothing is written then.
+  /// add()ed, and Error for an input the typed workflow cannot take or whose JSON text is larger
+  /// than max_output_bytes; nothing is written then.
   std::string start(std::string_view workflow, json input = json::object(), StartOptions opts = {});
 
   /// The run with this id. Throws NotFound.
   RunInfo get(std::string_view run_id) const;
-  /// Runs matching the filter, newest first.
+  /// Runs matching the filter, newest first, without their state history (get() has it).
   std::vector<RunInfo> list(const RunFilter& filter = {}) const;
   /// The journal of a run, in the order its entries were first written. Throws NotFound.
   std::vector<StepInfo> steps(std::string_view run_id) const;

@@ -44,7 +44,8 @@ class Step {
   /// T converts to and from JSON through nlohmann's to_json/from_json; text returned as a
   /// const char* or std::string_view comes back as a std::string.
   ///
-  /// Throws StepFailed for a step that failed for good (on this and every later replay); Error
+  /// Throws StepFailed for a step that failed for good (on every replay after the failure was
+  /// journaled); Error
   /// when the journaled result no longer converts to T, or the id is not a valid step id;
   /// NonDeterminism when the id was journaled as another kind of step.
   /// An exception out of fn is one failed attempt: retried per opts.retry, else the workflow's
