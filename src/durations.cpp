@@ -12,6 +12,7 @@ namespace durable::detail {
 
 namespace {
 
+constexpr double kLongest = 1e15;  // ms, about 31,700 years
 constexpr std::int64_t kSecond = 1000, kMinute = 60 * kSecond, kHour = 60 * kMinute,
                        kDay = 24 * kHour;
 
@@ -46,7 +47,8 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
       ++i;
     if (i == number_start) bad(text, "expected a number at position " + std::to_string(i + 1));
     const std::string number(text.substr(number_start, i - number_start));
-    if (number.find('.') != number.rfind('.')) bad(text, "'" + number + "' is not a number");
+    if (number.find('.') != number.rfind('.') || number.find_first_of("0123456789") == std::string::npos)
+      bad(text, "'" + number + "' is not a number");
     skip_spaces();
     const std::size_t unit_start = i;
     while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
@@ -64,8 +66,17 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
     skip_spaces();
   }
   if (parts == 0) bad(text, "it is empty");
-  if (total > 1e15) bad(text, "it is longer than 30,000 years");
+  if (total > kLongest) bad(text, "it is longer than 30,000 years");
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(total)));
+}
+
+std::chrono::milliseconds whole_milliseconds(std::chrono::duration<double, std::milli> d) {
+  const double ms = d.count();
+  if (std::isnan(ms) || ms > kLongest) {
+    throw Error("a sleep of " + std::to_string(ms) +
+                " ms is not a usable duration: it must be a number of at most 30,000 years");
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(std::max(ms, -1.0))));
 }
 
 }  // namespace durable::detail

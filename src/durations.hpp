@@ -11,4 +11,8 @@ namespace durable::detail {
 /// (singular or plural, "sec", "min", "hr" too). Throws Error naming the text otherwise.
 std::chrono::milliseconds parse_duration(std::string_view text);
 
+/// d rounded up to whole milliseconds. Throws Error when it is NaN or longer than 30,000 years
+/// (which a sleep has no use for, and which would overflow a time point).
+std::chrono::milliseconds whole_milliseconds(std::chrono::duration<double, std::milli> d);
+
 }  // namespace durable::detail

@@ -5,6 +5,7 @@
 #include "errors_internal.hpp"
 #include "ids.hpp"
 #include "retry.hpp"
+#include "serialization.hpp"
 
 namespace durable::detail {
 
@@ -41,35 +42,48 @@ std::string Invocation::step_label(std::string_view key) const {
 }
 
 Outcome Invocation::execute() {
-  Outcome failed;
-  failed.kind = Outcome::Kind::failed;
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::failed;
   try {
     json output = workflow_->invoke(step_, run_->input);
-    if (ending_) {
-      failed.error = ErrorInfo{"durable::Error", std::string(kSwallowed), {}, 0};
-    } else {
-      Outcome done;
-      done.kind = Outcome::Kind::completed;
-      done.output = std::move(output);
-      done.reason = "the workflow returned";
-      return done;
-    }
+    outcome.kind = Outcome::Kind::completed;
+    outcome.output = std::move(output);
+    outcome.reason = "the workflow returned";
   } catch (const Unwind&) {
-    if (ending_ && !swallowed_) return std::move(*ending_);
     if (!ending_) bug("an invocation of run " + run_->id + " unwound with no outcome");
+    if (!swallowed_) return final_outcome(std::move(*ending_));
   } catch (const StepFailed& e) {
-    failed.error = e.info;
+    outcome.error = e.info;
   } catch (...) {
-    failed.error = describe(std::current_exception());
+    outcome.error = describe(std::current_exception());
   }
   if (ending_) {
-    // Unwinding had begun and the workflow turned it into another exception or a return.
-    failed.error = ErrorInfo{"durable::Error", std::string(kSwallowed), {}, 0};
-    failed.entry = std::move(ending_->entry);
-    failed.entry_is_new = ending_->entry_is_new;
+    // Unwinding had begun and the workflow turned it into a return, another exception, or
+    // another step call. What the ending step did is kept; the run fails.
+    outcome.kind = Outcome::Kind::failed;
+    outcome.error = ErrorInfo{"durable::Error", std::string(kSwallowed), {}, 0};
+    outcome.entry = std::move(ending_->entry);
+    outcome.entry_is_new = ending_->entry_is_new;
   }
-  failed.reason = "the workflow threw " + failed.error->type + ": " + failed.error->message;
-  return failed;
+  if (outcome.kind == Outcome::Kind::failed) {
+    outcome.reason = "the workflow threw " + outcome.error->type + ": " + outcome.error->message;
+  }
+  return final_outcome(std::move(outcome));
+}
+
+// Applies what the workflow could not override: a divergence fails the run, and a step that
+// failed for good in this invocation is journaled with whatever the invocation ended in.
+Outcome Invocation::final_outcome(Outcome outcome) {
+  if (failed_step_ && !outcome.entry) {
+    outcome.entry = std::move(failed_step_->entry);
+    outcome.entry_is_new = failed_step_->entry_is_new;
+  }
+  if (diverged_) {
+    outcome.kind = Outcome::Kind::failed;
+    outcome.error = diverged_;
+    outcome.reason = "the workflow diverged from its journal: " + diverged_->message;
+  }
+  return outcome;
 }
 
 void Invocation::end(Outcome outcome) {
@@ -77,16 +91,46 @@ void Invocation::end(Outcome outcome) {
   throw Unwind{};
 }
 
-void Invocation::refuse_inside_body(std::string_view tool, std::string_view id) {
+void Invocation::before_step_call(std::string_view tool, std::string_view id) {
   if (ending_) {  // the workflow swallowed the unwinding and carried on to another step
     swallowed_ = true;
     throw Unwind{};
   }
+  if (diverged_) throw NonDeterminism(diverged_->message);
   if (body_) {
-    throw Error(std::string(tool) + "('" + std::string(id) + "') was called inside the body of " +
-                step_label(body_->key) +
-                "; call it from the workflow function, between steps");
+    throw NonRetryableError(std::string(tool) + "('" + std::string(id) +
+                            "') was called inside the body of " + step_label(body_->key) +
+                            "; call it from the workflow function, between steps");
   }
+  if (failed_step_) {
+    // The workflow caught StepFailed and went on: journal the failure first, run this step
+    // in the next invocation.
+    Outcome failure = std::move(*failed_step_);
+    failed_step_.reset();
+    end(std::move(failure));
+  }
+}
+
+void Invocation::fail_for_good(JournalEntry entry, bool is_new, std::string reason) {
+  Outcome failure;
+  failure.kind = Outcome::Kind::step_done;
+  failure.reason = std::move(reason);
+  failure.entry_is_new = is_new;
+  ErrorInfo info = *entry.error;
+  failure.entry = std::move(entry);
+  failed_step_ = std::move(failure);
+  throw StepFailed(std::move(info));
+}
+
+void Invocation::diverge(const JournalEntry& entry, std::string_view tool) {
+  diverged_ = ErrorInfo{"durable::NonDeterminism",
+                        step_label(entry.key) + " was journaled as a " +
+                            std::string(to_string(entry.kind)) + ", but the code now calls " +
+                            std::string(tool) +
+                            " with that id. Give the new step another id, or restore the old "
+                            "code; retry() resumes the run once fixed",
+                        entry.key, 0};
+  throw NonDeterminism(diverged_->message);
 }
 
 const RetryPolicy& Invocation::policy_of(const StepOptions& opts) const {
@@ -97,7 +141,7 @@ const RetryPolicy& Invocation::policy_of(const StepOptions& opts) const {
 }
 
 const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) {
-  refuse_inside_body("step.run", id);
+  before_step_call("step.run", id);
   ReplayCursor::Match match = cursor_.next(id);
   JournalEntry* entry = match.entry;
   if (entry == nullptr) {
@@ -106,12 +150,7 @@ const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) 
     body_ = Body{std::move(match.key), std::string(id), &opts, 1, true};
     return nullptr;
   }
-  if (entry->kind != StepKind::run) {
-    throw NonDeterminism(step_label(entry->key) + " was journaled as a " +
-                         std::string(to_string(entry->kind)) +
-                         ", but the code now calls step.run with that id. Give the new step "
-                         "another id, or restore the old code; retry() resumes the run once fixed");
-  }
+  if (entry->kind != StepKind::run) diverge(*entry, "step.run");
   switch (entry->state) {
     case StepState::completed:
       last_key_ = entry->key;
@@ -134,6 +173,12 @@ const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) 
   bug(step_label(entry->key) + " is a run step in state " + std::string(to_string(entry->state)));
 }
 
+Invocation::Body Invocation::end_body() {
+  Body body = std::move(*body_);
+  body_.reset();
+  return body;
+}
+
 JournalEntry Invocation::entry_of(const Body& body) const {
   JournalEntry entry;
   entry.key = body.key;
@@ -145,36 +190,36 @@ JournalEntry Invocation::entry_of(const Body& body) const {
 }
 
 const json& Invocation::finish_run(json output) {
-  Body body = std::move(*body_);
-  body_.reset();
+  const Body body = end_body();
   JournalEntry entry = entry_of(body);
-  std::string text = output.dump();
-  const std::size_t size = text.size();
+  std::string text;
+  std::optional<std::string> refused;
+  if (const auto problem = encode(output, text)) {
+    refused = step_label(body.key) + " returned a value that cannot be journaled: " + *problem;
+  } else if (text.size() > config_->max_output_bytes) {
+    refused = step_label(body.key) + " returned " + human_bytes(text.size()) + "; the limit is " +
+              human_bytes(config_->max_output_bytes) +
+              " (RuntimeOptions::max_output_bytes). Store large data elsewhere and return a "
+              "reference to it";
+  }
+  if (refused) {
+    entry.state = StepState::failed;
+    entry.error = ErrorInfo{"durable::NonRetryableError", *refused, body.key, body.attempt};
+    fail_for_good(std::move(entry), body.is_new, *refused);
+  }
+  entry.state = StepState::completed;
+  entry.output = std::move(output);
+  entry.output_text = std::move(text);
   Outcome outcome;
   outcome.kind = Outcome::Kind::step_done;
   outcome.entry_is_new = body.is_new;
-  if (size > config_->max_output_bytes) {
-    entry.state = StepState::failed;
-    entry.error = ErrorInfo{"durable::NonRetryableError",
-                            step_label(body.key) + " returned " + human_bytes(size) +
-                                "; the limit is " + human_bytes(config_->max_output_bytes) +
-                                " (RuntimeOptions::max_output_bytes). Store large data elsewhere "
-                                "and return a reference to it",
-                            body.key, body.attempt};
-    outcome.reason = entry.error->message;
-  } else {
-    entry.state = StepState::completed;
-    entry.output = std::move(output);
-    entry.output_text = std::move(text);
-    outcome.reason = step_label(body.key) + " completed";
-  }
+  outcome.reason = step_label(body.key) + " completed";
   outcome.entry = std::move(entry);
   end(std::move(outcome));
 }
 
 void Invocation::fail_run(std::exception_ptr error) {
-  Body body = std::move(*body_);
-  body_.reset();
+  const Body body = end_body();
   ErrorInfo info = describe(error);
   info.step_id = body.key;
   info.attempts = body.attempt;
@@ -193,31 +238,29 @@ void Invocation::fail_run(std::exception_ptr error) {
 
   JournalEntry entry = entry_of(body);
   entry.error = info;
-  Outcome outcome;
-  outcome.entry_is_new = body.is_new;
   if (!retryable || body.attempt >= policy.max_attempts) {
     entry.state = StepState::failed;
-    outcome.kind = Outcome::Kind::step_done;
-    outcome.reason = step_label(body.key) + " failed for good after " +
-                     std::to_string(body.attempt) + " attempt(s): " + info.type + ": " +
-                     info.message;
-  } else {
-    const auto delay = retry_after ? *retry_after : backoff(policy, body.attempt, *random_);
-    entry.state = StepState::retrying;
-    entry.wake_at_ms = now_ms_ + std::max<std::int64_t>(0, delay.count());
-    outcome.kind = Outcome::Kind::sleep;
-    outcome.wake_at_ms = *entry.wake_at_ms;
-    outcome.reason = step_label(body.key) + " attempt " + std::to_string(body.attempt) + " of " +
-                     std::to_string(policy.max_attempts) + " failed (" + info.type + ": " +
-                     info.message + "); next attempt at " + format_time(outcome.wake_at_ms);
+    fail_for_good(std::move(entry), body.is_new,
+                  step_label(body.key) + " failed for good after " + std::to_string(body.attempt) +
+                      " attempt(s): " + info.type + ": " + info.message);
   }
+  const auto delay = retry_after ? *retry_after : backoff(policy, body.attempt, *random_);
+  entry.state = StepState::retrying;
+  entry.wake_at_ms = now_ms_ + std::max<std::int64_t>(0, delay.count());
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::sleep;
+  outcome.entry_is_new = body.is_new;
+  outcome.wake_at_ms = *entry.wake_at_ms;
+  outcome.reason = step_label(body.key) + " attempt " + std::to_string(body.attempt) + " of " +
+                   std::to_string(policy.max_attempts) + " failed (" + info.type + ": " +
+                   info.message + "); next attempt at " + format_time(outcome.wake_at_ms);
   outcome.entry = std::move(entry);
   end(std::move(outcome));
 }
 
 void Invocation::bad_conversion(const json& value, std::string_view type,
                                 const std::exception& error) {
-  std::string shown = value.dump();
+  std::string shown = lenient_dump(value);
   if (shown.size() > 200) shown = shown.substr(0, 200) + "...";
   throw Error(step_label(last_key_) + ": the journaled result " + shown +
               " (JSON " + value.type_name() + ") does not convert to the step's type " +
@@ -226,7 +269,7 @@ void Invocation::bad_conversion(const json& value, std::string_view type,
 }
 
 void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
-  refuse_inside_body("step.sleep", id);
+  before_step_call("step.sleep", id);
   ReplayCursor::Match match = cursor_.next(id);
   JournalEntry* entry = match.entry;
   if (entry == nullptr) {
@@ -252,12 +295,7 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
     outcome.entry = std::move(sleep);
     end(std::move(outcome));
   }
-  if (entry->kind != StepKind::sleep) {
-    throw NonDeterminism(step_label(entry->key) + " was journaled as a " +
-                         std::string(to_string(entry->kind)) +
-                         ", but the code now calls step.sleep with that id. Give the new step "
-                         "another id, or restore the old code; retry() resumes the run once fixed");
-  }
+  if (entry->kind != StepKind::sleep) diverge(*entry, "step.sleep");
   if (entry->state == StepState::completed) return;
   const std::int64_t wake = entry->wake_at_ms.value_or(0);
   if (wake <= now_ms_) return;

@@ -80,14 +80,20 @@ class Invocation {
     bool is_new;
   };
 
+  // Called first by every step tool: refuses calls where they may not be made, and ends the
+  // invocation at a step call that follows a step failed for good in this invocation.
+  void before_step_call(std::string_view tool, std::string_view id);
   [[noreturn]] void end(Outcome outcome);
-  JournalEntry entry_of(const Body& body) const;  // the journal entry of a body that ended
-  // Throws when a step tool is called where it may not be: inside a step body, or after the
-  // workflow swallowed the runtime's unwinding. Cheap when it does not throw: it runs on
-  // every memoized step.
-  void refuse_inside_body(std::string_view tool, std::string_view id);
+  // Journals the body's step as failed for good and throws StepFailed into the workflow.
+  [[noreturn]] void fail_for_good(JournalEntry entry, bool is_new, std::string reason);
+  // Fails the run with NonDeterminism, however the workflow handles the exception.
+  [[noreturn]] void diverge(const JournalEntry& entry, std::string_view tool);
+  // Takes the body's state out as it ends; its journal entry before the outcome is known.
+  Body end_body();
+  JournalEntry entry_of(const Body& body) const;
   const RetryPolicy& policy_of(const StepOptions& opts) const;
   std::string step_label(std::string_view key) const;
+  Outcome final_outcome(Outcome outcome);
 
   RunState* run_;
   const Workflow* workflow_;
@@ -97,9 +103,11 @@ class Invocation {
   Step step_;
   ReplayCursor cursor_;
   std::optional<Body> body_;
-  std::string_view last_key_;      // the step whose journaled result run() is converting
-  std::optional<Outcome> ending_;  // set when the runtime's unwinding began
-  bool swallowed_ = false;          // a step call came after the unwinding began
+  std::string_view last_key_;         // the step whose journaled result run() is converting
+  std::optional<Outcome> ending_;     // set when the runtime's unwinding began
+  bool swallowed_ = false;            // a step call came after the unwinding began
+  std::optional<Outcome> failed_step_;  // a step failed for good here, not yet in an outcome
+  std::optional<ErrorInfo> diverged_;   // NonDeterminism met: the run fails whatever follows
 };
 
 }  // namespace durable::detail

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "errors_internal.hpp"
+#include "ids.hpp"
 
 namespace durable::detail {
 
@@ -69,12 +70,20 @@ ReplayCursor::Match ReplayCursor::next(std::string_view id) {
       leave_track();
     } else {
       // Every entry was met in order, so this id's earlier uses are exactly the journal's.
+      reached_new_ = true;
       return {nullptr, journal_key(id, journal_->uses_of(id) + 1)};
     }
   }
+  // Off track an id is looked up by the key it makes, so it must not be able to spell another
+  // id's key ("a#2"); on track it equalled a journaled id, which was checked when written.
+  check_step_id(id);
   std::string key = journal_key(id, ++uses_[std::string(id)]);
   JournalEntry* entry = journal_->find(key);
-  if (entry != nullptr) ++matched_;
+  if (entry != nullptr) {
+    ++matched_;
+  } else {
+    reached_new_ = true;
+  }
   return {entry, entry != nullptr ? std::string() : std::move(key)};
 }
 

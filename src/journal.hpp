@@ -77,8 +77,9 @@ class ReplayCursor {
   };
   /// The journal key and entry of the next call with this step id.
   Match next(std::string_view id);
-  /// Whether calls so far have not yet reached every journaled entry.
-  bool replaying() const { return matched_ < journal_->size(); }
+  /// Whether this invocation is still re-executing journaled code: no call so far was new, and
+  /// some journaled entry is still ahead.
+  bool replaying() const { return !reached_new_ && matched_ < journal_->size(); }
 
  private:
   void leave_track();
@@ -87,6 +88,7 @@ class ReplayCursor {
   std::size_t position_ = 0;  // on track: the index of the next expected entry
   std::size_t matched_ = 0;   // entries met so far in this invocation
   bool on_track_ = true;
+  bool reached_new_ = false;  // a call found no entry: the code is past its journal
   std::unordered_map<std::string, int> uses_;  // off track: uses so far per id
 };
 

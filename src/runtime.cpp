@@ -10,6 +10,7 @@
 #include "errors_internal.hpp"
 #include "ids.hpp"
 #include "retry.hpp"
+#include "serialization.hpp"
 #include "runtime_core.hpp"
 
 namespace durable::detail {
@@ -112,7 +113,11 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
                           (known.empty() ? "none" : known) + ")");
   }
   wf->check_input(input);
-  const std::string text = input.dump();
+  std::string text;
+  if (const auto problem = encode(input, text)) {
+    throw Error("the input of a run of '" + std::string(workflow) + "' cannot be stored: " +
+                *problem);
+  }
   if (text.size() > options_.max_output_bytes) {
     throw Error("the input of a run of '" + std::string(workflow) + "' is " +
                 human_bytes(text.size()) + "; the limit is " +
@@ -123,7 +128,7 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
   run.workflow = std::string(workflow);
   run.correlation_id = opts.correlation_id.empty() ? new_id() : opts.correlation_id;
   run.idempotency_key = opts.idempotency_key;
-  run.input = std::move(input);
+  run.input = std::move(text);
   run.now_ms = now_ms();
   run.due_ms = opts.at ? std::max(run.now_ms, to_ms(*opts.at)) : run.now_ms;
   std::string id;
@@ -281,20 +286,27 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
       write.status = Status::sleeping;
       write.due_ms = outcome.wake_at_ms;
       break;
-    case Outcome::Kind::completed:
-      if (const std::size_t size = outcome.output.dump().size(); size > options_.max_output_bytes) {
+    case Outcome::Kind::completed: {
+      std::string text;
+      std::optional<std::string> refused;
+      if (const auto problem = encode(outcome.output, text)) {
+        refused = "the workflow of run " + run.id + " returned a value that cannot be stored: " +
+                  *problem;
+      } else if (text.size() > options_.max_output_bytes) {
+        refused = "the workflow of run " + run.id + " returned " + human_bytes(text.size()) +
+                  "; the limit is " + human_bytes(options_.max_output_bytes) +
+                  " (RuntimeOptions::max_output_bytes)";
+      }
+      if (refused) {
         write.status = Status::failed;
-        write.error = ErrorInfo{"durable::Error",
-                                "the workflow of run " + run.id + " returned " + human_bytes(size) +
-                                    "; the limit is " + human_bytes(options_.max_output_bytes) +
-                                    " (RuntimeOptions::max_output_bytes)",
-                                {}, 0};
-        write.reason = write.error->message;
+        write.error = ErrorInfo{"durable::Error", *refused, {}, 0};
+        write.reason = *refused;
       } else {
         write.status = Status::completed;
-        write.output = outcome.output;
+        write.output = std::move(text);
       }
       break;
+    }
     case Outcome::Kind::failed:
       write.status = Status::failed;
       write.error = outcome.error;

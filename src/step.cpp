@@ -16,8 +16,8 @@ void Step::bad_conversion(const json& value, std::string_view type, const std::e
   invocation_->bad_conversion(value, type, error);
 }
 
-void Step::sleep_for(std::string_view id, std::chrono::milliseconds d) {
-  invocation_->sleep_for(id, d);
+void Step::sleep_for(std::string_view id, std::chrono::duration<double, std::milli> d) {
+  invocation_->sleep_for(id, detail::whole_milliseconds(d));
 }
 void Step::sleep(std::string_view id, std::string_view d) {
   invocation_->sleep_for(id, detail::parse_duration(d));

@@ -14,6 +14,7 @@
 #include <map>
 
 #include "errors_internal.hpp"
+#include "serialization.hpp"
 
 namespace durable::detail {
 
@@ -144,7 +145,7 @@ class SqliteStore final : public Store {
       insert.bind(2, run.workflow);
       insert.bind(3, run.correlation_id);
       if (run.idempotency_key.empty()) insert.bind(4); else insert.bind(4, run.idempotency_key);
-      insert.bind(5, run.input.dump());
+      insert.bind(5, run.input);
       insert.bind(6, static_cast<int64_t>(run.due_ms));
       insert.bind(7, static_cast<int64_t>(run.now_ms));
       insert.bind(8, static_cast<int64_t>(run.now_ms));
@@ -245,8 +246,8 @@ class SqliteStore final : public Store {
         const bool keeps_due = *w.status == Status::sleeping || *w.status == Status::running;
         if (keeps_due) update.bind(2, static_cast<int64_t>(w.due_ms)); else update.bind(2);
         if (*w.status == Status::running) update.bind(3, w.owner); else update.bind(3);
-        if (w.output) update.bind(4, w.output->dump()); else update.bind(4);
-        if (w.error) update.bind(5, error_to_json(*w.error).dump()); else update.bind(5);
+        if (w.output) update.bind(4, *w.output); else update.bind(4);
+        if (w.error) update.bind(5, lenient_dump(error_to_json(*w.error))); else update.bind(5);
         update.bind(6, w.invocations);
         update.bind(7, static_cast<int64_t>(w.now_ms));
         update.bind(8, w.run_id);
@@ -574,7 +575,7 @@ class SqliteStore final : public Store {
     } else {
       s.bind(7, e.output.dump());
     }
-    if (e.error) s.bind(8, error_to_json(*e.error).dump()); else s.bind(8);
+    if (e.error) s.bind(8, lenient_dump(error_to_json(*e.error))); else s.bind(8);
     s.bind(9, e.attempts);
     if (e.wake_at_ms) s.bind(10, static_cast<int64_t>(*e.wake_at_ms)); else s.bind(10);
     s.bind(11, e.invocation);

@@ -19,7 +19,7 @@ namespace durable::detail {
 
 struct NewRun {
   std::string id, workflow, correlation_id, idempotency_key;
-  json input;
+  std::string input;  ///< JSON text
   std::int64_t now_ms = 0;
   std::int64_t due_ms = 0;  ///< not claimed before this time (a delayed start)
 };
@@ -51,7 +51,7 @@ struct RunWrite {
   std::size_t entry_seq = 0;          ///< the entry's position in the journal, when new
   std::optional<Status> status;       ///< the run's new status, when it changes
   std::int64_t due_ms = 0;            ///< sleeping: wake time; running: lease expiry
-  std::optional<json> output;         ///< completed
+  std::optional<std::string> output;  ///< completed: the output's JSON text
   std::optional<ErrorInfo> error;     ///< failed
   std::string reason;                 ///< for the state history, with a status change
   int invocations = 0;

@@ -164,7 +164,13 @@ TEST_CASE("StepFailed is thrown on every replay and can be caught for a best-eff
   runtime.run_until_idle();
   CHECK(runtime.get(id).status == Status::completed);
   CHECK(analytics_bodies == 1);
-  CHECK(caught == 2);  // the replay that ran `welcome` and the final one
+  // In the invocation whose attempt failed (DESIGN: "on this and every later replay"), in the
+  // replay that ran `welcome`, and in the final one.
+  CHECK(caught == 3);
+  CHECK(runtime.get(id).invocations == 3);
+  const auto steps = runtime.steps(id);
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0].status == "failed");
 }
 
 TEST_CASE("an exception out of the workflow fails the run with ErrorInfo") {
@@ -309,4 +315,27 @@ TEST_CASE("an oversized workflow output fails the run, naming the run and the si
         "the workflow of run " + id + " returned 302 bytes; the limit is 100 bytes "
         "(RuntimeOptions::max_output_bytes)");
   CHECK(run.output.is_null());
+}
+
+TEST_CASE("error messages and outputs that are not valid UTF-8 never break the runtime") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(Workflow("latin1-error", [](Step& step, const json&) -> json {
+    step.run("open", [] { throw NonRetryableError("no file 'caf\xe9.txt'"); });
+    return nullptr;
+  }));
+  runtime.add(Workflow("latin1-output", [](Step&, const json&) -> json {
+    return std::string("caf\xe9");
+  }));
+  const std::string error_run = runtime.start("latin1-error");
+  const std::string output_run = runtime.start("latin1-output");
+  CHECK_NOTHROW(runtime.run_until_idle());
+  const RunInfo failed_step = runtime.get(error_run);
+  CHECK(failed_step.status == Status::failed);
+  CHECK(failed_step.error->message.find("no file 'caf") == 0);
+  const RunInfo bad_output = runtime.get(output_run);
+  CHECK(bad_output.status == Status::failed);
+  CHECK(bad_output.error->message.find("returned a value that cannot be stored") !=
+        std::string::npos);
+  CHECK_THROWS_WITH_AS(runtime.start("latin1-output", json("caf\xe9")),
+                       doctest::Contains("cannot be stored"), Error);
 }

@@ -49,10 +49,9 @@ TEST_CASE("the cursor gives the same keys on and off the journal's order") {
     const auto fresh = cursor.next("c");
     CHECK(fresh.entry == nullptr);
     CHECK(fresh.key == "c");
+    CHECK_FALSE(cursor.replaying());  // past the journal once a call is new, b or not
     CHECK(cursor.next("a").entry->key == "a#2");
-    CHECK(cursor.replaying());  // b not reached yet
     CHECK(cursor.next("b").entry->key == "b");
-    CHECK_FALSE(cursor.replaying());
   }
 }
 
@@ -123,4 +122,79 @@ TEST_CASE("a bad sleep string fails the run with the parser's message") {
   CHECK(outcome.kind == Outcome::Kind::failed);
   REQUIRE(outcome.error);
   CHECK(outcome.error->message.find("'a while' is not a duration") == 0);
+}
+
+TEST_CASE("off the journal's order an id cannot spell another step's key") {
+  Journal journal;
+  journal.append(completed("a", 1, 1));
+  journal.append(completed("a", 2, 2));
+  ReplayCursor cursor(journal);
+  CHECK(cursor.next("b").entry == nullptr);  // off track from here
+  CHECK_THROWS_WITH_AS(cursor.next("a#2"), doctest::Contains("contains '#'"), Error);
+}
+
+TEST_CASE("replaying() turns false once a deploy removed a journaled step and a new one runs") {
+  Journal journal;
+  journal.append(completed("old", 1, 1));
+  journal.append(completed("kept", 1, 2));
+  ReplayCursor cursor(journal);
+  CHECK(cursor.replaying());
+  CHECK(cursor.next("kept").entry != nullptr);  // "old" is no longer called
+  CHECK(cursor.replaying());
+  CHECK(cursor.next("new").entry == nullptr);
+  CHECK_FALSE(cursor.replaying());
+}
+
+TEST_CASE("NonDeterminism fails the run even when the workflow catches it") {
+  RunState run;
+  run.id = "r1";
+  JournalEntry sleep;
+  sleep.key = sleep.base = "wait";
+  sleep.kind = StepKind::sleep;
+  run.journal.append(sleep);
+  Workflow wf("w", [](Step& step, const json&) -> json {
+    try {
+      step.run("wait", [] { return 1; });
+    } catch (const std::exception&) {
+      // a best-effort catch must not hide a divergence
+    }
+    return "done";
+  });
+  const Outcome outcome = invoke(run, wf);
+  CHECK(outcome.kind == Outcome::Kind::failed);
+  REQUIRE(outcome.error);
+  CHECK(outcome.error->type == "durable::NonDeterminism");
+}
+
+TEST_CASE("a step result that JSON cannot hold fails the step at once with a clear message") {
+  for (const json& bad : {json(std::nan("")), json{{"x", "caf\xe9"}}}) {
+    RunState run;
+    run.id = "r1";
+    int bodies = 0;
+    Workflow wf("w", [&](Step& step, const json&) -> json {
+      step.run("compute", [&] { ++bodies; return bad; });
+      return nullptr;
+    });
+    const Outcome outcome = invoke(run, wf);
+    CHECK(bodies == 1);
+    CHECK(outcome.kind == Outcome::Kind::failed);  // StepFailed was not caught
+    REQUIRE(outcome.entry);
+    CHECK(outcome.entry->state == StepState::failed);
+    CHECK(outcome.entry->error->type == "durable::NonRetryableError");
+    CHECK(outcome.entry->error->message.find("returned a value that cannot be journaled") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("sleep durations that cannot be a time are refused, not overflowed") {
+  RunState run;
+  run.id = "r1";
+  Workflow wf("w", [](Step& step, const json&) -> json {
+    step.sleep("forever", std::chrono::hours::max());
+    return nullptr;
+  });
+  const Outcome outcome = invoke(run, wf);
+  CHECK(outcome.kind == Outcome::Kind::failed);
+  CHECK(outcome.error->message.find("not a usable duration") != std::string::npos);
+  CHECK_THROWS_WITH_AS(parse_duration(".s"), doctest::Contains("'.' is not a number"), Error);
 }

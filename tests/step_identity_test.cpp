@@ -189,11 +189,10 @@ TEST_CASE("a journaled value that no longer converts to the step's type names st
   CHECK(run.error->message.find("does not convert to the step's type int") != std::string::npos);
 }
 
-TEST_CASE("step.run inside a step body is refused with a message naming the call") {
+TEST_CASE("a step tool called inside a step body fails the step at once, naming the call") {
   Runtime runtime({.database = ":memory:"});
   runtime.add(Workflow("nested", [](Step& step, const json&) -> json {
-    step.run("outer", [&] { step.sleep("inner-nap", std::chrono::seconds(1)); },
-             {.retry = test::exact_policy(1, 0ms)});
+    step.run("outer", [&] { step.sleep("inner-nap", std::chrono::seconds(1)); });
     return nullptr;
   }));
   const std::string id = runtime.start("nested");
@@ -201,6 +200,7 @@ TEST_CASE("step.run inside a step body is refused with a message naming the call
   const auto steps = runtime.steps(id);
   REQUIRE(steps.size() == 1);
   CHECK(steps[0].status == "failed");
+  CHECK(steps[0].attempts == 1);  // not retried: calling it again would fail the same way
   REQUIRE(steps[0].error);
   CHECK(steps[0].error->message ==
         "step.sleep('inner-nap') was called inside the body of step 'outer' of run " + id +

@@ -55,10 +55,12 @@ class Step {
   auto run(std::string_view id, F&& fn, StepOptions opts = {});
 
   /// Sleeps the run for d: journals the wake time and ends the invocation; the run is sleeping,
-  /// holding no thread, until then. On replay after the wake time, returns at once.
+  /// holding no thread, until then. On replay after the wake time, returns at once. Rounded up
+  /// to whole milliseconds; throws Error for a duration over 30,000 years or not a number.
   template <class Rep, class Period>
   void sleep(std::string_view id, std::chrono::duration<Rep, Period> d) {
-    sleep_for(id, std::chrono::ceil<std::chrono::milliseconds>(d));
+    // Through double milliseconds: no duration (hours::max() included) can overflow on the way.
+    sleep_for(id, std::chrono::duration<double, std::milli>(d));
   }
   /// As above with a duration in text: "30s", "90 seconds", "1 hour", "2 hours", "1 day",
   /// "1h30m", "500ms". Throws Error for text that is not a duration.
@@ -84,7 +86,7 @@ class Step {
   [[noreturn]] void fail_run(std::exception_ptr error);
   [[noreturn]] void bad_conversion(const json& value, std::string_view type,
                                    const std::exception& error);
-  void sleep_for(std::string_view id, std::chrono::milliseconds d);
+  void sleep_for(std::string_view id, std::chrono::duration<double, std::milli> d);
 
   template <class T>
   T convert(const json& value) {

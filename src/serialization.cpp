@@ -1,0 +1,41 @@
+#include "serialization.hpp"
+
+#include <cmath>
+
+namespace durable::detail {
+
+namespace {
+bool has_non_finite(const json& value) {
+  switch (value.type()) {
+    case json::value_t::number_float:
+      return !std::isfinite(value.get<double>());
+    case json::value_t::array:
+    case json::value_t::object:
+      for (const auto& item : value) {
+        if (has_non_finite(item)) return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
+std::optional<std::string> encode(const json& value, std::string& text) {
+  try {
+    text = value.dump();
+  } catch (const json::type_error& e) {
+    return std::string("it holds a string that is not valid UTF-8 (") + e.what() + ")";
+  }
+  // A non-finite number is written as null; only then is the walk worth making.
+  if (text.find("null") != std::string::npos && has_non_finite(value)) {
+    return "it holds a NaN or infinite number, which JSON cannot represent";
+  }
+  return std::nullopt;
+}
+
+std::string lenient_dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace durable::detail
