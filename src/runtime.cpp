@@ -36,10 +36,16 @@ std::int64_t process_start_ticks(std::int64_t pid) {
   return 0;
 }
 
-std::string host_name() {
+// Where a pid means one process: the host name, the boot (a reboot reuses pids) and the pid
+// namespace (containers on one host may share a host name and a database volume).
+std::string host_identity() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
-  return name;
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  char ns[128] = {};
+  const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  return std::string(name) + " boot:" + boot + " " + (n > 0 ? std::string(ns, n) : "pid:?");
 }
 
 bool process_alive(const Worker& worker) {
@@ -61,7 +67,7 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   engine_config_.max_output_bytes = options_.max_output_bytes;
   store_ = open_sqlite_store(options_.database, options_.durability);
   worker_.id = new_id();
-  worker_.host = host_name();
+  worker_.host = host_identity();
   worker_.pid = ::getpid();
   worker_.start_ticks = process_start_ticks(worker_.pid);
   store_->register_worker(worker_, now_ms());
@@ -72,6 +78,12 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
 }
 
 RuntimeCore::~RuntimeCore() {
+  {
+    std::lock_guard lock(heartbeat_mutex_);
+    stopping_ = true;
+  }
+  heartbeat_wake_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
   try {
     store_->remove_idle_worker(worker_.id);
   } catch (...) {
@@ -192,10 +204,14 @@ std::vector<std::string> RuntimeCore::dead_owners() {
   return dead;
 }
 
-std::size_t RuntimeCore::run_until_idle() {
+std::size_t RuntimeCore::run_until_idle() { return run_due(std::nullopt, kClaimBatch); }
+
+std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
+                                 std::size_t batch) {
+  start_heartbeat();
   std::size_t invocations = 0;
   const std::vector<std::string> names = workflow_names();
-  for (;;) {
+  while (!deadline || std::chrono::steady_clock::now() < *deadline) {
     std::vector<Claim> claims;
     {
       std::lock_guard lock(store_mutex_);
@@ -204,28 +220,63 @@ std::size_t RuntimeCore::run_until_idle() {
       request.workflows = names;
       request.now_ms = now_ms();
       request.lease_ms = options_.lease.count();
-      request.limit = 64;
+      request.limit = batch;
       request.dead_owners = dead_owners();
       request.executing.assign(executing_.begin(), executing_.end());
       claims = store_->claim(request);
-    }
-    if (claims.empty()) return invocations;
-    {
-      std::lock_guard lock(store_mutex_);
       for (const Claim& claim : claims) executing_.insert(claim.run.id);
     }
+    if (claims.empty()) break;
+    // The heartbeat keeps the batch's leases while its runs wait their turn and run.
+    Executing executing(*this, claims);
     for (Claim& claim : claims) {
       const std::string id = claim.run.id;
-      try {
-        invocations += drive(std::move(claim));
-      } catch (...) {
-        std::lock_guard lock(store_mutex_);
-        for (const Claim& left : claims) executing_.erase(left.run.id);
-        throw;
-      }
-      std::lock_guard lock(store_mutex_);
-      executing_.erase(id);
+      invocations += drive(std::move(claim));
+      executing.release(id);
     }
+  }
+  return invocations;
+}
+
+RuntimeCore::Executing::Executing(RuntimeCore& core, const std::vector<Claim>& claims)
+    : core_(&core) {
+  for (const Claim& claim : claims) ids_.push_back(claim.run.id);
+}
+
+RuntimeCore::Executing::~Executing() {
+  std::lock_guard lock(core_->store_mutex_);
+  for (const std::string& id : ids_) core_->executing_.erase(id);
+}
+
+void RuntimeCore::Executing::release(const std::string& id) {
+  std::lock_guard lock(core_->store_mutex_);
+  core_->executing_.erase(id);
+}
+
+void RuntimeCore::start_heartbeat() {
+  std::call_once(heartbeat_started_, [this] { heartbeat_ = std::thread([this] { beat(); }); });
+}
+
+// Renews the leases of the runs this runtime executes, a third of a lease apart, so a step body
+// longer than the lease keeps its run. Runs on its own thread from the first run_until_idle()
+// or wait() until the runtime is destroyed.
+void RuntimeCore::beat() {
+  std::unique_lock lock(heartbeat_mutex_);
+  while (!stopping_) {
+    heartbeat_wake_.wait_for(lock, options_.lease / 3, [this] { return stopping_; });
+    if (stopping_) return;
+    lock.unlock();
+    try {
+      std::lock_guard store_lock(store_mutex_);
+      if (!executing_.empty()) {
+        const std::vector<std::string> ids(executing_.begin(), executing_.end());
+        store_->renew_leases(worker_.id, ids, now_ms() + options_.lease.count());
+      }
+    } catch (const std::exception&) {
+      // A failed renewal (a busy or full disk) is tried again at the next beat; meanwhile the
+      // commit of each step still checks that the run is ours.
+    }
+    lock.lock();
   }
 }
 
@@ -323,17 +374,18 @@ RunInfo RuntimeCore::wait(std::string_view run_id, std::chrono::milliseconds tim
     const std::uint64_t seen = wake_generation();
     RunInfo run = get(run_id);
     if (terminal(run.status)) return run;
-    run_until_idle();
+    run_due(deadline, 1);  // one run at a time, so the deadline is looked at between runs
     run = get(run_id);
     if (terminal(run.status) || std::chrono::steady_clock::now() >= deadline) return run;
     std::optional<std::int64_t> due;
     {
       std::lock_guard lock(store_mutex_);
-      due = store_->next_due(names);
+      due = store_->next_due(names, {executing_.begin(), executing_.end()});
     }
     auto pause = options_.poll_interval;
     if (due) {
-      pause = std::min(pause, std::chrono::milliseconds(std::max<std::int64_t>(0, *due - now_ms())));
+      // Not below kMinPause: a run due now that cannot be claimed must not make this spin.
+      pause = std::min(pause, std::chrono::milliseconds(std::max(kMinPause, *due - now_ms())));
     }
     std::unique_lock lock(wake_mutex_);
     wake_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + pause),

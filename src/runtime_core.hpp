@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <durable/runtime.hpp>
 
@@ -35,14 +36,38 @@ class RuntimeCore {
   std::size_t run_until_idle();
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
 
-  /// Replaces the clock (tests): every time the runtime reads or journals comes from it.
+  /// Replaces the clock (tests), before any run is executed: every time the runtime reads or
+  /// journals comes from it. It is read from the heartbeat thread too.
   void set_clock(std::function<Clock::time_point()> now) { now_ = std::move(now); }
   std::int64_t now_ms() const;
   const std::string& worker_id() const { return worker_.id; }
 
  private:
+  // Runs due work in claims of `batch` runs until none is due or the deadline passed.
+  std::size_t run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
+                      std::size_t batch);
   /// Executes a claimed run's invocations until it sleeps, ends or is lost; returns how many.
   std::size_t drive(Claim claim);
+  void start_heartbeat();
+  void beat();
+
+  // The runs of one claimed batch in executing_, from the claim until each has run (or an
+  // exception left the batch).
+  class Executing {
+   public:
+    Executing(RuntimeCore& core, const std::vector<Claim>& claims);
+    ~Executing();
+    Executing(const Executing&) = delete;
+    Executing& operator=(const Executing&) = delete;
+    void release(const std::string& id);
+
+   private:
+    RuntimeCore* core_;
+    std::vector<std::string> ids_;
+  };
+
+  static constexpr std::size_t kClaimBatch = 16;  // runs claimed per transaction
+  static constexpr std::int64_t kMinPause = 10;   // ms: the shortest sleep of wait()
   RunWrite write_for(const RunState& run, const Outcome& outcome, std::int64_t& lease_until_ms);
   std::vector<std::string> dead_owners();
   std::vector<std::string> workflow_names();
@@ -56,7 +81,13 @@ class RuntimeCore {
   std::unique_ptr<Store> store_;
   std::mt19937_64 random_{std::random_device{}()};
   std::int64_t next_owner_scan_ms_ = 0;
-  std::set<std::string> executing_;  // runs this runtime's threads are executing now
+  std::set<std::string> executing_;  // runs this runtime claimed and has not yet let go
+
+  std::once_flag heartbeat_started_;
+  std::thread heartbeat_;
+  std::mutex heartbeat_mutex_;  // guards stopping_
+  std::condition_variable heartbeat_wake_;
+  bool stopping_ = false;
 
   std::mutex workflows_mutex_;
   std::map<std::string, std::shared_ptr<const Workflow>, std::less<>> workflows_;

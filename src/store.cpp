@@ -11,6 +11,7 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <filesystem>
 #include <map>
 
 #include "errors_internal.hpp"
@@ -118,7 +119,7 @@ class StatementCache {
 class SqliteStore final : public Store {
  public:
   SqliteStore(const std::string& path, Durability durability)
-      : path_(path), db_(open(path)) {
+      : path_(path), schema_version_(look_at(path)), db_(open(path)) {
     db_.setBusyTimeout(10'000);
     check_and_migrate();
     if (path != ":memory:") {
@@ -267,16 +268,33 @@ class SqliteStore final : public Store {
     });
   }
 
-  std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows) override {
+  std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
+                                       const std::vector<std::string>& executing) override {
     return guarded([&]() -> std::optional<std::int64_t> {
       if (workflows.empty()) return std::nullopt;
       Cached query(this,
           "SELECT min(due_at) FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
-          "AND workflow IN (" + placeholders(workflows.size()) + ")");
+          "AND workflow IN (" + placeholders(workflows.size()) + ") AND id NOT IN (" +
+          placeholders(executing.size()) + ")");
       int i = 1;
       for (const auto& name : workflows) query.bind(i++, name);
+      for (const auto& id : executing) query.bind(i++, id);
       if (!query.executeStep() || query.getColumn(0).isNull()) return std::nullopt;
       return query.getColumn(0).getInt64();
+    });
+  }
+
+  void renew_leases(const std::string& owner, const std::vector<std::string>& ids,
+                    std::int64_t until_ms) override {
+    guarded([&] {
+      Cached renew(this,
+          "UPDATE runs SET due_at = ? WHERE status = 'running' AND owner = ? AND id IN (" +
+          placeholders(ids.size()) + ")");
+      int i = 1;
+      renew.bind(i++, static_cast<int64_t>(until_ms));
+      renew.bind(i++, owner);
+      for (const auto& id : ids) renew.bind(i++, id);
+      return renew.exec();
     });
   }
 
@@ -475,6 +493,22 @@ class SqliteStore final : public Store {
     return claim;
   }
 
+  // Validates an existing file through a read-only connection, before any read-write one is
+  // opened: closing a read-write connection could checkpoint a foreign file's leftover WAL into
+  // it. Returns its schema version (0 for a new or empty file).
+  static std::int64_t look_at(const std::string& path) {
+    std::error_code ignored;
+    if (path == ":memory:" || std::filesystem::file_size(path, ignored) == 0 || ignored) return 0;
+    try {
+      SQLite::Database look(path, SQLite::OPEN_READONLY);
+      return check_file(look, path);
+    } catch (const SQLite::Exception& e) {
+      throw Error("database '" + path + "': not a durable database, or a corrupt one (" +
+                  e.what() + "); it was left untouched. Point RuntimeOptions::database at "
+                  "another file");
+    }
+  }
+
   static SQLite::Database open(const std::string& path) {
     try {
       return SQLite::Database(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
@@ -499,17 +533,27 @@ class SqliteStore final : public Store {
     }
   }
 
-  // Validates the file before anything writes to it, then brings its schema up to date.
+  // Validates the file before anything writes to it, then brings its schema up to date. The
+  // look is made through a read-only connection: a read-write one could checkpoint a foreign
+  // file's leftover WAL into it when closed.
   void check_and_migrate() {
-    std::int64_t application_id = 0, version = 0, objects = 0;
-    try {
-      application_id = db_.execAndGet("PRAGMA application_id").getInt64();
-      version = db_.execAndGet("PRAGMA user_version").getInt64();
-      objects = db_.execAndGet("SELECT count(*) FROM sqlite_schema").getInt64();
-    } catch (const SQLite::Exception& e) {
-      fail(std::string("not a durable database, or a corrupt one (") + e.what() +
-           "); it was left untouched. Point RuntimeOptions::database at another file");
-    }
+    const std::int64_t version = schema_version_;
+    if (version == kSchemaVersion) return;
+    SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+    // Another process may have migrated it while we waited for the write lock.
+    const std::int64_t current = check_file(db_, path_);
+    for (std::int64_t v = current; v < kSchemaVersion; ++v) db_.exec(kMigrations[v]);
+    db_.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+    db_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+    tx.commit();
+  }
+
+  // The schema version of a file that is durable's (0: empty), or an error saying whose it is.
+  static std::int64_t check_file(SQLite::Database& db, const std::string& path) {
+    const auto fail = [&](const std::string& what) { throw Error("database '" + path + "': " + what); };
+    const std::int64_t application_id = db.execAndGet("PRAGMA application_id").getInt64();
+    const std::int64_t version = db.execAndGet("PRAGMA user_version").getInt64();
+    const std::int64_t objects = db.execAndGet("SELECT count(*) FROM sqlite_schema").getInt64();
     if (application_id != kApplicationId && !(application_id == 0 && objects == 0)) {
       fail("not a durable database (it is an SQLite file of another application: application_id " +
            std::to_string(application_id) + ", " + std::to_string(objects) +
@@ -520,14 +564,7 @@ class SqliteStore final : public Store {
            "; this build knows up to " + std::to_string(kSchemaVersion) +
            "); it was left untouched. Upgrade durable to open it");
     }
-    if (version == kSchemaVersion) return;
-    SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-    // Another process may have migrated it while we waited for the write lock.
-    version = db_.execAndGet("PRAGMA user_version").getInt64();
-    for (std::int64_t v = version; v < kSchemaVersion; ++v) db_.exec(kMigrations[v]);
-    db_.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
-    db_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
-    tx.commit();
+    return version;
   }
 
   static std::string placeholders(std::size_t n) {
@@ -627,6 +664,7 @@ class SqliteStore final : public Store {
   }
 
   std::string path_;
+  std::int64_t schema_version_;  // as found on opening, before any migration
   SQLite::Database db_;
   StatementCache statements_{db_};
 };

@@ -82,8 +82,12 @@ class Store {
   /// Writes atomically. Returns false, writing nothing, when the run is no longer running under
   /// this owner (cancelled, or taken over after its lease lapsed).
   virtual bool commit(const RunWrite& write) = 0;
-  /// The earliest due time of a claimable run of these workflows, if any.
-  virtual std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows) = 0;
+  /// The earliest due time of a claimable run of these workflows, leaving out `executing`.
+  virtual std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
+                                               const std::vector<std::string>& executing) = 0;
+  /// Moves the lease expiry of these runs, where they are still running under `owner`.
+  virtual void renew_leases(const std::string& owner, const std::vector<std::string>& ids,
+                            std::int64_t until_ms) = 0;
 
   /// False for an unknown run; a run that already ended is left as it is.
   virtual bool cancel(const std::string& id, std::int64_t now_ms) = 0;

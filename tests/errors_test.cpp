@@ -16,7 +16,7 @@ std::chrono::milliseconds until_wake(Runtime& runtime, const std::string& id,
                                      const test::ManualClock& clock) {
   const RunInfo run = runtime.get(id);
   REQUIRE(run.wake_at.has_value());
-  return std::chrono::duration_cast<std::chrono::milliseconds>(*run.wake_at - clock.now);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*run.wake_at - clock.now());
 }
 }  // namespace
 

@@ -41,7 +41,7 @@ TEST_CASE("two sleeps print A, A B, A B C and the last invocation comes 3 hours 
   std::vector<std::string> invocations;
   std::vector<Clock::time_point> started;
   runtime->add(Workflow("sleepy", [&](Step& step, const json&) -> json {
-    started.push_back(clock.now);
+    started.push_back(clock.now());
     std::string line = "A";
     step.sleep("first-wait", "1 hour");
     line += " B";
@@ -128,7 +128,7 @@ TEST_CASE("sleep_until a time already past ends the invocation and the run goes 
   clock.attach(runtime);
   int after = 0;
   runtime.add(Workflow("past", [&](Step& step, const json&) -> json {
-    step.sleep_until("deadline", clock.now - 1h);
+    step.sleep_until("deadline", clock.now() - 1h);
     ++after;
     return nullptr;
   }));

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "support.hpp"
@@ -56,10 +57,10 @@ TEST_CASE("a delayed start is not run before its time") {
   Runtime runtime({.database = ":memory:"});
   clock.attach(runtime);
   runtime.add(two_steps());
-  const std::string id = runtime.start("two", json::object(), {.at = clock.now + 10min});
+  const std::string id = runtime.start("two", json::object(), {.at = clock.now() + 10min});
   CHECK(runtime.run_until_idle() == 0);
   CHECK(runtime.get(id).status == Status::pending);
-  CHECK(runtime.get(id).wake_at == clock.now + 10min);
+  CHECK(runtime.get(id).wake_at == clock.now() + 10min);
   clock.advance(10min);
   CHECK(runtime.run_until_idle() == 3);
   CHECK(runtime.get(id).status == Status::completed);
@@ -299,4 +300,59 @@ TEST_CASE("cancel wakes a wait() on another thread at once") {
   runtime.cancel(id);
   waiter.join();
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}
+
+TEST_CASE("the lease is renewed while a step body runs, so a body longer than it runs once") {
+  test::TempDir dir;
+  const std::string db = dir.file("heartbeat.db");
+  RuntimeOptions opts;
+  opts.database = db;
+  opts.lease = 300ms;
+  Runtime owner(opts);
+  Runtime other(opts);
+  std::atomic<int> bodies{0};
+  std::atomic<bool> in_body{false}, body_done{false};
+  const auto job = [&] {
+    return Workflow("job", [&](Step& step, const json&) -> json {
+      return step.run("long-call", [&] {
+        ++bodies;
+        in_body = true;
+        std::this_thread::sleep_for(1200ms);  // four leases
+        body_done = true;
+        return "ok";
+      });
+    });
+  };
+  owner.add(job());
+  other.add(job());
+  const std::string id = owner.start("job");
+  std::thread runner([&] { owner.run_until_idle(); });
+  std::size_t stolen = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!in_body && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  while (!body_done && std::chrono::steady_clock::now() < deadline) {
+    stolen += other.run_until_idle();
+    std::this_thread::sleep_for(20ms);
+  }
+  runner.join();
+  CHECK(stolen == 0);
+  CHECK(bodies == 1);
+  CHECK(owner.get(id).output == "ok");
+}
+
+TEST_CASE("wait() returns at its timeout even with much other work due") {
+  test::TempDir dir;
+  Runtime runtime({.database = dir.file("busy.db")});
+  runtime.add(Workflow("slow", [](Step& step, const json&) -> json {
+    return step.run("work", [] {
+      std::this_thread::sleep_for(100ms);
+      return 1;
+    });
+  }));
+  for (int i = 0; i < 20; ++i) runtime.start("slow");  // two seconds of work in all
+  const std::string last = runtime.start("slow");
+  const auto t0 = std::chrono::steady_clock::now();
+  const RunInfo run = runtime.wait(last, 50ms);
+  CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+  CHECK(run.status != Status::completed);
 }

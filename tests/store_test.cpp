@@ -130,3 +130,25 @@ TEST_CASE("two runtimes on one file see each other's runs") {
   CHECK(a.run_until_idle() == 0);
   CHECK(a.get(id).status == Status::completed);
 }
+
+TEST_CASE("a foreign WAL-mode database with a leftover -wal file is left untouched, -wal included") {
+  test::TempDir dir;
+  const std::string live = dir.file("live.db"), path = dir.file("app.db");
+  {
+    SQLite::Database db(live, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec("PRAGMA journal_mode=WAL");
+    db.exec("CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)");
+    db.exec("INSERT INTO orders (total) VALUES (42)");
+    // Copy the files while the writer is open: the copy has its last commits only in -wal,
+    // as a crashed application would leave it.
+    std::filesystem::copy_file(live, path);
+    std::filesystem::copy_file(live + "-wal", path + "-wal");
+  }
+  const std::string main_before = read_all(path), wal_before = read_all(path + "-wal");
+  REQUIRE_FALSE(wal_before.empty());
+  CHECK_THROWS_WITH_AS(Runtime({.database = path}), doctest::Contains("not a durable database"),
+                       Error);
+  CHECK(read_all(path) == main_before);
+  REQUIRE(std::filesystem::exists(path + "-wal"));
+  CHECK(read_all(path + "-wal") == wal_before);
+}

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -34,12 +35,21 @@ class TempDir {
 };
 
 /// A clock that stands still until the test moves it; shared by the runtimes it is attached to.
-struct ManualClock {
-  Clock::time_point now = Clock::time_point(std::chrono::hours(24 * 365 * 56));  // ~2026
-  void attach(Runtime& runtime) {
-    detail::RuntimeAccess::core(runtime).set_clock([this] { return now; });
+/// Safe to read from the runtime's own threads (its lease heartbeat) while the test moves it.
+class ManualClock {
+ public:
+  Clock::time_point now() const { return Clock::time_point(Clock::duration(ticks_.load())); }
+  void advance(std::chrono::milliseconds d) {
+    ticks_ += std::chrono::duration_cast<Clock::duration>(d).count();
   }
-  void advance(std::chrono::milliseconds d) { now += d; }
+  void attach(Runtime& runtime) {
+    detail::RuntimeAccess::core(runtime).set_clock([this] { return now(); });
+  }
+
+ private:
+  std::atomic<Clock::rep> ticks_{std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::hours(24 * 365 * 56))  // ~2026
+                                     .count()};
 };
 
 /// A runtime on a file in `dir`, with a manual clock.
