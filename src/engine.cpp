@@ -66,7 +66,11 @@ Outcome Invocation::execute() {
     outcome.entry_is_new = ending_->entry_is_new;
   }
   if (outcome.kind == Outcome::Kind::failed) {
-    outcome.reason = "the workflow threw " + outcome.error->type + ": " + outcome.error->message;
+    const ErrorInfo& e = *outcome.error;
+    outcome.reason = e.step_id.empty()
+                         ? "the workflow threw " + e.type + ": " + e.message
+                         : "step '" + e.step_id + "' failed for good and the workflow did not "
+                           "catch StepFailed: " + e.type + ": " + e.message;
   }
   return final_outcome(std::move(outcome));
 }

@@ -152,3 +152,17 @@ TEST_CASE("a foreign WAL-mode database with a leftover -wal file is left untouch
   REQUIRE(std::filesystem::exists(path + "-wal"));
   CHECK(read_all(path + "-wal") == wal_before);
 }
+
+TEST_CASE("a database path that cannot be opened, and impossible options, are clear errors") {
+  CHECK_THROWS_WITH_AS(Runtime({.database = "/nonexistent-dir/x/durable.db"}),
+                       doctest::Contains("cannot open database '/nonexistent-dir/x/durable.db'"),
+                       Error);
+  RuntimeOptions no_lease;
+  no_lease.database = ":memory:";
+  no_lease.lease = std::chrono::milliseconds(0);
+  CHECK_THROWS_WITH_AS(Runtime{no_lease}, "RuntimeOptions::lease must be positive", Error);
+  RuntimeOptions no_poll;
+  no_poll.database = ":memory:";
+  no_poll.poll_interval = std::chrono::milliseconds(-1);
+  CHECK_THROWS_WITH_AS(Runtime{no_poll}, "RuntimeOptions::poll_interval must be positive", Error);
+}
