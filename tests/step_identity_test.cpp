@@ -48,21 +48,15 @@ TEST_CASE("a step id used again in a loop gets the keys id, id#2, id#3 in call o
 TEST_CASE("steps are matched by id, not position: a step added before journaled ones runs") {
   test::TempDir dir;
   test::ManualClock clock;
-  std::string id;
-  {
-    auto runtime = test::runtime_on(dir.file("deploy.db"), clock);
-    runtime->add(Workflow("flow", [](Step& step, const json&) -> json {
-      step.run("a", [] { return 1; });
-      step.sleep("pause", 1h);
-      return step.run("b", [] { return 2; });
-    }));
-    id = runtime->start("flow");
-    runtime->run_until_idle();
-  }
+  const std::string id = test::run_before_restart(dir.file("deploy.db"), clock,
+      Workflow("flow", [](Step& step, const json&) -> json {
+    step.run("a", [] { return 1; });
+    step.sleep("pause", 1h);
+    return step.run("b", [] { return 2; });
+  }));
   // A deploy inserts a step before the journaled ones and drops the sleep.
-  auto runtime = test::runtime_on(dir.file("deploy.db"), clock);
   int a_bodies = 0;
-  runtime->add(Workflow("flow", [&](Step& step, const json&) -> json {
+  auto runtime = test::restart_with(dir.file("deploy.db"), clock, Workflow("flow", [&](Step& step, const json&) -> json {
     const int inserted = step.run("new", [] { return 100; });
     const int a = step.run("a", [&] { ++a_bodies; return -1; });
     return inserted + a + step.run("b", [] { return 2; });
@@ -102,19 +96,13 @@ TEST_CASE("a step id with a reserved character fails the run with a clear messag
 TEST_CASE("a journaled id reached with another kind fails the run with NonDeterminism") {
   test::TempDir dir;
   test::ManualClock clock;
-  std::string id;
-  {
-    auto runtime = test::runtime_on(dir.file("kind.db"), clock);
-    runtime->add(Workflow("flow", [](Step& step, const json&) -> json {
-      step.sleep("wait", 1h);
-      return nullptr;
-    }));
-    id = runtime->start("flow");
-    runtime->run_until_idle();
-  }
+  const std::string id = test::run_before_restart(dir.file("kind.db"), clock,
+      Workflow("flow", [](Step& step, const json&) -> json {
+    step.sleep("wait", 1h);
+    return nullptr;
+  }));
   clock.advance(2h);
-  auto runtime = test::runtime_on(dir.file("kind.db"), clock);
-  runtime->add(Workflow("flow", [](Step& step, const json&) -> json {
+  auto runtime = test::restart_with(dir.file("kind.db"), clock, Workflow("flow", [](Step& step, const json&) -> json {
     step.run("wait", [] { return 1; });
     return nullptr;
   }));
@@ -162,20 +150,14 @@ TEST_CASE("an input that does not convert to the typed workflow's input is refus
 TEST_CASE("a journaled value that no longer converts to the step's type names step and types") {
   test::TempDir dir;
   test::ManualClock clock;
-  std::string id;
-  {
-    auto runtime = test::runtime_on(dir.file("types.db"), clock);
-    runtime->add(Workflow("flow", [](Step& step, const json&) -> json {
-      step.run("fetch", [] { return std::string("forty-two"); });
-      step.sleep("pause", 1h);
-      return nullptr;
-    }));
-    id = runtime->start("flow");
-    runtime->run_until_idle();
-  }
+  const std::string id = test::run_before_restart(dir.file("types.db"), clock,
+      Workflow("flow", [](Step& step, const json&) -> json {
+    step.run("fetch", [] { return std::string("forty-two"); });
+    step.sleep("pause", 1h);
+    return nullptr;
+  }));
   clock.advance(2h);
-  auto runtime = test::runtime_on(dir.file("types.db"), clock);
-  runtime->add(Workflow("flow", [](Step& step, const json&) -> json {
+  auto runtime = test::restart_with(dir.file("types.db"), clock, Workflow("flow", [](Step& step, const json&) -> json {
     const int n = step.run("fetch", [] { return 42; });
     step.sleep("pause", 1h);
     return n;

@@ -61,6 +61,25 @@ inline std::unique_ptr<Runtime> runtime_on(const std::string& db, ManualClock& c
   return runtime;
 }
 
+/// Starts a run of `before` on the file and runs it as far as it goes now, then closes that
+/// runtime: what a deploy or restart finds. Returns the run's id.
+inline std::string run_before_restart(const std::string& db, ManualClock& clock, Workflow before) {
+  auto runtime = runtime_on(db, clock);
+  const std::string name = before.name();
+  runtime->add(std::move(before));
+  const std::string id = runtime->start(name);
+  runtime->run_until_idle();
+  return id;
+}
+
+/// A runtime on the file with `after` added (the code after a deploy or restart).
+inline std::unique_ptr<Runtime> restart_with(const std::string& db, ManualClock& clock,
+                                             Workflow after) {
+  auto runtime = runtime_on(db, clock);
+  runtime->add(std::move(after));
+  return runtime;
+}
+
 /// A retry policy with no jitter, for exact backoff arithmetic.
 inline RetryPolicy exact_policy(int attempts, std::chrono::milliseconds initial) {
   RetryPolicy policy;
