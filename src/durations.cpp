@@ -3,10 +3,9 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <durable/errors.hpp>
 #include <string>
 #include <utility>
-
-#include <durable/errors.hpp>
 
 namespace durable::detail {
 
@@ -18,12 +17,11 @@ constexpr std::int64_t kSecond = 1000, kMinute = 60 * kSecond, kHour = 60 * kMin
 
 // Every accepted spelling of a unit and its length in milliseconds.
 constexpr std::array<std::pair<std::string_view, std::int64_t>, 24> kUnits = {{
-    {"ms", 1},          {"msec", 1},        {"millisecond", 1}, {"milliseconds", 1},
-    {"s", kSecond},     {"sec", kSecond},   {"secs", kSecond},  {"second", kSecond},
-    {"seconds", kSecond}, {"m", kMinute},   {"min", kMinute},   {"mins", kMinute},
-    {"minute", kMinute}, {"minutes", kMinute}, {"h", kHour},    {"hr", kHour},
-    {"hrs", kHour},     {"hour", kHour},    {"hours", kHour},   {"d", kDay},
-    {"day", kDay},      {"days", kDay},     {"w", 7 * kDay},    {"weeks", 7 * kDay},
+    {"ms", 1},        {"msec", 1},       {"millisecond", 1},  {"milliseconds", 1},  {"s", kSecond},
+    {"sec", kSecond}, {"secs", kSecond}, {"second", kSecond}, {"seconds", kSecond}, {"m", kMinute},
+    {"min", kMinute}, {"mins", kMinute}, {"minute", kMinute}, {"minutes", kMinute}, {"h", kHour},
+    {"hr", kHour},    {"hrs", kHour},    {"hour", kHour},     {"hours", kHour},     {"d", kDay},
+    {"day", kDay},    {"days", kDay},    {"w", 7 * kDay},     {"weeks", 7 * kDay},
 }};
 
 [[noreturn]] void bad(std::string_view text, const std::string& why) {
@@ -47,7 +45,8 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
       ++i;
     if (i == number_start) bad(text, "expected a number at position " + std::to_string(i + 1));
     const std::string number(text.substr(number_start, i - number_start));
-    if (number.find('.') != number.rfind('.') || number.find_first_of("0123456789") == std::string::npos)
+    if (number.find('.') != number.rfind('.') ||
+        number.find_first_of("0123456789") == std::string::npos)
       bad(text, "'" + number + "' is not a number");
     skip_spaces();
     const std::size_t unit_start = i;

@@ -67,10 +67,11 @@ Outcome Invocation::execute() {
   }
   if (outcome.kind == Outcome::Kind::failed) {
     const ErrorInfo& e = *outcome.error;
-    outcome.reason = e.step_id.empty()
-                         ? "the workflow threw " + e.type + ": " + e.message
-                         : "step '" + e.step_id + "' failed for good and the workflow did not "
-                           "catch StepFailed: " + e.type + ": " + e.message;
+    outcome.reason = e.step_id.empty() ? "the workflow threw " + e.type + ": " + e.message
+                                       : "step '" + e.step_id +
+                                             "' failed for good and the workflow did not "
+                                             "catch StepFailed: " +
+                                             e.type + ": " + e.message;
   }
   return final_outcome(std::move(outcome));
 }
@@ -160,7 +161,8 @@ const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) 
       last_key_ = entry->key;
       return &entry->output;
     case StepState::failed:
-      throw StepFailed(entry->error.value_or(ErrorInfo{"unknown", "", entry->key, entry->attempts}));
+      throw StepFailed(
+          entry->error.value_or(ErrorInfo{"unknown", "", entry->key, entry->attempts}));
     case StepState::retrying:
       if (entry->wake_at_ms && *entry->wake_at_ms > now_ms_) {
         Outcome wait;
@@ -266,9 +268,9 @@ void Invocation::bad_conversion(const json& value, std::string_view type,
                                 const std::exception& error) {
   std::string shown = lenient_dump(value);
   if (shown.size() > 200) shown = shown.substr(0, 200) + "...";
-  throw Error(step_label(last_key_) + ": the journaled result " + shown +
-              " (JSON " + value.type_name() + ") does not convert to the step's type " +
-              std::string(type) + ": " + error.what() +
+  throw Error(step_label(last_key_) + ": the journaled result " + shown + " (JSON " +
+              value.type_name() + ") does not convert to the step's type " + std::string(type) +
+              ": " + error.what() +
               ". Convert the old form in from_json, or give the changed step a new id");
 }
 

@@ -5,12 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <durable/step.hpp>
+#include <durable/workflow.hpp>
 #include <optional>
 #include <random>
 #include <string>
-
-#include <durable/step.hpp>
-#include <durable/workflow.hpp>
 
 #include "journal.hpp"
 
@@ -103,9 +102,9 @@ class Invocation {
   Step step_;
   ReplayCursor cursor_;
   std::optional<Body> body_;
-  std::string_view last_key_;         // the step whose journaled result run() is converting
-  std::optional<Outcome> ending_;     // set when the runtime's unwinding began
-  bool swallowed_ = false;            // a step call came after the unwinding began
+  std::string_view last_key_;           // the step whose journaled result run() is converting
+  std::optional<Outcome> ending_;       // set when the runtime's unwinding began
+  bool swallowed_ = false;              // a step call came after the unwinding began
   std::optional<Outcome> failed_step_;  // a step failed for good here, not yet in an outcome
   std::optional<ErrorInfo> diverged_;   // NonDeterminism met: the run fails whatever follows
 };

@@ -3,11 +3,10 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
-#include <typeinfo>
-
 #include <durable/options.hpp>
 #include <durable/workflow.hpp>
+#include <memory>
+#include <typeinfo>
 
 #include "errors_internal.hpp"
 
@@ -44,8 +43,8 @@ void throw_bad_input(const std::string& workflow, std::string_view type,
 
 std::string demangle(const char* mangled) {
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
-                                              std::free);
+  std::unique_ptr<char, void (*)(void*)> name(
+      abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
   return status == 0 && name ? std::string(name.get()) : std::string(mangled);
 }
 

@@ -1,10 +1,9 @@
 #pragma once
 // Turning exceptions into journaled ErrorInfo, and durable's own unwinding.
 
+#include <durable/errors.hpp>
 #include <exception>
 #include <string>
-
-#include <durable/errors.hpp>
 
 namespace durable::detail {
 

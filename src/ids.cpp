@@ -2,10 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <durable/errors.hpp>
 #include <mutex>
 #include <random>
-
-#include <durable/errors.hpp>
 
 namespace durable::detail {
 
@@ -32,13 +31,21 @@ void check_step_id(std::string_view id) {
   for (char c : id) {
     const char* why = nullptr;
     switch (c) {
-      case '/': why = "nested step keys (outer/inner)"; break;
-      case '#': why = "repeated step keys (id#2)"; break;
-      case '[': case ']': why = "map item keys (id[0])"; break;
+      case '/':
+        why = "nested step keys (outer/inner)";
+        break;
+      case '#':
+        why = "repeated step keys (id#2)";
+        break;
+      case '[':
+      case ']':
+        why = "map item keys (id[0])";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
           char code[8];
-          std::snprintf(code, sizeof code, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          std::snprintf(code, sizeof code, "0x%02x",
+                        static_cast<unsigned>(static_cast<unsigned char>(c)));
           throw Error("step id '" + std::string(id) + "' contains the control character " + code +
                       "; use letters, digits, '-', '_', '.' or ':' instead");
         }

@@ -3,14 +3,13 @@
 // No I/O: the store loads entries in, the engine appends new ones.
 
 #include <cstdint>
+#include <durable/errors.hpp>
+#include <durable/options.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-
-#include <durable/errors.hpp>
-#include <durable/options.hpp>
 
 namespace durable::detail {
 

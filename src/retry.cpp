@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
-
 #include <durable/errors.hpp>
+#include <string>
 
 namespace durable::detail {
 

@@ -2,9 +2,8 @@
 // Retry delays.
 
 #include <chrono>
-#include <random>
-
 #include <durable/options.hpp>
+#include <random>
 
 namespace durable::detail {
 

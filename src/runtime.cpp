@@ -1,8 +1,7 @@
-#include <durable/runtime.hpp>
-
 #include <unistd.h>
 
 #include <csignal>
+#include <durable/runtime.hpp>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -10,8 +9,8 @@
 #include "errors_internal.hpp"
 #include "ids.hpp"
 #include "retry.hpp"
-#include "serialization.hpp"
 #include "runtime_core.hpp"
+#include "serialization.hpp"
 
 namespace durable::detail {
 
@@ -63,7 +62,8 @@ bool terminal(Status status) {
 RuntimeCore::RuntimeCore(RuntimeOptions opts)
     : options_(std::move(opts)), now_([] { return Clock::now(); }) {
   if (options_.lease.count() <= 0) throw Error("RuntimeOptions::lease must be positive");
-  if (options_.poll_interval.count() <= 0) throw Error("RuntimeOptions::poll_interval must be positive");
+  if (options_.poll_interval.count() <= 0)
+    throw Error("RuntimeOptions::poll_interval must be positive");
   engine_config_.max_output_bytes = options_.max_output_bytes;
   store_ = open_sqlite_store(options_.database, options_.durability);
   worker_.id = new_id();
@@ -120,15 +120,15 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
   if (!wf) {
     std::string known;
     for (const auto& name : workflow_names()) known += (known.empty() ? "" : ", ") + name;
-    throw UnknownWorkflow("no workflow named '" + std::string(workflow) +
-                          "' was added to this runtime (added: " +
-                          (known.empty() ? "none" : known) + ")");
+    throw UnknownWorkflow(
+        "no workflow named '" + std::string(workflow) +
+        "' was added to this runtime (added: " + (known.empty() ? "none" : known) + ")");
   }
   wf->check_input(input);
   std::string text;
   if (const auto problem = encode(input, text)) {
-    throw Error("the input of a run of '" + std::string(workflow) + "' cannot be stored: " +
-                *problem);
+    throw Error("the input of a run of '" + std::string(workflow) +
+                "' cannot be stored: " + *problem);
   }
   if (text.size() > options_.max_output_bytes) {
     throw Error("the input of a run of '" + std::string(workflow) + "' is " +
@@ -341,8 +341,8 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
       std::string text;
       std::optional<std::string> refused;
       if (const auto problem = encode(outcome.output, text)) {
-        refused = "the workflow of run " + run.id + " returned a value that cannot be stored: " +
-                  *problem;
+        refused = "the workflow of run " + run.id +
+                  " returned a value that cannot be stored: " + *problem;
       } else if (text.size() > options_.max_output_bytes) {
         refused = "the workflow of run " + run.id + " returned " + human_bytes(text.size()) +
                   "; the limit is " + human_bytes(options_.max_output_bytes) +
@@ -410,7 +410,8 @@ std::uint64_t RuntimeCore::wake_generation() {
 
 namespace durable {
 
-Runtime::Runtime(RuntimeOptions opts) : core_(std::make_unique<detail::RuntimeCore>(std::move(opts))) {}
+Runtime::Runtime(RuntimeOptions opts)
+    : core_(std::make_unique<detail::RuntimeCore>(std::move(opts))) {}
 Runtime::~Runtime() = default;
 void Runtime::add(Workflow wf) { core_->add(std::move(wf)); }
 std::string Runtime::start(std::string_view workflow, json input, StartOptions opts) {

@@ -3,6 +3,7 @@
 // runs and executes their invocations.
 
 #include <condition_variable>
+#include <durable/runtime.hpp>
 #include <functional>
 #include <map>
 #include <memory>
@@ -11,8 +12,6 @@
 #include <set>
 #include <string>
 #include <thread>
-
-#include <durable/runtime.hpp>
 
 #include "engine.hpp"
 #include "store.hpp"

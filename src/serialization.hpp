@@ -1,10 +1,9 @@
 #pragma once
 // JSON text of journaled values, with the cases JSON cannot hold made explicit.
 
+#include <durable/options.hpp>
 #include <optional>
 #include <string>
-
-#include <durable/options.hpp>
 
 namespace durable::detail {
 

@@ -88,10 +88,12 @@ constexpr const char* kJournalSelect =
     "WHERE run_id = ? ORDER BY seq";
 
 json error_to_json(const ErrorInfo& e) {
-  return {{"type", e.type}, {"message", e.message}, {"step_id", e.step_id}, {"attempts", e.attempts}};
+  return {
+      {"type", e.type}, {"message", e.message}, {"step_id", e.step_id}, {"attempts", e.attempts}};
 }
 ErrorInfo error_from_json(const json& j) {
-  return {j.value("type", ""), j.value("message", ""), j.value("step_id", ""), j.value("attempts", 0)};
+  return {j.value("type", ""), j.value("message", ""), j.value("step_id", ""),
+          j.value("attempts", 0)};
 }
 Clock::time_point to_time(std::int64_t ms) {
   return Clock::time_point(std::chrono::milliseconds(ms));
@@ -126,26 +128,30 @@ class SqliteStore final : public Store {
       const std::string mode = db_.execAndGet("PRAGMA journal_mode=WAL").getString();
       if (mode != "wal") fail("could not switch to WAL mode (got '" + mode + "')");
     }
-    db_.exec(durability == Durability::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    db_.exec(durability == Durability::full ? "PRAGMA synchronous=FULL"
+                                            : "PRAGMA synchronous=NORMAL");
   }
 
   std::string create_run(const NewRun& run) override {
     return guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
       if (!run.idempotency_key.empty()) {
-        Cached existing(this,
-            "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
+        Cached existing(this, "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
         existing.bind(1, run.workflow);
         existing.bind(2, run.idempotency_key);
         if (existing.executeStep()) return existing.getColumn(0).getString();
       }
-      Cached insert(this,
+      Cached insert(
+          this,
           "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, input, "
           "due_at, created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)");
       insert.bind(1, run.id);
       insert.bind(2, run.workflow);
       insert.bind(3, run.correlation_id);
-      if (run.idempotency_key.empty()) insert.bind(4); else insert.bind(4, run.idempotency_key);
+      if (run.idempotency_key.empty())
+        insert.bind(4);
+      else
+        insert.bind(4, run.idempotency_key);
       insert.bind(5, run.input);
       insert.bind(6, static_cast<int64_t>(run.due_ms));
       insert.bind(7, static_cast<int64_t>(run.now_ms));
@@ -165,14 +171,12 @@ class SqliteStore final : public Store {
       if (!query.executeStep()) return std::nullopt;
       RunInfo info = read_run(query);
       if (with_history) {
-        Cached history(this,
-            "SELECT status, at, reason FROM history WHERE run_id = ? ORDER BY id");
+        Cached history(this, "SELECT status, at, reason FROM history WHERE run_id = ? ORDER BY id");
         history.bind(1, id);
         while (history.executeStep()) {
-          info.history.push_back({status_from_string(history.getColumn(0).getString())
-                                      .value_or(Status::pending),
-                                  to_time(history.getColumn(1).getInt64()),
-                                  history.getColumn(2).getString()});
+          info.history.push_back(
+              {status_from_string(history.getColumn(0).getString()).value_or(Status::pending),
+               to_time(history.getColumn(1).getInt64()), history.getColumn(2).getString()});
         }
       }
       return info;
@@ -241,14 +245,26 @@ class SqliteStore final : public Store {
       if (w.entry != nullptr) write_entry(w);
       if (w.status) {
         Cached update(this,
-            "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
-            "invocations = ?, updated_at = ? WHERE id = ?");
+                      "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
+                      "invocations = ?, updated_at = ? WHERE id = ?");
         update.bind(1, std::string(to_string(*w.status)));
         const bool keeps_due = *w.status == Status::sleeping || *w.status == Status::running;
-        if (keeps_due) update.bind(2, static_cast<int64_t>(w.due_ms)); else update.bind(2);
-        if (*w.status == Status::running) update.bind(3, w.owner); else update.bind(3);
-        if (w.output) update.bind(4, *w.output); else update.bind(4);
-        if (w.error) update.bind(5, lenient_dump(error_to_json(*w.error))); else update.bind(5);
+        if (keeps_due)
+          update.bind(2, static_cast<int64_t>(w.due_ms));
+        else
+          update.bind(2);
+        if (*w.status == Status::running)
+          update.bind(3, w.owner);
+        else
+          update.bind(3);
+        if (w.output)
+          update.bind(4, *w.output);
+        else
+          update.bind(4);
+        if (w.error)
+          update.bind(5, lenient_dump(error_to_json(*w.error)));
+        else
+          update.bind(5);
         update.bind(6, w.invocations);
         update.bind(7, static_cast<int64_t>(w.now_ms));
         update.bind(8, w.run_id);
@@ -256,7 +272,7 @@ class SqliteStore final : public Store {
         add_history(w.run_id, w.now_ms, *w.status, w.reason);
       } else if (w.renew_lease) {
         Cached renew(this,
-            "UPDATE runs SET due_at = ?, invocations = ?, updated_at = ? WHERE id = ?");
+                     "UPDATE runs SET due_at = ?, invocations = ?, updated_at = ? WHERE id = ?");
         renew.bind(1, static_cast<int64_t>(w.due_ms));
         renew.bind(2, w.invocations);
         renew.bind(3, static_cast<int64_t>(w.now_ms));
@@ -272,10 +288,12 @@ class SqliteStore final : public Store {
                                        const std::vector<std::string>& executing) override {
     return guarded([&]() -> std::optional<std::int64_t> {
       if (workflows.empty()) return std::nullopt;
-      Cached query(this,
+      Cached query(
+          this,
           "SELECT min(due_at) FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
-          "AND workflow IN (" + placeholders(workflows.size()) + ") AND id NOT IN (" +
-          placeholders(executing.size()) + ")");
+          "AND workflow IN (" +
+              placeholders(workflows.size()) + ") AND id NOT IN (" +
+              placeholders(executing.size()) + ")");
       int i = 1;
       for (const auto& name : workflows) query.bind(i++, name);
       for (const auto& id : executing) query.bind(i++, id);
@@ -288,8 +306,8 @@ class SqliteStore final : public Store {
                     std::int64_t until_ms) override {
     guarded([&] {
       Cached renew(this,
-          "UPDATE runs SET due_at = ? WHERE status = 'running' AND owner = ? AND id IN (" +
-          placeholders(ids.size()) + ")");
+                   "UPDATE runs SET due_at = ? WHERE status = 'running' AND owner = ? AND id IN (" +
+                       placeholders(ids.size()) + ")");
       int i = 1;
       renew.bind(i++, static_cast<int64_t>(until_ms));
       renew.bind(i++, owner);
@@ -302,7 +320,8 @@ class SqliteStore final : public Store {
     return guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
       if (!run_exists(id)) return false;
-      Cached update(this,
+      Cached update(
+          this,
           "UPDATE runs SET status = 'cancelled', due_at = NULL, owner = NULL, updated_at = ? "
           "WHERE id = ? AND status IN ('pending', 'running', 'sleeping', 'waiting')");
       update.bind(1, static_cast<int64_t>(now_ms));
@@ -323,15 +342,16 @@ class SqliteStore final : public Store {
       if (current != "failed") {
         throw Error("run " + id + " is " + current + "; only a failed run can be retried");
       }
-      Cached steps(this,
+      Cached steps(
+          this,
           "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, updated_at = ? "
           "WHERE run_id = ? AND state = 'failed'");
       steps.bind(1, static_cast<int64_t>(now_ms));
       steps.bind(2, id);
       const int reset = steps.exec();
       Cached run(this,
-          "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
-          "error = NULL, updated_at = ? WHERE id = ?");
+                 "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
+                 "error = NULL, updated_at = ? WHERE id = ?");
       run.bind(1, static_cast<int64_t>(now_ms));
       run.bind(2, static_cast<int64_t>(now_ms));
       run.bind(3, id);
@@ -359,8 +379,8 @@ class SqliteStore final : public Store {
   void remove_idle_worker(const std::string& id) override {
     guarded([&] {
       Cached remove(this,
-          "DELETE FROM workers WHERE id = ?1 AND NOT EXISTS "
-          "(SELECT 1 FROM runs WHERE owner = ?1 AND status = 'running')");
+                    "DELETE FROM workers WHERE id = ?1 AND NOT EXISTS "
+                    "(SELECT 1 FROM runs WHERE owner = ?1 AND status = 'running')");
       remove.bind(1, id);
       remove.exec();
       return 0;
@@ -370,8 +390,8 @@ class SqliteStore final : public Store {
   void register_worker(const Worker& worker, std::int64_t now_ms) override {
     guarded([&] {
       Cached insert(this,
-          "INSERT OR REPLACE INTO workers (id, host, pid, start_ticks, started_at) "
-          "VALUES (?, ?, ?, ?, ?)");
+                    "INSERT OR REPLACE INTO workers (id, host, pid, start_ticks, started_at) "
+                    "VALUES (?, ?, ?, ?, ?)");
       insert.bind(1, worker.id);
       insert.bind(2, worker.host);
       insert.bind(3, static_cast<int64_t>(worker.pid));
@@ -385,8 +405,8 @@ class SqliteStore final : public Store {
   std::vector<Worker> running_owners(const std::string& self) override {
     return guarded([&] {
       Cached query(this,
-          "SELECT w.id, w.host, w.pid, w.start_ticks FROM workers w WHERE w.id IN "
-          "(SELECT DISTINCT owner FROM runs WHERE status = 'running' AND owner != ?)");
+                   "SELECT w.id, w.host, w.pid, w.start_ticks FROM workers w WHERE w.id IN "
+                   "(SELECT DISTINCT owner FROM runs WHERE status = 'running' AND owner != ?)");
       query.bind(1, self);
       std::vector<Worker> owners;
       while (query.executeStep()) {
@@ -432,29 +452,33 @@ class SqliteStore final : public Store {
   std::vector<std::pair<std::string, Status>> claimable(const ClaimRequest& request) {
     std::vector<std::pair<std::string, Status>> due;
     Cached query(this,
-        "SELECT id, status FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
-        "AND due_at <= ? AND workflow IN (" + placeholders(request.workflows.size()) +
-        ") AND id NOT IN (" + placeholders(request.executing.size()) + ") ORDER BY due_at LIMIT ?");
+                 "SELECT id, status FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
+                 "AND due_at <= ? AND workflow IN (" +
+                     placeholders(request.workflows.size()) + ") AND id NOT IN (" +
+                     placeholders(request.executing.size()) + ") ORDER BY due_at LIMIT ?");
     int i = 1;
     query.bind(i++, static_cast<int64_t>(request.now_ms));
     for (const auto& name : request.workflows) query.bind(i++, name);
     for (const auto& id : request.executing) query.bind(i++, id);
     query.bind(i, static_cast<int64_t>(request.limit));
     while (query.executeStep()) {
-      due.emplace_back(query.getColumn(0).getString(),
-                       status_from_string(query.getColumn(1).getString()).value_or(Status::pending));
+      due.emplace_back(
+          query.getColumn(0).getString(),
+          status_from_string(query.getColumn(1).getString()).value_or(Status::pending));
     }
     for (const std::string& owner : request.dead_owners) {
       if (due.size() >= request.limit) break;
       Cached orphans(this,
-          "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND due_at > ? "
-          "AND workflow IN (" + placeholders(request.workflows.size()) + ") LIMIT ?");
+                     "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND due_at > ? "
+                     "AND workflow IN (" +
+                         placeholders(request.workflows.size()) + ") LIMIT ?");
       int j = 1;
       orphans.bind(j++, owner);
       orphans.bind(j++, static_cast<int64_t>(request.now_ms));
       for (const auto& name : request.workflows) orphans.bind(j++, name);
       orphans.bind(j, static_cast<int64_t>(request.limit - due.size()));
-      while (orphans.executeStep()) due.emplace_back(orphans.getColumn(0).getString(), Status::running);
+      while (orphans.executeStep())
+        due.emplace_back(orphans.getColumn(0).getString(), Status::running);
     }
     return due;
   }
@@ -464,7 +488,8 @@ class SqliteStore final : public Store {
   Claim take(const std::string& id, Status before, const ClaimRequest& request) {
     Claim claim;
     claim.lease_until_ms = request.now_ms + request.lease_ms;
-    Cached update(this,
+    Cached update(
+        this,
         "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ? WHERE id = ? "
         "RETURNING workflow, correlation_id, input, invocations");
     update.bind(1, request.owner);
@@ -480,8 +505,8 @@ class SqliteStore final : public Store {
     while (update.executeStep()) {
     }
     Cached end_sleeps(this,
-        "UPDATE steps SET state = 'completed', updated_at = ?1 "
-        "WHERE run_id = ?2 AND state = 'sleeping' AND wake_at <= ?1");
+                      "UPDATE steps SET state = 'completed', updated_at = ?1 "
+                      "WHERE run_id = ?2 AND state = 'sleeping' AND wake_at <= ?1");
     end_sleeps.bind(1, static_cast<int64_t>(request.now_ms));
     end_sleeps.bind(2, id);
     end_sleeps.exec();
@@ -503,8 +528,8 @@ class SqliteStore final : public Store {
       SQLite::Database look(path, SQLite::OPEN_READONLY);
       return check_file(look, path);
     } catch (const SQLite::Exception& e) {
-      throw Error("database '" + path + "': not a durable database, or a corrupt one (" +
-                  e.what() + "); it was left untouched. Point RuntimeOptions::database at "
+      throw Error("database '" + path + "': not a durable database, or a corrupt one (" + e.what() +
+                  "); it was left untouched. Point RuntimeOptions::database at "
                   "another file");
     }
   }
@@ -550,14 +575,17 @@ class SqliteStore final : public Store {
 
   // The schema version of a file that is durable's (0: empty), or an error saying whose it is.
   static std::int64_t check_file(SQLite::Database& db, const std::string& path) {
-    const auto fail = [&](const std::string& what) { throw Error("database '" + path + "': " + what); };
+    const auto fail = [&](const std::string& what) {
+      throw Error("database '" + path + "': " + what);
+    };
     const std::int64_t application_id = db.execAndGet("PRAGMA application_id").getInt64();
     const std::int64_t version = db.execAndGet("PRAGMA user_version").getInt64();
     const std::int64_t objects = db.execAndGet("SELECT count(*) FROM sqlite_schema").getInt64();
     if (application_id != kApplicationId && !(application_id == 0 && objects == 0)) {
       fail("not a durable database (it is an SQLite file of another application: application_id " +
            std::to_string(application_id) + ", " + std::to_string(objects) +
-           " schema objects); it was left untouched. Point RuntimeOptions::database at another file");
+           " schema objects); it was left untouched. Point RuntimeOptions::database at another "
+           "file");
     }
     if (version > kSchemaVersion) {
       fail("written by a newer durable (schema version " + std::to_string(version) +
@@ -575,9 +603,12 @@ class SqliteStore final : public Store {
 
   static std::string claim_reason(Status before) {
     switch (before) {
-      case Status::pending: return "claimed";
-      case Status::sleeping: return "woke up";
-      default: return "taken over: the previous owner's lease lapsed or its process died";
+      case Status::pending:
+        return "claimed";
+      case Status::sleeping:
+        return "woke up";
+      default:
+        return "taken over: the previous owner's lease lapsed or its process died";
     }
   }
 
@@ -587,7 +618,8 @@ class SqliteStore final : public Store {
     return query.executeStep();
   }
 
-  void add_history(const std::string& id, std::int64_t at, Status status, const std::string& reason) {
+  void add_history(const std::string& id, std::int64_t at, Status status,
+                   const std::string& reason) {
     Cached insert(this, kHistoryInsert);
     insert.bind(1, id);
     insert.bind(2, static_cast<int64_t>(at));
@@ -612,9 +644,15 @@ class SqliteStore final : public Store {
     } else {
       s.bind(7, e.output.dump());
     }
-    if (e.error) s.bind(8, lenient_dump(error_to_json(*e.error))); else s.bind(8);
+    if (e.error)
+      s.bind(8, lenient_dump(error_to_json(*e.error)));
+    else
+      s.bind(8);
     s.bind(9, e.attempts);
-    if (e.wake_at_ms) s.bind(10, static_cast<int64_t>(*e.wake_at_ms)); else s.bind(10);
+    if (e.wake_at_ms)
+      s.bind(10, static_cast<int64_t>(*e.wake_at_ms));
+    else
+      s.bind(10);
     s.bind(11, e.invocation);
     s.bind(12, static_cast<int64_t>(w.now_ms));
     s.exec();
@@ -630,11 +668,11 @@ class SqliteStore final : public Store {
       e.base = q.getColumn(1).getString();
       const auto kind = step_kind_from_string(q.getColumn(2).getString());
       const auto state = step_state_from_string(q.getColumn(3).getString());
-      if (!kind || !state) fail("the journal of run " + id + " has an entry of unknown kind or state");
+      if (!kind || !state)
+        fail("the journal of run " + id + " has an entry of unknown kind or state");
       e.kind = *kind;
       e.state = *state;
-      if (!q.getColumn(4).isNull())
-        e.output = json::parse(q.getColumn(4).getString());
+      if (!q.getColumn(4).isNull()) e.output = json::parse(q.getColumn(4).getString());
       if (!q.getColumn(5).isNull())
         e.error = error_from_json(json::parse(q.getColumn(5).getString()));
       e.attempts = q.getColumn(6).getInt();
@@ -653,7 +691,8 @@ class SqliteStore final : public Store {
     info.status = status_from_string(q.getColumn(3).getString()).value_or(Status::pending);
     info.input = json::parse(q.getColumn(4).getString());
     if (!q.getColumn(5).isNull()) info.output = json::parse(q.getColumn(5).getString());
-    if (!q.getColumn(6).isNull()) info.error = error_from_json(json::parse(q.getColumn(6).getString()));
+    if (!q.getColumn(6).isNull())
+      info.error = error_from_json(json::parse(q.getColumn(6).getString()));
     info.invocations = q.getColumn(7).getInt();
     info.created_at = to_time(q.getColumn(8).getInt64());
     info.updated_at = to_time(q.getColumn(9).getInt64());

@@ -4,14 +4,13 @@
 // A Store is not thread-safe: the runtime serializes calls to it.
 
 #include <cstdint>
+#include <durable/info.hpp>
+#include <durable/options.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <durable/info.hpp>
-#include <durable/options.hpp>
 
 #include "engine.hpp"
 
@@ -56,7 +55,7 @@ struct RunWrite {
   std::string reason;                 ///< for the state history, with a status change
   int invocations = 0;
   std::int64_t now_ms = 0;
-  bool renew_lease = false;           ///< running: move due_ms (the lease expiry) on
+  bool renew_lease = false;  ///< running: move due_ms (the lease expiry) on
 };
 
 /// A process that claims runs: lets another process on the same host tell that it died.

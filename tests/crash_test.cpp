@@ -1,7 +1,7 @@
 // Crash safety with real processes: kill -9 in the middle of a run, restart on the same file.
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <doctest/doctest.h>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,8 +10,6 @@
 #include <map>
 #include <sstream>
 #include <thread>
-
-#include <SQLiteCpp/SQLiteCpp.h>
 
 #include "support.hpp"
 
@@ -70,8 +68,9 @@ int wait_exit(pid_t pid) {
 
 }  // namespace
 
-TEST_CASE("kill -9 mid-run: completed steps do not run again, the interrupted one does, "
-          "and recovery starts within a second") {
+TEST_CASE(
+    "kill -9 mid-run: completed steps do not run again, the interrupted one does, "
+    "and recovery starts within a second") {
   test::TempDir dir;
   const std::string db = dir.file("crash.db"), log = dir.file("bodies.log");
   const pid_t first = spawn({DURABLE_CRASH_WORKER, db, log, "start", "--hang"});

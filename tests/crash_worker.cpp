@@ -10,11 +10,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <durable/durable.hpp>
 #include <fstream>
 #include <iostream>
 #include <thread>
-
-#include <durable/durable.hpp>
 
 namespace {
 
@@ -43,8 +42,14 @@ int main(int argc, char** argv) {
 
   durable::Runtime runtime({.database = db});
   runtime.add(durable::Workflow("crashy", [&](durable::Step& step, const durable::json&) {
-    const int a = step.run("step1", [&] { log_line(log, "body step1"); return 1; });
-    const int b = step.run("step2", [&] { log_line(log, "body step2"); return a + 1; });
+    const int a = step.run("step1", [&] {
+      log_line(log, "body step1");
+      return 1;
+    });
+    const int b = step.run("step2", [&] {
+      log_line(log, "body step2");
+      return a + 1;
+    });
     const int c = step.run("step3", [&] {
       log_line(log, "body step3");
       if (hang) {
@@ -52,7 +57,10 @@ int main(int argc, char** argv) {
       }
       return b + 1;
     });
-    return step.run("step4", [&] { log_line(log, "body step4"); return c + 1; });
+    return step.run("step4", [&] {
+      log_line(log, "body step4");
+      return c + 1;
+    });
   }));
   if (mode == "start") std::cout << runtime.start("crashy") << std::endl;
   runtime.run_until_idle();

@@ -47,10 +47,12 @@ TEST_CASE("a failing step is retried after its backoff and then succeeds") {
   auto runtime = test::runtime_on(dir.file("retry.db"), clock);
   int attempts = 0;
   runtime->add(Workflow("flaky", [&](Step& step, const json&) -> json {
-    return step.run("call", [&] {
-      if (++attempts < 3) throw std::runtime_error("503 from billing");
-      return attempts;
-    }, {.retry = test::exact_policy(5, 1000ms)});
+    return step.run("call",
+                    [&] {
+                      if (++attempts < 3) throw std::runtime_error("503 from billing");
+                      return attempts;
+                    },
+                    {.retry = test::exact_policy(5, 1000ms)});
   }));
   const std::string id = runtime->start("flaky");
   runtime->run_until_idle();
@@ -78,7 +80,11 @@ TEST_CASE("a restart neither forgets attempts nor resets the backoff") {
   int attempts = 0;
   const auto flaky = [&] {
     return Workflow("flaky", [&](Step& step, const json&) -> json {
-      step.run("call", [&] { ++attempts; throw std::runtime_error("down"); },
+      step.run("call",
+               [&] {
+                 ++attempts;
+                 throw std::runtime_error("down");
+               },
                {.retry = test::exact_policy(3, 10'000ms)});
       return nullptr;
     });
@@ -113,7 +119,10 @@ TEST_CASE("NonRetryableError fails the step at once") {
   Runtime runtime({.database = ":memory:"});
   int attempts = 0;
   runtime.add(Workflow("strict", [&](Step& step, const json&) -> json {
-    step.run("validate", [&] { ++attempts; throw NonRetryableError("bad card number"); });
+    step.run("validate", [&] {
+      ++attempts;
+      throw NonRetryableError("bad card number");
+    });
     return nullptr;
   }));
   const std::string id = runtime.start("strict");
@@ -149,7 +158,11 @@ TEST_CASE("StepFailed is thrown on every replay and can be caught for a best-eff
   int caught = 0, analytics_bodies = 0;
   runtime.add(Workflow("signup", [&](Step& step, const json&) -> json {
     try {
-      step.run("track-analytics", [&] { ++analytics_bodies; throw std::runtime_error("tracker down"); },
+      step.run("track-analytics",
+               [&] {
+                 ++analytics_bodies;
+                 throw std::runtime_error("tracker down");
+               },
                {.retry = test::exact_policy(1, 0ms)});
     } catch (const StepFailed& e) {
       ++caught;
@@ -195,11 +208,13 @@ TEST_CASE("retry() re-queues a failed run: completed steps stay done, failed one
   bool healthy = false;
   runtime.add(Workflow("pipeline", [&](Step& step, const json&) -> json {
     step.run("first", [&] { ++first; });
-    return step.run("second", [&] {
-      ++second;
-      if (!healthy) throw std::runtime_error("dependency down");
-      return 2;
-    }, {.retry = test::exact_policy(2, 0ms)});
+    return step.run("second",
+                    [&] {
+                      ++second;
+                      if (!healthy) throw std::runtime_error("dependency down");
+                      return 2;
+                    },
+                    {.retry = test::exact_policy(2, 0ms)});
   }));
   const std::string id = runtime.start("pipeline");
   runtime.run_until_idle();
@@ -282,7 +297,10 @@ TEST_CASE("an oversized step output fails the step non-retryably, naming step an
   Runtime runtime({.database = ":memory:", .max_output_bytes = 1024});
   int bodies = 0;
   runtime.add(Workflow("big", [&](Step& step, const json&) -> json {
-    step.run("blob", [&] { ++bodies; return std::string(5000, 'x'); });
+    step.run("blob", [&] {
+      ++bodies;
+      return std::string(5000, 'x');
+    });
     return nullptr;
   }));
   const std::string id = runtime.start("big");
@@ -291,16 +309,17 @@ TEST_CASE("an oversized step output fails the step non-retryably, naming step an
   const RunInfo run = runtime.get(id);
   CHECK(run.status == Status::failed);
   REQUIRE(run.error);
-  CHECK(run.error->message.find("step 'blob' of run " + id + " returned 4.9 KiB; the limit is 1.0 KiB") == 0);
+  CHECK(run.error->message.find("step 'blob' of run " + id +
+                                " returned 4.9 KiB; the limit is 1.0 KiB") == 0);
 }
 
 TEST_CASE("a retry policy that cannot work is refused with a clear error") {
   Runtime runtime({.database = ":memory:"});
   RetryPolicy none;
   none.max_attempts = 0;
-  CHECK_THROWS_WITH_AS(runtime.add(Workflow("w", [](Step&, const json&) -> json { return 1; },
-                                            {.retry = none})),
-                       doctest::Contains("max_attempts < 1"), Error);
+  CHECK_THROWS_WITH_AS(
+      runtime.add(Workflow("w", [](Step&, const json&) -> json { return 1; }, {.retry = none})),
+      doctest::Contains("max_attempts < 1"), Error);
 }
 
 TEST_CASE("an oversized workflow output fails the run, naming the run and the size") {
@@ -311,9 +330,9 @@ TEST_CASE("an oversized workflow output fails the run, naming the run and the si
   const RunInfo run = runtime.get(id);
   CHECK(run.status == Status::failed);
   REQUIRE(run.error);
-  CHECK(run.error->message ==
-        "the workflow of run " + id + " returned 302 bytes; the limit is 100 bytes "
-        "(RuntimeOptions::max_output_bytes)");
+  CHECK(run.error->message == "the workflow of run " + id +
+                                  " returned 302 bytes; the limit is 100 bytes "
+                                  "(RuntimeOptions::max_output_bytes)");
   CHECK(run.output.is_null());
 }
 
@@ -323,9 +342,8 @@ TEST_CASE("error messages and outputs that are not valid UTF-8 never break the r
     step.run("open", [] { throw NonRetryableError("no file 'caf\xe9.txt'"); });
     return nullptr;
   }));
-  runtime.add(Workflow("latin1-output", [](Step&, const json&) -> json {
-    return std::string("caf\xe9");
-  }));
+  runtime.add(
+      Workflow("latin1-output", [](Step&, const json&) -> json { return std::string("caf\xe9"); }));
   const std::string error_run = runtime.start("latin1-error");
   const std::string output_run = runtime.start("latin1-output");
   CHECK_NOTHROW(runtime.run_until_idle());

@@ -1,12 +1,13 @@
 // The replay core with no disk, clock or threads: scripted journals in, decisions out.
 
+#include "journal.hpp"
+
 #include <doctest/doctest.h>
 
 #include <random>
 
 #include "durations.hpp"
 #include "engine.hpp"
-#include "journal.hpp"
 
 using namespace durable;
 using namespace durable::detail;
@@ -61,9 +62,18 @@ TEST_CASE("the engine returns journaled values and asks to run only the first ne
   run.journal.append(completed("a", 1, 10));
   int bodies = 0;
   Workflow wf("w", [&](Step& step, const json&) -> json {
-    const int a = step.run("a", [&] { ++bodies; return -1; });
-    const int b = step.run("b", [&] { ++bodies; return a + 1; });
-    step.run("c", [&] { ++bodies; return 0; });
+    const int a = step.run("a", [&] {
+      ++bodies;
+      return -1;
+    });
+    const int b = step.run("b", [&] {
+      ++bodies;
+      return a + 1;
+    });
+    step.run("c", [&] {
+      ++bodies;
+      return 0;
+    });
     return b;
   });
   Outcome outcome = invoke(run, wf);
@@ -172,7 +182,10 @@ TEST_CASE("a step result that JSON cannot hold fails the step at once with a cle
     run.id = "r1";
     int bodies = 0;
     Workflow wf("w", [&](Step& step, const json&) -> json {
-      step.run("compute", [&] { ++bodies; return bad; });
+      step.run("compute", [&] {
+        ++bodies;
+        return bad;
+      });
       return nullptr;
     });
     const Outcome outcome = invoke(run, wf);

@@ -25,9 +25,9 @@ TEST_CASE("three steps print the seed's log pattern over 4 invocations") {
   }));
   const std::string id = runtime.start("three");
   CHECK(runtime.run_until_idle() == 4);
-  const std::vector<std::string> expected = {
-      "outside A", "in 1",      "outside A", "outside B", "in 2",     "outside A",
-      "outside B", "in 3",      "outside A", "outside B"};
+  const std::vector<std::string> expected = {"outside A", "in 1",      "outside A", "outside B",
+                                             "in 2",      "outside A", "outside B", "in 3",
+                                             "outside A", "outside B"};
   CHECK(log == expected);
   const RunInfo run = runtime.get(id);
   CHECK(run.status == Status::completed);

@@ -13,8 +13,14 @@ using namespace std::chrono_literals;
 namespace {
 Workflow two_steps(int* bodies = nullptr) {
   return Workflow("two", [bodies](Step& step, const json& input) -> json {
-    const int a = step.run("a", [&] { if (bodies) ++*bodies; return input.value("n", 1); });
-    return step.run("b", [&] { if (bodies) ++*bodies; return a * 2; });
+    const int a = step.run("a", [&] {
+      if (bodies) ++*bodies;
+      return input.value("n", 1);
+    });
+    return step.run("b", [&] {
+      if (bodies) ++*bodies;
+      return a * 2;
+    });
   });
 }
 }  // namespace
@@ -69,7 +75,8 @@ TEST_CASE("a delayed start is not run before its time") {
 TEST_CASE("list filters by status and workflow, newest first, up to the limit") {
   Runtime runtime({.database = ":memory:"});
   runtime.add(two_steps());
-  runtime.add(Workflow("fails", [](Step&, const json&) -> json { throw std::runtime_error("no"); }));
+  runtime.add(
+      Workflow("fails", [](Step&, const json&) -> json { throw std::runtime_error("no"); }));
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) ids.push_back(runtime.start("two"));
   const std::string failing = runtime.start("fails");

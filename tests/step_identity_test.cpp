@@ -48,19 +48,23 @@ TEST_CASE("a step id used again in a loop gets the keys id, id#2, id#3 in call o
 TEST_CASE("steps are matched by id, not position: a step added before journaled ones runs") {
   test::TempDir dir;
   test::ManualClock clock;
-  const std::string id = test::run_before_restart(dir.file("deploy.db"), clock,
-      Workflow("flow", [](Step& step, const json&) -> json {
-    step.run("a", [] { return 1; });
-    step.sleep("pause", 1h);
-    return step.run("b", [] { return 2; });
-  }));
+  const std::string id = test::run_before_restart(
+      dir.file("deploy.db"), clock, Workflow("flow", [](Step& step, const json&) -> json {
+        step.run("a", [] { return 1; });
+        step.sleep("pause", 1h);
+        return step.run("b", [] { return 2; });
+      }));
   // A deploy inserts a step before the journaled ones and drops the sleep.
   int a_bodies = 0;
-  auto runtime = test::restart_with(dir.file("deploy.db"), clock, Workflow("flow", [&](Step& step, const json&) -> json {
-    const int inserted = step.run("new", [] { return 100; });
-    const int a = step.run("a", [&] { ++a_bodies; return -1; });
-    return inserted + a + step.run("b", [] { return 2; });
-  }));
+  auto runtime = test::restart_with(dir.file("deploy.db"), clock,
+                                    Workflow("flow", [&](Step& step, const json&) -> json {
+                                      const int inserted = step.run("new", [] { return 100; });
+                                      const int a = step.run("a", [&] {
+                                        ++a_bodies;
+                                        return -1;
+                                      });
+                                      return inserted + a + step.run("b", [] { return 2; });
+                                    }));
   clock.advance(2h);
   runtime->run_until_idle();
   CHECK(a_bodies == 0);
@@ -84,7 +88,8 @@ TEST_CASE("a step id with a reserved character fails the run with a clear messag
     if (bad.empty()) {
       CHECK(run.error->message == "a step id must not be empty");
     } else if (bad == "tab\there") {
-      CHECK(run.error->message.find("step id 'tab\there' contains the control character 0x09") == 0);
+      CHECK(run.error->message.find("step id 'tab\there' contains the control character 0x09") ==
+            0);
     } else {
       CHECK(run.error->message.find("step id '" + bad + "' contains") == 0);
       CHECK(run.error->message.find("reserves") != std::string::npos);
@@ -96,16 +101,17 @@ TEST_CASE("a step id with a reserved character fails the run with a clear messag
 TEST_CASE("a journaled id reached with another kind fails the run with NonDeterminism") {
   test::TempDir dir;
   test::ManualClock clock;
-  const std::string id = test::run_before_restart(dir.file("kind.db"), clock,
-      Workflow("flow", [](Step& step, const json&) -> json {
-    step.sleep("wait", 1h);
-    return nullptr;
-  }));
+  const std::string id = test::run_before_restart(
+      dir.file("kind.db"), clock, Workflow("flow", [](Step& step, const json&) -> json {
+        step.sleep("wait", 1h);
+        return nullptr;
+      }));
   clock.advance(2h);
-  auto runtime = test::restart_with(dir.file("kind.db"), clock, Workflow("flow", [](Step& step, const json&) -> json {
-    step.run("wait", [] { return 1; });
-    return nullptr;
-  }));
+  auto runtime = test::restart_with(dir.file("kind.db"), clock,
+                                    Workflow("flow", [](Step& step, const json&) -> json {
+                                      step.run("wait", [] { return 1; });
+                                      return nullptr;
+                                    }));
   runtime->run_until_idle();
   const RunInfo run = runtime->get(id);
   CHECK(run.status == Status::failed);
@@ -126,9 +132,8 @@ TEST_CASE("typed workflows take and return user types through to_json/from_json"
     return receipt;
   }));
   int voided = 0;
-  runtime.add(Workflow("fire-and-forget", [&](Step& step, const int& n) {
-    step.run("touch", [&] { voided += n; });
-  }));
+  runtime.add(Workflow("fire-and-forget",
+                       [&](Step& step, const int& n) { step.run("touch", [&] { voided += n; }); }));
   const std::string id = runtime.start("checkout", {{"sku", "mug"}, {"quantity", 3}});
   const std::string void_id = runtime.start("fire-and-forget", 4);
   runtime.run_until_idle();
@@ -141,27 +146,28 @@ TEST_CASE("typed workflows take and return user types through to_json/from_json"
 TEST_CASE("an input that does not convert to the typed workflow's input is refused by start") {
   Runtime runtime({.database = ":memory:"});
   runtime.add(Workflow("checkout", [](Step&, const shop::Order& order) { return order.quantity; }));
-  CHECK_THROWS_WITH_AS(runtime.start("checkout", {{"sku", "mug"}}),
-                       doctest::Contains("the input of workflow 'checkout' does not convert to shop::Order"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      runtime.start("checkout", {{"sku", "mug"}}),
+      doctest::Contains("the input of workflow 'checkout' does not convert to shop::Order"), Error);
   CHECK(runtime.list().empty());
 }
 
 TEST_CASE("a journaled value that no longer converts to the step's type names step and types") {
   test::TempDir dir;
   test::ManualClock clock;
-  const std::string id = test::run_before_restart(dir.file("types.db"), clock,
-      Workflow("flow", [](Step& step, const json&) -> json {
-    step.run("fetch", [] { return std::string("forty-two"); });
-    step.sleep("pause", 1h);
-    return nullptr;
-  }));
+  const std::string id = test::run_before_restart(
+      dir.file("types.db"), clock, Workflow("flow", [](Step& step, const json&) -> json {
+        step.run("fetch", [] { return std::string("forty-two"); });
+        step.sleep("pause", 1h);
+        return nullptr;
+      }));
   clock.advance(2h);
-  auto runtime = test::restart_with(dir.file("types.db"), clock, Workflow("flow", [](Step& step, const json&) -> json {
-    const int n = step.run("fetch", [] { return 42; });
-    step.sleep("pause", 1h);
-    return n;
-  }));
+  auto runtime = test::restart_with(dir.file("types.db"), clock,
+                                    Workflow("flow", [](Step& step, const json&) -> json {
+                                      const int n = step.run("fetch", [] { return 42; });
+                                      step.sleep("pause", 1h);
+                                      return n;
+                                    }));
   runtime->run_until_idle();
   const RunInfo run = runtime->get(id);
   CHECK(run.status == Status::failed);

@@ -1,13 +1,13 @@
 // The SQLite store: files that are not ours, newer schemas, WAL, durability modes.
 
-#include <doctest/doctest.h>
+#include "store.hpp"
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <doctest/doctest.h>
 
 #include <fstream>
 #include <iterator>
 
-#include "store.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -18,9 +18,8 @@ std::string read_all(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 Workflow trivial() {
-  return Workflow("trivial", [](Step& step, const json&) -> json {
-    return step.run("one", [] { return 1; });
-  });
+  return Workflow(
+      "trivial", [](Step& step, const json&) -> json { return step.run("one", [] { return 1; }); });
 }
 }  // namespace
 
@@ -51,8 +50,8 @@ TEST_CASE("a corrupt durable database is refused with a clear error") {
   REQUIRE(bytes.size() > 100);
   for (std::size_t i = 16; i < 100; ++i) bytes[i] = static_cast<char>(0xA5);  // the header
   { std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes; }
-  CHECK_THROWS_WITH_AS(Runtime({.database = path}), doctest::Contains(("database '" + path + "'").c_str()),
-                       Error);
+  CHECK_THROWS_WITH_AS(Runtime({.database = path}),
+                       doctest::Contains(("database '" + path + "'").c_str()), Error);
   CHECK(read_all(path) == bytes);
 }
 
@@ -84,7 +83,8 @@ TEST_CASE("a database written by a newer schema is refused with the versions nam
   }
   CHECK_THROWS_WITH_AS(Runtime({.database = path}),
                        doctest::Contains(("written by a newer durable (schema version " +
-                                          std::to_string(detail::kSchemaVersion + 1)).c_str()),
+                                          std::to_string(detail::kSchemaVersion + 1))
+                                             .c_str()),
                        Error);
 }
 
@@ -131,7 +131,8 @@ TEST_CASE("two runtimes on one file see each other's runs") {
   CHECK(a.get(id).status == Status::completed);
 }
 
-TEST_CASE("a foreign WAL-mode database with a leftover -wal file is left untouched, -wal included") {
+TEST_CASE(
+    "a foreign WAL-mode database with a leftover -wal file is left untouched, -wal included") {
   test::TempDir dir;
   const std::string live = dir.file("live.db"), path = dir.file("app.db");
   {

@@ -5,11 +5,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <durable/durable.hpp>
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <durable/durable.hpp>
 
 #include "runtime_core.hpp"
 
@@ -47,9 +46,9 @@ class ManualClock {
   }
 
  private:
-  std::atomic<Clock::rep> ticks_{std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::hours(24 * 365 * 56))  // ~2026
-                                     .count()};
+  std::atomic<Clock::rep> ticks_{
+      std::chrono::duration_cast<Clock::duration>(std::chrono::hours(24 * 365 * 56))  // ~2026
+          .count()};
 };
 
 /// A runtime on a file in `dir`, with a manual clock.

@@ -2,12 +2,11 @@
 /// \file
 /// Snapshots of runs and steps as the database holds them.
 
+#include <durable/errors.hpp>
+#include <durable/options.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <durable/errors.hpp>
-#include <durable/options.hpp>
 
 namespace durable {
 
@@ -27,7 +26,7 @@ struct RunInfo {
   int invocations = 0;  ///< times the workflow function was entered for this run
   Clock::time_point created_at, updated_at;
   std::optional<Clock::time_point> wake_at;  ///< when a pending or sleeping run is next due
-  std::vector<Transition> history;            ///< every status change, oldest first
+  std::vector<Transition> history;           ///< every status change, oldest first
 };
 
 /// A journal entry of a run.

@@ -3,14 +3,13 @@
 /// The local runtime: runs workflows against one SQLite file.
 
 #include <chrono>
+#include <durable/info.hpp>
+#include <durable/options.hpp>
+#include <durable/workflow.hpp>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <durable/info.hpp>
-#include <durable/options.hpp>
-#include <durable/workflow.hpp>
 
 namespace durable {
 

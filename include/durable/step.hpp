@@ -3,15 +3,14 @@
 /// The step tools a workflow function receives.
 
 #include <chrono>
+#include <durable/detail/type_name.hpp>
+#include <durable/errors.hpp>
+#include <durable/options.hpp>
 #include <exception>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
-
-#include <durable/detail/type_name.hpp>
-#include <durable/errors.hpp>
-#include <durable/options.hpp>
 
 namespace durable {
 

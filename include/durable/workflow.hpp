@@ -2,16 +2,15 @@
 /// \file
 /// A workflow: a name and a function of (Step&, input) -> output.
 
+#include <durable/detail/type_name.hpp>
+#include <durable/errors.hpp>
+#include <durable/options.hpp>
+#include <durable/step.hpp>
 #include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
-
-#include <durable/detail/type_name.hpp>
-#include <durable/errors.hpp>
-#include <durable/options.hpp>
-#include <durable/step.hpp>
 
 namespace durable {
 

@@ -6,10 +6,9 @@
 //
 // --delay shortens the day-long wait ("2s" in scripts/demo).
 
+#include <durable/durable.hpp>
 #include <iostream>
 #include <string>
-
-#include <durable/durable.hpp>
 
 namespace signup {
 
@@ -51,8 +50,7 @@ void send_welcome(const std::string& email) {
 durable::Workflow workflow(std::string delay) {
   return durable::Workflow("signup", [delay](durable::Step& step, const Request& request) {
     static int invocation = 0;
-    std::cout << "invocation " << ++invocation << (step.replaying() ? " (replaying)" : "")
-              << "\n";
+    std::cout << "invocation " << ++invocation << (step.replaying() ? " (replaying)" : "") << "\n";
     const auto account_id = step.run("signup-user", [&] { return create_account(request); });
     std::cout << "    signup-user       -> " << account_id << "\n";
     const auto billing_id = step.run("add-to-billing", [&] { return open_billing(account_id); });
@@ -76,9 +74,12 @@ int main(int argc, char** argv) {
   std::string db = "signup.db", email = "ada@example.com", delay = "1 day";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--db") db = argv[i + 1];
-    else if (flag == "--email") email = argv[i + 1];
-    else if (flag == "--delay") delay = argv[i + 1];
+    if (flag == "--db")
+      db = argv[i + 1];
+    else if (flag == "--email")
+      email = argv[i + 1];
+    else if (flag == "--delay")
+      delay = argv[i + 1];
     else {
       std::cerr << "unknown flag " << flag << "\nusage: signup [--db FILE] [--email ADDRESS] "
                 << "[--delay DURATION]\n";
@@ -94,7 +95,8 @@ int main(int argc, char** argv) {
     const durable::RunInfo run = runtime.wait(id, std::chrono::hours(48));
 
     std::cout << "\nrun " << run.id << ": " << durable::to_string(run.status) << " after "
-              << run.invocations << " invocations\noutput: " << run.output.dump() << "\n\njournal:\n";
+              << run.invocations << " invocations\noutput: " << run.output.dump()
+              << "\n\njournal:\n";
     for (const auto& s : runtime.steps(id)) {
       std::cout << "  " << s.id << " (" << s.kind << ", " << s.status << ", " << s.attempts
                 << " attempt" << (s.attempts == 1 ? "" : "s") << ")"
