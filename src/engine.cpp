@@ -25,20 +25,184 @@ std::string format_time(std::int64_t ms) {
   return text;
 }
 
+// Thrown out of a step body when a nested step's retry is not due yet: the outer step's body
+// stops and runs again once it is. Not a std::exception, like the runtime's own unwinding.
+struct Postpone {
+  std::int64_t until_ms;
+};
+// Thrown out of a step body when a nested step's write was refused (cancelled, taken over).
+struct Lost {};
+
+thread_local BodyScope* t_scope = nullptr;
+
 }  // namespace
 
+// The context of a step body running on a step thread: its nested steps are keyed under the
+// body's own key and journaled at once, since they do not end the invocation.
+class BodyScope {
+ public:
+  BodyScope(Invocation& invocation, std::string prefix)
+      : invocation_(&invocation), prefix_(std::move(prefix)), outer_(t_scope) {
+    t_scope = this;
+  }
+  ~BodyScope() { t_scope = outer_; }
+  BodyScope(const BodyScope&) = delete;
+  BodyScope& operator=(const BodyScope&) = delete;
+
+  Invocation& invocation() const { return *invocation_; }
+
+  [[noreturn]] void refuse(std::string_view tool, std::string_view id) const {
+    throw NonRetryableError(std::string(tool) + "('" + std::string(id) +
+                            "') was called inside the body of " +
+                            invocation_->step_label(prefix_.substr(0, prefix_.size() - 1)) +
+                            "; call it from the workflow function, between steps");
+  }
+
+  const json* begin_run(std::string_view id, const StepOptions& opts) {
+    Invocation::Pending& p = add(id, opts, {});
+    if (p.result) return finish(p);  // journaled already
+    return nullptr;
+  }
+
+  const json& run_new(Body body) {
+    Invocation::Pending& p = pending_.back();
+    p.body = std::move(body);
+    run(p);
+    return *finish(p);
+  }
+
+  std::size_t start_step(std::string_view id, const StepOptions& opts, Body body,
+                         std::optional<std::size_t> item) {
+    add(id, opts, item).body = std::move(body);
+    return pending_.size() - 1;
+  }
+
+  const json& await(std::size_t slot) {
+    std::vector<std::function<void()>> bodies;
+    for (auto& p : pending_) {
+      if (p.result || !p.body) continue;
+      bodies.emplace_back([this, &p] {
+        try {
+          run(p);
+        } catch (const Postpone& postpone) {
+          p.postponed_until = postpone.until_ms;
+        } catch (const Lost&) {
+        }
+      });
+    }
+    if (!bodies.empty()) invocation_->host_->run_bodies(bodies);
+    std::optional<std::int64_t> postponed;
+    for (auto& p : pending_) {
+      if (p.lost) throw Lost{};
+      if (p.postponed_until) postponed = std::min(postponed.value_or(*p.postponed_until),
+                                                  *p.postponed_until);
+    }
+    if (postponed) throw Postpone{*postponed};
+    return *finish(pending_.at(slot));
+  }
+
+  bool ready(std::size_t slot) const { return pending_.at(slot).result.has_value(); }
+
+ private:
+  // Finds or creates the entry of the next nested call with this id. A journaled entry comes
+  // back with its result set; a new one (or one due for another attempt) without.
+  Invocation::Pending& add(std::string_view id, const StepOptions& opts,
+                           std::optional<std::size_t> item) {
+    check_step_id(id);
+    std::string base = prefix_ + std::string(id);
+    if (item) base += "[" + std::to_string(*item) + "]";
+    Invocation::Pending& p = pending_.emplace_back();
+    p.key = journal_key(base, ++uses_[base]);
+    p.base = std::move(base);
+    p.options = opts;
+    std::lock_guard lock(invocation_->nested_mutex_);
+    const JournalEntry* entry = invocation_->run_->journal.find(p.key);
+    if (entry == nullptr) return p;
+    if (entry->kind != StepKind::run) {
+      invocation_->diverged_ = ErrorInfo{
+          "durable::NonDeterminism",
+          invocation_->step_label(entry->key) + " was journaled as a " +
+              std::string(to_string(entry->kind)) + ", but the code now calls step.run with it",
+          entry->key, 0};
+      throw NonDeterminism(invocation_->diverged_->message);
+    }
+    if (entry->state == StepState::retrying) {
+      if (entry->wake_at_ms && *entry->wake_at_ms > invocation_->now_ms_) {
+        throw Postpone{*entry->wake_at_ms};
+      }
+      p.attempt = entry->attempts + 1;
+      p.is_new = false;
+      return p;
+    }
+    p.result = EntryWrite{*entry, false};
+    return p;
+  }
+
+  // Runs a nested body on this thread and journals its entry.
+  void run(Invocation::Pending& p) {
+    {
+      BodyScope inner(*invocation_, p.key + "/");
+      try {
+        p.result = invocation_->output_entry(p, p.body());
+      } catch (const Postpone&) {
+        throw;
+      } catch (const Lost&) {
+        p.lost = true;
+        throw;
+      } catch (...) {
+        p.result = invocation_->attempt_failed(p, std::current_exception());
+      }
+    }
+    if (!invocation_->host_->write_nested(*p.result)) {
+      p.lost = true;
+      throw Lost{};
+    }
+    std::lock_guard lock(invocation_->nested_mutex_);
+    if (p.result->is_new) {
+      invocation_->run_->journal.append(p.result->entry);
+    } else {
+      invocation_->run_->journal.update(p.result->entry);
+    }
+  }
+
+  const json* finish(const Invocation::Pending& p) {
+    const JournalEntry& e = p.result->entry;
+    switch (e.state) {
+      case StepState::completed:
+        return &e.output;
+      case StepState::retrying:
+        throw Postpone{e.wake_at_ms.value_or(invocation_->now_ms_)};
+      default:
+        throw StepFailed(e.error.value_or(ErrorInfo{"unknown", "", e.key, e.attempts}));
+    }
+  }
+
+  Invocation* invocation_;
+  std::string prefix_;
+  BodyScope* outer_;
+  std::deque<Invocation::Pending> pending_;
+  std::unordered_map<std::string, int> uses_;
+};
+
 Invocation::Invocation(RunState& run, const Workflow& workflow, const EngineConfig& config,
-                       std::int64_t now_ms, std::mt19937_64& random)
+                       std::int64_t now_ms, std::mt19937_64& random, Host& host)
     : run_(&run),
       workflow_(&workflow),
       config_(&config),
       now_ms_(now_ms),
       random_(&random),
+      host_(&host),
       step_(*this),
       cursor_(run.journal) {}
 
+Invocation::~Invocation() = default;
+
 std::string Invocation::step_label(std::string_view key) const {
   return "step '" + std::string(key) + "' of run " + run_->id;
+}
+
+BodyScope* Invocation::scope() const {
+  return t_scope != nullptr && &t_scope->invocation() == this ? t_scope : nullptr;
 }
 
 Outcome Invocation::execute() {
@@ -46,6 +210,7 @@ Outcome Invocation::execute() {
   outcome.kind = Outcome::Kind::failed;
   try {
     json output = workflow_->invoke(step_, run_->input);
+    flush();  // started steps never awaited complete before the run does
     outcome.kind = Outcome::Kind::completed;
     outcome.output = std::move(output);
     outcome.reason = "the workflow returned";
@@ -59,31 +224,28 @@ Outcome Invocation::execute() {
   }
   if (ending_) {
     // Unwinding had begun and the workflow turned it into a return, another exception, or
-    // another step call. What the ending step did is kept; the run fails.
+    // another step call. What the ending steps did is kept; the run fails.
     outcome.kind = Outcome::Kind::failed;
     outcome.error = ErrorInfo{"durable::Error", std::string(kSwallowed), {}, 0};
-    outcome.entry = std::move(ending_->entry);
-    outcome.entry_is_new = ending_->entry_is_new;
+    outcome.entries = std::move(ending_->entries);
   }
   if (outcome.kind == Outcome::Kind::failed) {
     const ErrorInfo& e = *outcome.error;
-    outcome.reason = e.step_id.empty() ? "the workflow threw " + e.type + ": " + e.message
-                                       : "step '" + e.step_id +
-                                             "' failed for good and the workflow did not "
-                                             "catch StepFailed: " +
-                                             e.type + ": " + e.message;
+    outcome.reason = e.step_id.empty()
+                         ? "the workflow threw " + e.type + ": " + e.message
+                         : "step '" + e.step_id +
+                               "' failed for good and the workflow did not catch StepFailed: " +
+                               e.type + ": " + e.message;
   }
   return final_outcome(std::move(outcome));
 }
 
-// Applies what the workflow could not override: a divergence fails the run, and a step that
-// failed for good in this invocation is journaled with whatever the invocation ended in.
+// Applies what the workflow could not override: a divergence fails the run, and steps that
+// failed for good in this invocation are journaled with whatever the invocation ended in.
 Outcome Invocation::final_outcome(Outcome outcome) {
-  if (failed_step_ && !outcome.entry) {
-    outcome.entry = std::move(failed_step_->entry);
-    outcome.entry_is_new = failed_step_->entry_is_new;
-  }
-  if (diverged_) {
+  for (EntryWrite& failed : failed_) outcome.entries.push_back(std::move(failed));
+  failed_.clear();
+  if (diverged_ && outcome.kind != Outcome::Kind::lost) {
     outcome.kind = Outcome::Kind::failed;
     outcome.error = diverged_;
     outcome.reason = "the workflow diverged from its journal: " + diverged_->message;
@@ -102,29 +264,19 @@ void Invocation::before_step_call(std::string_view tool, std::string_view id) {
     throw Unwind{};
   }
   if (diverged_) throw NonDeterminism(diverged_->message);
-  if (body_) {
-    throw NonRetryableError(std::string(tool) + "('" + std::string(id) +
-                            "') was called inside the body of " + step_label(body_->key) +
-                            "; call it from the workflow function, between steps");
-  }
-  if (failed_step_) {
-    // The workflow caught StepFailed and went on: journal the failure first, run this step
+  if (!failed_.empty()) {
+    // The workflow caught StepFailed and went on: journal the failures first, run this step
     // in the next invocation.
-    Outcome failure = std::move(*failed_step_);
-    failed_step_.reset();
+    Outcome failure;
+    failure.kind = Outcome::Kind::step_done;
+    failure.reason = "step '" + failed_.front().entry.key + "' failed for good; the workflow "
+                     "caught StepFailed and goes on";
+    failure.entries = std::move(failed_);
+    failed_.clear();
     end(std::move(failure));
   }
-}
-
-void Invocation::fail_for_good(JournalEntry entry, bool is_new, std::string reason) {
-  Outcome failure;
-  failure.kind = Outcome::Kind::step_done;
-  failure.reason = std::move(reason);
-  failure.entry_is_new = is_new;
-  ErrorInfo info = *entry.error;
-  failure.entry = std::move(entry);
-  failed_step_ = std::move(failure);
-  throw StepFailed(std::move(info));
+  (void)tool;
+  (void)id;
 }
 
 void Invocation::diverge(const JournalEntry& entry, std::string_view tool) {
@@ -146,91 +298,189 @@ const RetryPolicy& Invocation::policy_of(const StepOptions& opts) const {
 }
 
 const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) {
+  if (BodyScope* nested = scope()) return nested->begin_run(id, opts);
   before_step_call("step.run", id);
   ReplayCursor::Match match = cursor_.next(id);
   JournalEntry* entry = match.entry;
-  if (entry == nullptr) {
-    check_step_id(id);
-    if (opts.retry) check_policy(*opts.retry, step_label(match.key));
-    body_ = Body{std::move(match.key), std::string(id), &opts, 1, true};
-    return nullptr;
+  if (entry != nullptr && entry->kind != StepKind::run) diverge(*entry, "step.run");
+  if (entry != nullptr && entry->state == StepState::completed) {
+    last_key_ = entry->key;
+    return &entry->output;
   }
-  if (entry->kind != StepKind::run) diverge(*entry, "step.run");
-  switch (entry->state) {
-    case StepState::completed:
-      last_key_ = entry->key;
-      return &entry->output;
-    case StepState::failed:
-      throw StepFailed(
-          entry->error.value_or(ErrorInfo{"unknown", "", entry->key, entry->attempts}));
-    case StepState::retrying:
-      if (entry->wake_at_ms && *entry->wake_at_ms > now_ms_) {
-        Outcome wait;
-        wait.kind = Outcome::Kind::sleep;
-        wait.wake_at_ms = *entry->wake_at_ms;
-        wait.reason = step_label(entry->key) + " retries at " + format_time(wait.wake_at_ms);
-        end(std::move(wait));
-      }
-      body_ = Body{entry->key, entry->base, &opts, entry->attempts + 1, false};
-      return nullptr;
-    case StepState::sleeping:
-      break;
+  if (entry != nullptr && entry->state == StepState::failed) {
+    throw StepFailed(entry->error.value_or(ErrorInfo{"unknown", "", entry->key, entry->attempts}));
   }
-  bug(step_label(entry->key) + " is a run step in state " + std::string(to_string(entry->state)));
+  if (entry == nullptr) check_step_id(id);
+  // New, or due for another attempt: its body runs at the wait point run_new() makes.
+  add_pending(std::move(match), std::string(id), opts, {}, entry);
+  return nullptr;
 }
 
-Invocation::Body Invocation::end_body() {
-  Body body = std::move(*body_);
-  body_.reset();
-  return body;
+const json& Invocation::run_new(Body body) {
+  if (BodyScope* nested = scope()) return nested->run_new(std::move(body));
+  Pending& pending = pending_.back();
+  pending.body = std::move(body);
+  return await(pending.slot);
 }
 
-JournalEntry Invocation::entry_of(const Body& body) const {
+std::size_t Invocation::start_step(std::string_view id, const StepOptions& opts, Body body,
+                                   std::optional<std::size_t> item) {
+  if (BodyScope* nested = scope()) return nested->start_step(id, opts, std::move(body), item);
+  before_step_call(item ? "step.map" : "step.start", id);
+  check_step_id(id);
+  std::string base(id);
+  if (item) base += "[" + std::to_string(*item) + "]";
+  ReplayCursor::Match match = item ? cursor_.next_internal(base) : cursor_.next(id);
+  JournalEntry* entry = match.entry;
+  if (entry != nullptr && entry->kind != StepKind::run) diverge(*entry, "step.start");
+  if (entry != nullptr &&
+      (entry->state == StepState::completed || entry->state == StepState::failed)) {
+    slots_.push_back(Slot{entry, {}, Slot::kNone});
+    return slots_.size() - 1;
+  }
+  return add_pending(std::move(match), std::move(base), opts, std::move(body), entry);
+}
+
+std::size_t Invocation::add_pending(ReplayCursor::Match match, std::string base,
+                                    const StepOptions& opts, Body body, JournalEntry* retrying) {
+  Pending& p = pending_.emplace_back();
+  p.key = retrying != nullptr ? retrying->key : std::move(match.key);
+  p.base = std::move(base);
+  p.options = opts;
+  p.body = std::move(body);
+  if (retrying != nullptr) {
+    p.attempt = retrying->attempts + 1;
+    p.is_new = false;
+    p.due_ms = retrying->wake_at_ms.value_or(0);
+  }
+  if (opts.retry) check_policy(*opts.retry, step_label(p.key));
+  p.slot = slots_.size();
+  slots_.push_back(Slot{nullptr, {}, pending_.size() - 1});
+  return p.slot;
+}
+
+bool Invocation::ready(std::size_t slot) const {
+  if (BodyScope* nested = scope()) return nested->ready(slot);
+  const Slot& s = slots_.at(slot);
+  return s.entry != nullptr || s.failure.has_value();
+}
+
+const json& Invocation::await(std::size_t slot) {
+  if (BodyScope* nested = scope()) return nested->await(slot);
+  if (!ready(slot)) flush();
+  const Slot& s = slots_.at(slot);
+  if (s.failure) throw StepFailed(*s.failure);
+  if (s.entry == nullptr) bug("step slot " + std::to_string(slot) + " is empty after its wait");
+  if (s.entry->state == StepState::failed) {
+    throw StepFailed(s.entry->error.value_or(ErrorInfo{"unknown", "", s.entry->key, 0}));
+  }
+  last_key_ = s.entry->key;
+  return s.entry->output;
+}
+
+// A wait point: every pending body that is due runs now, concurrently. Whatever completed or
+// must be retried is journaled and ends the invocation (in every_step); steps that only failed
+// for good are held, so that StepFailed reaches the workflow in this invocation.
+void Invocation::flush() {
+  if (pending_.empty()) return;
+  std::vector<std::function<void()>> bodies;
+  for (Pending& p : pending_) {
+    if (p.due_ms <= now_ms_) bodies.emplace_back([this, &p] { run_body(p); });
+  }
+  if (!bodies.empty()) host_->run_bodies(bodies);
+
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::step_done;
+  std::optional<std::int64_t> wake;
+  const auto wake_at = [&wake](std::int64_t t) { wake = wake ? std::min(*wake, t) : t; };
+  bool lost = false, journaled = false;
+  std::vector<EntryWrite> failed;
+  for (Pending& p : pending_) {
+    lost = lost || p.lost;
+    if (p.postponed_until) wake_at(*p.postponed_until);
+    if (!p.result) {
+      if (!p.postponed_until) wake_at(p.due_ms);  // a retry not due yet
+      continue;
+    }
+    const JournalEntry& e = p.result->entry;
+    if (e.state == StepState::retrying) wake_at(*e.wake_at_ms);
+    if (e.state == StepState::failed) {
+      slots_[p.slot].failure = e.error;
+      failed.push_back(std::move(*p.result));
+    } else {
+      journaled = true;
+      outcome.entries.push_back(std::move(*p.result));
+    }
+  }
+  pending_.clear();
+  if (lost) end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused"});
+  for (EntryWrite& f : failed) failed_.push_back(std::move(f));
+  if (!journaled && !wake) return;  // only failures: StepFailed reaches the workflow now
+  for (EntryWrite& f : failed_) outcome.entries.push_back(std::move(f));
+  failed_.clear();
+  if (wake) {
+    outcome.kind = Outcome::Kind::sleep;
+    outcome.wake_at_ms = *wake;
+    outcome.reason = "waiting for a step's next attempt at " + format_time(*wake);
+  } else {
+    outcome.reason = outcome.entries.size() == 1
+                         ? step_label(outcome.entries.front().entry.key) + " completed"
+                         : std::to_string(outcome.entries.size()) + " parallel steps journaled";
+  }
+  end(std::move(outcome));
+}
+
+void Invocation::run_body(Pending& p) {
+  BodyScope scope(*this, p.key + "/");
+  try {
+    p.result = output_entry(p, p.body());
+  } catch (const Postpone& postpone) {
+    p.postponed_until = postpone.until_ms;
+  } catch (const Lost&) {
+    p.lost = true;
+  } catch (...) {
+    p.result = attempt_failed(p, std::current_exception());
+  }
+}
+
+JournalEntry Invocation::entry_of(const Pending& p) const {
   JournalEntry entry;
-  entry.key = body.key;
-  entry.base = body.base;
+  entry.key = p.key;
+  entry.base = p.base;
   entry.kind = StepKind::run;
-  entry.attempts = body.attempt;
+  entry.attempts = p.attempt;
   entry.invocation = run_->invocations + 1;
   return entry;
 }
 
-const json& Invocation::finish_run(json output) {
-  const Body body = end_body();
-  JournalEntry entry = entry_of(body);
+EntryWrite Invocation::output_entry(const Pending& p, json output) {
+  JournalEntry entry = entry_of(p);
   std::string text;
   std::optional<std::string> refused;
   if (const auto problem = encode(output, text)) {
-    refused = step_label(body.key) + " returned a value that cannot be journaled: " + *problem;
+    refused = step_label(p.key) + " returned a value that cannot be journaled: " + *problem;
   } else if (text.size() > config_->max_output_bytes) {
-    refused = step_label(body.key) + " returned " + human_bytes(text.size()) + "; the limit is " +
+    refused = step_label(p.key) + " returned " + human_bytes(text.size()) + "; the limit is " +
               human_bytes(config_->max_output_bytes) +
               " (RuntimeOptions::max_output_bytes). Store large data elsewhere and return a "
               "reference to it";
   }
   if (refused) {
     entry.state = StepState::failed;
-    entry.error = ErrorInfo{"durable::NonRetryableError", *refused, body.key, body.attempt};
-    fail_for_good(std::move(entry), body.is_new, *refused);
+    entry.error = ErrorInfo{"durable::NonRetryableError", *refused, p.key, p.attempt};
+  } else {
+    entry.state = StepState::completed;
+    entry.output = std::move(output);
+    entry.output_text = std::move(text);
   }
-  entry.state = StepState::completed;
-  entry.output = std::move(output);
-  entry.output_text = std::move(text);
-  Outcome outcome;
-  outcome.kind = Outcome::Kind::step_done;
-  outcome.entry_is_new = body.is_new;
-  outcome.reason = step_label(body.key) + " completed";
-  outcome.entry = std::move(entry);
-  end(std::move(outcome));
+  return {std::move(entry), p.is_new};
 }
 
-void Invocation::fail_run(std::exception_ptr error) {
-  const Body body = end_body();
+EntryWrite Invocation::attempt_failed(const Pending& p, std::exception_ptr error) {
   ErrorInfo info = describe(error);
-  info.step_id = body.key;
-  info.attempts = body.attempt;
-  const RetryPolicy& policy = policy_of(*body.options);
-
+  info.step_id = p.key;
+  info.attempts = p.attempt;
+  const RetryPolicy& policy = policy_of(p.options);
   std::optional<std::chrono::milliseconds> retry_after;
   bool retryable = true;
   try {
@@ -241,27 +491,22 @@ void Invocation::fail_run(std::exception_ptr error) {
     retry_after = e.after;
   } catch (...) {
   }
-
-  JournalEntry entry = entry_of(body);
+  JournalEntry entry = entry_of(p);
   entry.error = info;
-  if (!retryable || body.attempt >= policy.max_attempts) {
+  if (!retryable || p.attempt >= policy.max_attempts) {
     entry.state = StepState::failed;
-    fail_for_good(std::move(entry), body.is_new,
-                  step_label(body.key) + " failed for good after " + std::to_string(body.attempt) +
-                      " attempt(s): " + info.type + ": " + info.message);
+  } else {
+    std::chrono::milliseconds delay{0};
+    if (retry_after) {
+      delay = *retry_after;
+    } else {
+      std::lock_guard lock(random_mutex_);
+      delay = backoff(policy, p.attempt, *random_);
+    }
+    entry.state = StepState::retrying;
+    entry.wake_at_ms = now_ms_ + std::max<std::int64_t>(0, delay.count());
   }
-  const auto delay = retry_after ? *retry_after : backoff(policy, body.attempt, *random_);
-  entry.state = StepState::retrying;
-  entry.wake_at_ms = now_ms_ + std::max<std::int64_t>(0, delay.count());
-  Outcome outcome;
-  outcome.kind = Outcome::Kind::sleep;
-  outcome.entry_is_new = body.is_new;
-  outcome.wake_at_ms = *entry.wake_at_ms;
-  outcome.reason = step_label(body.key) + " attempt " + std::to_string(body.attempt) + " of " +
-                   std::to_string(policy.max_attempts) + " failed (" + info.type + ": " +
-                   info.message + "); next attempt at " + format_time(outcome.wake_at_ms);
-  outcome.entry = std::move(entry);
-  end(std::move(outcome));
+  return {std::move(entry), p.is_new};
 }
 
 void Invocation::bad_conversion(const json& value, std::string_view type,
@@ -275,9 +520,12 @@ void Invocation::bad_conversion(const json& value, std::string_view type,
 }
 
 void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
+  if (BodyScope* nested = scope()) nested->refuse("step.sleep", id);
   before_step_call("step.sleep", id);
   ReplayCursor::Match match = cursor_.next(id);
   JournalEntry* entry = match.entry;
+  if (entry != nullptr && entry->kind != StepKind::sleep) diverge(*entry, "step.sleep");
+  flush();  // started steps complete before the run sleeps
   if (entry == nullptr) {
     check_step_id(id);
     JournalEntry sleep;
@@ -287,7 +535,6 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
     sleep.wake_at_ms = wake_at_ms;
     sleep.invocation = run_->invocations + 1;
     Outcome outcome;
-    outcome.entry_is_new = true;
     if (wake_at_ms <= now_ms_) {
       sleep.state = StepState::completed;
       outcome.kind = Outcome::Kind::step_done;
@@ -298,10 +545,9 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
       outcome.wake_at_ms = wake_at_ms;
       outcome.reason = "sleep '" + sleep.key + "' until " + format_time(wake_at_ms);
     }
-    outcome.entry = std::move(sleep);
+    outcome.entries.push_back({std::move(sleep), true});
     end(std::move(outcome));
   }
-  if (entry->kind != StepKind::sleep) diverge(*entry, "step.sleep");
   if (entry->state == StepState::completed) return;
   const std::int64_t wake = entry->wake_at_ms.value_or(0);
   if (wake <= now_ms_) return;

@@ -1,15 +1,21 @@
 #pragma once
-// The replay engine: executes one invocation of a run's workflow function against its journal
-// and says what came of it. It does no I/O; the runtime persists the outcome.
+// The replay engine: executes one invocation of a run's workflow function against its journal.
+// It decides; the host (the runtime) runs step bodies on its threads and persists what the
+// engine hands it. The engine does no I/O itself.
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <durable/step.hpp>
 #include <durable/workflow.hpp>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "journal.hpp"
 
@@ -21,25 +27,42 @@ struct RunState {
   json input;
   int invocations = 0;  ///< invocations made so far, this one not included
   Journal journal;
+  std::size_t next_seq = 0;  ///< the journal position the next new entry is written at
 };
 
-/// What an invocation ended with. `entry`, when set, is a journal entry to write (new, or an
-/// update of the entry with its key) together with the run's change.
+/// A journal entry to write: new, or an update of the entry with its key.
+struct EntryWrite {
+  JournalEntry entry;
+  bool is_new = true;
+};
+
+/// What an invocation ended with: journal entries to write together with the run's change.
 struct Outcome {
   enum class Kind {
-    step_done,  ///< a new step was journaled (completed, failed for good, or a sleep that
-                ///< has already ended): invoke again at once
+    step_done,  ///< new steps were journaled (completed, failed for good, or a sleep that has
+                ///< already ended): invoke again at once
     sleep,      ///< the run sleeps until wake_at_ms (a sleep, or a retry backoff)
     completed,  ///< the workflow returned `output`
     failed,     ///< the workflow threw; `error` says what
+    lost,       ///< a nested step's write was refused: the run was cancelled or taken over
   };
   Kind kind = Kind::failed;
-  std::optional<JournalEntry> entry;
-  bool entry_is_new = false;
+  std::vector<EntryWrite> entries;
   json output;
   std::optional<ErrorInfo> error;
   std::int64_t wake_at_ms = 0;
   std::string reason;  ///< for the state history
+};
+
+/// What the engine needs from the runtime while an invocation runs.
+class Host {
+ public:
+  virtual ~Host() = default;
+  /// Runs the bodies concurrently (on step threads) and returns when all have returned.
+  virtual void run_bodies(std::vector<std::function<void()>>& bodies) = 0;
+  /// Journals a nested step's entry at once, from a step thread. False: the run is no longer
+  /// this runtime's to write (cancelled, or taken over).
+  virtual bool write_nested(const EntryWrite& write) = 0;
 };
 
 /// Settings of the engine shared by every invocation.
@@ -47,11 +70,14 @@ struct EngineConfig {
   std::size_t max_output_bytes = 4u << 20;
 };
 
+class BodyScope;
+
 /// One invocation of a run: owns the Step the workflow sees and carries out its calls.
 class Invocation {
  public:
   Invocation(RunState& run, const Workflow& workflow, const EngineConfig& config,
-             std::int64_t now_ms, std::mt19937_64& random);
+             std::int64_t now_ms, std::mt19937_64& random, Host& host);
+  ~Invocation();
 
   /// Calls the workflow function and returns what came of it. Never throws for anything the
   /// workflow or its steps do.
@@ -59,8 +85,11 @@ class Invocation {
 
   // The step tools, called through Step.
   const json* begin_run(std::string_view id, const StepOptions& opts);
-  const json& finish_run(json output);
-  [[noreturn]] void fail_run(std::exception_ptr error);
+  const json& run_new(Body body);
+  std::size_t start_step(std::string_view id, const StepOptions& opts, Body body,
+                         std::optional<std::size_t> item);
+  const json& await(std::size_t slot);
+  bool ready(std::size_t slot) const;
   [[noreturn]] void bad_conversion(const json& value, std::string_view type,
                                    const std::exception& error);
   void sleep_until(std::string_view id, std::int64_t wake_at_ms);
@@ -72,41 +101,67 @@ class Invocation {
   bool replaying() const { return cursor_.replaying(); }
 
  private:
-  struct Body {  // the step whose body is running
+  friend class BodyScope;
+
+  // A step whose body is to run at the next wait point.
+  struct Pending {
     std::string key, base;
-    const StepOptions* options;
-    int attempt;
-    bool is_new;
+    StepOptions options;
+    int attempt = 1;
+    bool is_new = true;
+    std::int64_t due_ms = 0;  // a retry not due before this time
+    Body body;
+    std::size_t slot = 0;
+    std::optional<EntryWrite> result;  // filled by the body's run
+    std::optional<std::int64_t> postponed_until;  // a nested step's retry holds the body back
+    bool lost = false;                            // a nested write was refused
+  };
+  // A started step as the workflow sees it through its Future.
+  struct Slot {
+    const JournalEntry* entry = nullptr;  // journaled: the value or the failure
+    std::optional<ErrorInfo> failure;     // failed for good in this invocation, not yet written
+    std::size_t pending = kNone;          // its Pending while the body has not run
+    static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   };
 
-  // Called first by every step tool: refuses calls where they may not be made, and ends the
-  // invocation at a step call that follows a step failed for good in this invocation.
+  // Called first by every step tool of the workflow (not of a body): refuses calls where they
+  // may not be made, and ends the invocation at a step call that follows steps failed for good
+  // in this invocation.
   void before_step_call(std::string_view tool, std::string_view id);
   [[noreturn]] void end(Outcome outcome);
-  // Journals the body's step as failed for good and throws StepFailed into the workflow.
-  [[noreturn]] void fail_for_good(JournalEntry entry, bool is_new, std::string reason);
-  // Fails the run with NonDeterminism, however the workflow handles the exception.
   [[noreturn]] void diverge(const JournalEntry& entry, std::string_view tool);
-  // Takes the body's state out as it ends; its journal entry before the outcome is known.
-  Body end_body();
-  JournalEntry entry_of(const Body& body) const;
+  // Runs every pending body (a wait point) and ends the invocation if anything was journaled.
+  void flush();
+  void run_body(Pending& pending);
+  EntryWrite attempt_failed(const Pending& pending, std::exception_ptr error);
+  EntryWrite output_entry(const Pending& pending, json output);
+  JournalEntry entry_of(const Pending& pending) const;
+  std::size_t add_pending(ReplayCursor::Match match, std::string base, const StepOptions& opts,
+                          Body body, JournalEntry* retrying);
   const RetryPolicy& policy_of(const StepOptions& opts) const;
   std::string step_label(std::string_view key) const;
   Outcome final_outcome(Outcome outcome);
+  // A nested step call from a body running on a step thread; null when not inside a body of
+  // this invocation.
+  BodyScope* scope() const;
 
   RunState* run_;
   const Workflow* workflow_;
   const EngineConfig* config_;
   std::int64_t now_ms_;
   std::mt19937_64* random_;
+  Host* host_;
   Step step_;
   ReplayCursor cursor_;
-  std::optional<Body> body_;
-  std::string_view last_key_;           // the step whose journaled result run() is converting
-  std::optional<Outcome> ending_;       // set when the runtime's unwinding began
-  bool swallowed_ = false;              // a step call came after the unwinding began
-  std::optional<Outcome> failed_step_;  // a step failed for good here, not yet in an outcome
-  std::optional<ErrorInfo> diverged_;   // NonDeterminism met: the run fails whatever follows
+  std::deque<Pending> pending_;
+  std::vector<Slot> slots_;
+  std::string_view last_key_;         // the step whose journaled result run() is converting
+  std::optional<Outcome> ending_;     // set when the runtime's unwinding began
+  bool swallowed_ = false;            // a step call came after the unwinding began
+  std::vector<EntryWrite> failed_;    // steps failed for good here, not yet in an outcome
+  std::optional<ErrorInfo> diverged_;  // NonDeterminism met: the run fails whatever follows
+  std::mutex nested_mutex_;           // the journal, while bodies run nested steps
+  std::mutex random_mutex_;           // random_, used by bodies on several threads
 };
 
 }  // namespace durable::detail

@@ -39,6 +39,7 @@ void Journal::append(JournalEntry entry) {
   const auto [it, inserted] = by_key_.emplace(entry.key, entries_.size());
   if (!inserted) bug("journal key '" + entry.key + "' appended twice");
   ++uses_[entry.base];
+  if (entry.base.find('/') == std::string::npos) ++top_level_;
   entries_.push_back(std::move(entry));
 }
 
@@ -58,8 +59,13 @@ int Journal::uses_of(std::string_view base) const {
   return it == uses_.end() ? 0 : it->second;
 }
 
-ReplayCursor::Match ReplayCursor::next(std::string_view id) {
+ReplayCursor::Match ReplayCursor::next(std::string_view id, bool check) {
   if (on_track_) {
+    // Nested entries sit among the workflow's own; they are found by their bodies, not here.
+    while (position_ < journal_->size() &&
+           journal_->entries()[position_].base.find('/') != std::string::npos) {
+      ++position_;
+    }
     if (position_ < journal_->size()) {
       JournalEntry& expected = const_cast<JournalEntry&>(journal_->entries()[position_]);
       if (expected.base == id) {
@@ -69,14 +75,16 @@ ReplayCursor::Match ReplayCursor::next(std::string_view id) {
       }
       leave_track();
     } else {
-      // Every entry was met in order, so this id's earlier uses are exactly the journal's.
+      // Every entry was met in order, so this id's earlier uses are the journal's plus the new
+      // ones made in this invocation (parallel steps started in a loop).
       reached_new_ = true;
-      return {nullptr, journal_key(id, journal_->uses_of(id) + 1)};
+      const int fresh = ++fresh_[std::string(id)];
+      return {nullptr, journal_key(id, journal_->uses_of(id) + fresh)};
     }
   }
   // Off track an id is looked up by the key it makes, so it must not be able to spell another
   // id's key ("a#2"); on track it equalled a journaled id, which was checked when written.
-  check_step_id(id);
+  if (check) check_step_id(id);
   std::string key = journal_key(id, ++uses_[std::string(id)]);
   JournalEntry* entry = journal_->find(key);
   if (entry != nullptr) {

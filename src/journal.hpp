@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <deque>
 #include <vector>
 
 namespace durable::detail {
@@ -40,7 +41,9 @@ struct JournalEntry {
 /// The journal key of the n-th use of a step id in a run: "id" for n == 1, "id#n" after.
 std::string journal_key(std::string_view id, int n);
 
-/// The entries of one run in the order they were first written, with lookups by key.
+/// The entries of one run in the order they were first written, with lookups by key. Entries
+/// never move once added (a deque), so pointers to them stay valid while others are appended.
+/// Nested entries (keys with '/') are kept with the others but are not the workflow's own.
 class Journal {
  public:
   /// Adds an entry under a key the journal does not hold yet.
@@ -48,13 +51,16 @@ class Journal {
   /// Replaces the entry with the same key.
   void update(JournalEntry entry);
   JournalEntry* find(std::string_view key);
-  const std::vector<JournalEntry>& entries() const { return entries_; }
+  const std::deque<JournalEntry>& entries() const { return entries_; }
   std::size_t size() const { return entries_.size(); }
+  /// Entries made by the workflow's own calls, nested ones left out.
+  std::size_t top_level() const { return top_level_; }
   /// How many entries were made by uses of this step id.
   int uses_of(std::string_view base) const;
 
  private:
-  std::vector<JournalEntry> entries_;
+  std::deque<JournalEntry> entries_;
+  std::size_t top_level_ = 0;
   std::unordered_map<std::string, std::size_t> by_key_;
   std::unordered_map<std::string, int> uses_;
 };
@@ -75,12 +81,15 @@ class ReplayCursor {
     std::string key;      ///< set when entry is null (a new step); else entry->key
   };
   /// The journal key and entry of the next call with this step id.
-  Match next(std::string_view id);
+  Match next(std::string_view id) { return next(id, true); }
+  /// As next(), for a base durable made itself ("id[3]" of a map) and checked already.
+  Match next_internal(std::string_view base) { return next(base, false); }
   /// Whether this invocation is still re-executing journaled code: no call so far was new, and
-  /// some journaled entry is still ahead.
-  bool replaying() const { return !reached_new_ && matched_ < journal_->size(); }
+  /// some journaled entry of the workflow's own is still ahead.
+  bool replaying() const { return !reached_new_ && matched_ < journal_->top_level(); }
 
  private:
+  Match next(std::string_view id, bool check);
   void leave_track();
 
   Journal* journal_;
@@ -88,7 +97,8 @@ class ReplayCursor {
   std::size_t matched_ = 0;   // entries met so far in this invocation
   bool on_track_ = true;
   bool reached_new_ = false;  // a call found no entry: the code is past its journal
-  std::unordered_map<std::string, int> uses_;  // off track: uses so far per id
+  std::unordered_map<std::string, int> uses_;   // off track: uses so far per id
+  std::unordered_map<std::string, int> fresh_;  // on track past the journal: new uses per id
 };
 
 }  // namespace durable::detail

@@ -293,24 +293,56 @@ std::size_t RuntimeCore::drive(Claim claim) {
     seed = random_();
   }
   std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
+  RunHost host(*this, run);
   for (std::size_t made = 1;; ++made) {
-    Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random).execute();
+    Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random, host).execute();
     ++run.invocations;
+    if (outcome.kind == Outcome::Kind::lost) return made;
     const RunWrite write = write_for(run, outcome, claim.lease_until_ms);
     bool written = false;
     {
       std::lock_guard lock(store_mutex_);
       written = store_->commit(write);
+      run.next_seq += write.new_entries();
     }
     // Not written: the run was cancelled or taken over meanwhile; its result is not used.
     if (!written || outcome.kind != Outcome::Kind::step_done) return made;
-    outcome.entry->output_text = std::string();  // the journal keeps the parsed value only
-    if (outcome.entry_is_new) {
-      run.journal.append(std::move(*outcome.entry));
-    } else {
-      run.journal.update(std::move(*outcome.entry));
+    for (EntryWrite& w : outcome.entries) {
+      w.entry.output_text = std::string();  // the journal keeps the parsed value only
+      if (w.is_new) {
+        run.journal.append(std::move(w.entry));
+      } else {
+        run.journal.update(std::move(w.entry));
+      }
     }
   }
+}
+
+RuntimeCore::RunHost::RunHost(RuntimeCore& core, RunState& run) : core_(&core), run_(&run) {}
+
+void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies) {
+  core_->step_pool().run_all(bodies);
+}
+
+bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
+  const std::vector<EntryWrite> entries{entry};
+  RunWrite write;
+  write.run_id = run_->id;
+  write.owner = core_->worker_.id;
+  write.entries = &entries;
+  write.now_ms = core_->now_ms();
+  std::lock_guard lock(core_->store_mutex_);
+  write.first_seq = run_->next_seq;
+  const bool written = core_->store_->commit(write);
+  if (written) run_->next_seq += write.new_entries();
+  return written;
+}
+
+StepPool& RuntimeCore::step_pool() {
+  std::call_once(pool_started_, [this] {
+    pool_ = std::make_unique<StepPool>(static_cast<std::size_t>(std::max(0, options_.threads)));
+  });
+  return *pool_;
 }
 
 // What to write for an invocation's outcome: its journal entry and the run's new state.
@@ -319,9 +351,8 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
   RunWrite write;
   write.run_id = run.id;
   write.owner = worker_.id;
-  write.entry = outcome.entry ? &*outcome.entry : nullptr;
-  write.entry_is_new = outcome.entry_is_new;
-  write.entry_seq = run.journal.size();
+  write.entries = &outcome.entries;
+  write.first_seq = run.next_seq;
   write.invocations = run.invocations;
   write.now_ms = now_ms();
   write.reason = outcome.reason;

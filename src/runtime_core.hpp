@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "engine.hpp"
+#include "step_pool.hpp"
 #include "store.hpp"
 
 namespace durable::detail {
@@ -49,6 +50,19 @@ class RuntimeCore {
   std::size_t drive(Claim claim);
   void start_heartbeat();
   void beat();
+  StepPool& step_pool();
+
+  // What the engine asks of the runtime while one run's invocation runs.
+  class RunHost final : public Host {
+   public:
+    RunHost(RuntimeCore& core, RunState& run);
+    void run_bodies(std::vector<std::function<void()>>& bodies) override;
+    bool write_nested(const EntryWrite& entry) override;
+
+   private:
+    RuntimeCore* core_;
+    RunState* run_;
+  };
 
   // The runs of one claimed batch in executing_, from the claim until each has run (or an
   // exception left the batch).
@@ -82,6 +96,8 @@ class RuntimeCore {
   std::int64_t next_owner_scan_ms_ = 0;
   std::set<std::string> executing_;  // runs this runtime claimed and has not yet let go
 
+  std::once_flag pool_started_;
+  std::unique_ptr<StepPool> pool_;  // step threads, from the first run executed
   std::once_flag heartbeat_started_;
   std::thread heartbeat_;
   std::mutex heartbeat_mutex_;  // guards stopping_

@@ -10,8 +10,13 @@ namespace durable {
 const json* Step::begin_run(std::string_view id, const StepOptions& opts) {
   return invocation_->begin_run(id, opts);
 }
-const json& Step::finish_run(json output) { return invocation_->finish_run(std::move(output)); }
-void Step::fail_run(std::exception_ptr error) { invocation_->fail_run(std::move(error)); }
+const json& Step::run_new(detail::Body body) { return invocation_->run_new(std::move(body)); }
+std::size_t Step::start_step(std::string_view id, const StepOptions& opts, detail::Body body,
+                             std::optional<std::size_t> item) {
+  return invocation_->start_step(id, opts, std::move(body), item);
+}
+const json& Step::await(std::size_t slot) { return invocation_->await(slot); }
+bool Step::ready(std::size_t slot) const { return invocation_->ready(slot); }
 void Step::bad_conversion(const json& value, std::string_view type, const std::exception& error) {
   invocation_->bad_conversion(value, type, error);
 }

@@ -242,7 +242,10 @@ class SqliteStore final : public Store {
           return false;  // the transaction rolls back: nothing written
         }
       }
-      if (w.entry != nullptr) write_entry(w);
+      if (w.entries != nullptr) {
+        std::size_t seq = w.first_seq;
+        for (const EntryWrite& e : *w.entries) write_entry(w, e, e.is_new ? seq++ : 0);
+      }
       if (w.status) {
         Cached update(this,
                       "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
@@ -514,6 +517,7 @@ class SqliteStore final : public Store {
       claim.run.invocations = std::max(claim.run.invocations, entry.invocation);
       claim.run.journal.append(std::move(entry));
     }
+    claim.run.next_seq = claim.run.journal.size();
     add_history(id, request.now_ms, Status::running, claim_reason(before));
     return claim;
   }
@@ -628,12 +632,12 @@ class SqliteStore final : public Store {
     insert.exec();
   }
 
-  void write_entry(const RunWrite& w) {
-    const JournalEntry& e = *w.entry;
-    Cached s(this, w.entry_is_new ? kEntryInsert : kEntryUpdate);
+  void write_entry(const RunWrite& w, const EntryWrite& write, std::size_t seq) {
+    const JournalEntry& e = write.entry;
+    Cached s(this, write.is_new ? kEntryInsert : kEntryUpdate);
     s.bind(1, w.run_id);
     s.bind(2, e.key);
-    s.bind(3, static_cast<int64_t>(w.entry_seq));
+    s.bind(3, static_cast<int64_t>(seq));
     s.bind(4, e.base);
     s.bind(5, std::string(to_string(e.kind)));
     s.bind(6, std::string(to_string(e.state)));

@@ -45,9 +45,15 @@ struct ClaimRequest {
 /// One atomic write for a run: an optional journal entry and an optional change of the run.
 struct RunWrite {
   std::string run_id, owner;
-  const JournalEntry* entry = nullptr;
-  bool entry_is_new = false;
-  std::size_t entry_seq = 0;          ///< the entry's position in the journal, when new
+  const std::vector<EntryWrite>* entries = nullptr;  ///< journal entries to write, if any
+  std::size_t first_seq = 0;  ///< the journal position of the first new entry
+  std::size_t new_entries() const {
+    std::size_t n = 0;
+    if (entries != nullptr) {
+      for (const EntryWrite& e : *entries) n += e.is_new ? 1 : 0;
+    }
+    return n;
+  }
   std::optional<Status> status;       ///< the run's new status, when it changes
   std::int64_t due_ms = 0;            ///< sleeping: wake time; running: lease expiry
   std::optional<std::string> output;  ///< completed: the output's JSON text

@@ -21,10 +21,24 @@ JournalEntry completed(std::string base, int n, json output) {
   e.output = std::move(output);
   return e;
 }
+// Runs bodies one after another on the calling thread and keeps nested writes: no threads, no
+// disk.
+struct ScriptedHost final : Host {
+  std::vector<EntryWrite> nested;
+  void run_bodies(std::vector<std::function<void()>>& bodies) override {
+    for (auto& body : bodies) body();
+  }
+  bool write_nested(const EntryWrite& write) override {
+    nested.push_back(write);
+    return true;
+  }
+};
+
 Outcome invoke(RunState& run, const Workflow& wf, std::int64_t now_ms = 1000) {
   EngineConfig config;
   std::mt19937_64 random(1);
-  return Invocation(run, wf, config, now_ms, random).execute();
+  ScriptedHost host;
+  return Invocation(run, wf, config, now_ms, random, host).execute();
 }
 }  // namespace
 
@@ -79,10 +93,10 @@ TEST_CASE("the engine returns journaled values and asks to run only the first ne
   Outcome outcome = invoke(run, wf);
   CHECK(bodies == 1);
   CHECK(outcome.kind == Outcome::Kind::step_done);
-  REQUIRE(outcome.entry);
-  CHECK(outcome.entry->key == "b");
-  CHECK(outcome.entry->output == 11);
-  CHECK(outcome.entry_is_new);
+  REQUIRE(outcome.entries.size() == 1);
+  CHECK(outcome.entries[0].entry.key == "b");
+  CHECK(outcome.entries[0].entry.output == 11);
+  CHECK(outcome.entries[0].is_new);
 }
 
 TEST_CASE("the engine decides sleep, retry wait and completion from the journal") {
@@ -95,7 +109,7 @@ TEST_CASE("the engine decides sleep, retry wait and completion from the journal"
   Outcome first = invoke(run, wf, 1000);
   CHECK(first.kind == Outcome::Kind::sleep);
   CHECK(first.wake_at_ms == 6000);
-  run.journal.append(*first.entry);
+  run.journal.append(first.entries.at(0).entry);
   CHECK(invoke(run, wf, 5999).kind == Outcome::Kind::sleep);  // woken early: sleeps again
   Outcome done = invoke(run, wf, 6000);
   CHECK(done.kind == Outcome::Kind::completed);
@@ -191,10 +205,11 @@ TEST_CASE("a step result that JSON cannot hold fails the step at once with a cle
     const Outcome outcome = invoke(run, wf);
     CHECK(bodies == 1);
     CHECK(outcome.kind == Outcome::Kind::failed);  // StepFailed was not caught
-    REQUIRE(outcome.entry);
-    CHECK(outcome.entry->state == StepState::failed);
-    CHECK(outcome.entry->error->type == "durable::NonRetryableError");
-    CHECK(outcome.entry->error->message.find("returned a value that cannot be journaled") !=
+    REQUIRE(outcome.entries.size() == 1);
+    const JournalEntry& entry = outcome.entries[0].entry;
+    CHECK(entry.state == StepState::failed);
+    CHECK(entry.error->type == "durable::NonRetryableError");
+    CHECK(entry.error->message.find("returned a value that cannot be journaled") !=
           std::string::npos);
   }
 }

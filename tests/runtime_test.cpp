@@ -118,7 +118,7 @@ TEST_CASE("every status change is in the run's state history with time and reaso
   CHECK(run.history[3].at - run.history[2].at == 1h);
 }
 
-TEST_CASE("cancel ends a sleeping run; it never runs again") {
+TEST_CASE("cancel ends a sleeping run for good") {
   test::ManualClock clock;
   Runtime runtime({.database = ":memory:"});
   clock.attach(runtime);
@@ -160,7 +160,7 @@ TEST_CASE("cancel during a running step body: the result is not journaled and no
   CHECK(next == 0);
 }
 
-TEST_CASE("wait runs the work and returns the finished run; a timeout returns it unfinished") {
+TEST_CASE("wait runs the work and returns the finished run, or the unfinished one at its timeout") {
   test::TempDir dir;
   Runtime runtime({.database = dir.file("wait.db"), .poll_interval = 20ms});
   runtime.add(two_steps());

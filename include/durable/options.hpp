@@ -54,6 +54,7 @@ enum class Durability { normal, full };
 /// Options of a Runtime.
 struct RuntimeOptions {
   std::string database = "durable.db";  ///< a file path, or ":memory:" for a throw-away runtime
+  int threads = 0;  ///< threads that run step bodies in parallel; 0 = one per core
   Replay replay = Replay::every_step;
   Durability durability = Durability::normal;
   std::chrono::milliseconds poll_interval{200};  ///< how often wait() looks for new work

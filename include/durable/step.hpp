@@ -7,6 +7,12 @@
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
 #include <exception>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <vector>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -24,34 +30,73 @@ using step_result_t =
     std::conditional_t<std::is_same_v<T, const char*> || std::is_same_v<T, char*> ||
                            std::is_same_v<T, std::string_view>,
                        std::string, T>;
+
+/// A step body with its result turned into JSON (null for void); the engine runs it.
+using Body = std::function<json()>;
+
+template <class T, class F>
+Body make_body(F&& fn) {
+  // Held in a shared_ptr so that move-only callables fit in a std::function.
+  auto owned = std::make_shared<std::decay_t<F>>(std::forward<F>(fn));
+  return [owned]() -> json {
+    if constexpr (std::is_void_v<T>) {
+      (*owned)();
+      return nullptr;
+    } else {
+      return json(T((*owned)()));
+    }
+  };
+}
 }  // namespace detail
 
+template <class T>
+class Future;
+
 /// The step tools of one invocation of a run. A workflow function receives a Step& and uses it
-/// from its own code (not from a step body). Not thread-safe; not to be kept past the call.
+/// from its own code; a step body may use run() and start() too (nested steps). Not to be kept
+/// past the workflow call.
 ///
 /// Step ids name journal entries. They are matched by id, not position: reusing an id in one
-/// run is legal and its n-th use gets the key "id#n" (n >= 2), in call order. Ids must be
-/// non-empty and must not contain '/', '#', '[' or ']', which durable reserves for keys.
+/// run is legal and its n-th use gets the key "id#n" (n >= 2), in call order. A step run inside
+/// another step's body is keyed by its path, "outer/inner". The items of map("id", ...) are
+/// keyed "id[0]", "id[1]", .... Ids must be non-empty and must not contain '/', '#', '[' or ']',
+/// which durable reserves for these keys.
 class Step {
  public:
   Step(const Step&) = delete;
   Step& operator=(const Step&) = delete;
 
   /// Runs fn() once per run and returns its result (T = fn's return type, or void). If the
-  /// journal holds a result for this id, returns it without calling fn. Otherwise calls fn,
-  /// journals its result and ends the invocation; the runtime then invokes the workflow again.
+  /// journal holds a result for this id, returns it without calling fn. Otherwise runs fn (with
+  /// every started step not yet journaled, concurrently), journals the results and ends the
+  /// invocation; the runtime then invokes the workflow again.
   /// T converts to and from JSON through nlohmann's to_json/from_json; text returned as a
   /// const char* or std::string_view comes back as a std::string.
   ///
-  /// Throws StepFailed for a step that failed for good (on every replay after the failure was
-  /// journaled); Error
-  /// when the journaled result no longer converts to T, or the id is not a valid step id;
-  /// NonDeterminism when the id was journaled as another kind of step.
-  /// An exception out of fn is one failed attempt: retried per opts.retry, else the workflow's
-  /// policy, else RetryPolicy{}. NonRetryableError fails the step at once; RetryAfterError sets
-  /// the next delay.
+  /// Throws StepFailed for a step that failed for good (in the invocation whose last attempt
+  /// failed, and on every replay after); Error when the journaled result no longer converts to
+  /// T, or the id is not a valid step id; NonDeterminism when the id was journaled as another
+  /// kind of step. An exception out of fn is one failed attempt: retried per opts.retry, else
+  /// the workflow's policy, else RetryPolicy{}. NonRetryableError fails the step at once;
+  /// RetryAfterError sets the next delay.
+  ///
+  /// Called inside a step body, runs a nested step: keyed "outer/id", journaled on its own when
+  /// it completes, and memoized when the outer step is retried.
   template <class F>
   auto run(std::string_view id, F&& fn, StepOptions opts = {});
+
+  /// Starts fn() as a step that runs in parallel with the other started steps, and returns a
+  /// Future for its result. Nothing runs until the workflow waits: get() or ready()-then-get(),
+  /// all(), map(), a new run(), a sleep, or the workflow's return. Then every started step not
+  /// yet journaled runs, concurrently on the step threads, and all of them are journaled before
+  /// the next invocation. Keys follow the order of the start() calls, not of completion.
+  template <class F>
+  auto start(std::string_view id, F&& fn, StepOptions opts = {});
+
+  /// Starts fn(item) for each item as a parallel step keyed "id[0]", "id[1]", ... and returns
+  /// the results in item order (nothing for a void fn). A failed item throws its StepFailed.
+  template <class Range, class F>
+  auto map(std::string_view id, const Range& items, F&& fn, StepOptions opts = {});
 
   /// Sleeps the run for d: journals the wake time and ends the invocation; the run is sleeping,
   /// holding no thread, until then. On replay after the wake time, returns at once. Rounded up
@@ -77,12 +122,17 @@ class Step {
 
  private:
   friend class detail::Invocation;
+  template <class T>
+  friend class Future;
   explicit Step(detail::Invocation& invocation) : invocation_(&invocation) {}
 
-  // The non-template halves of run(), in src/step.cpp.
+  // The non-template halves of the step tools, in src/step.cpp.
   const json* begin_run(std::string_view id, const StepOptions& opts);
-  const json& finish_run(json output);
-  [[noreturn]] void fail_run(std::exception_ptr error);
+  const json& run_new(detail::Body body);
+  std::size_t start_step(std::string_view id, const StepOptions& opts, detail::Body body,
+                         std::optional<std::size_t> item);
+  const json& await(std::size_t slot);
+  bool ready(std::size_t slot) const;
   [[noreturn]] void bad_conversion(const json& value, std::string_view type,
                                    const std::exception& error);
   void sleep_for(std::string_view id, std::chrono::duration<double, std::milli> d);
@@ -103,24 +153,66 @@ class Step {
   detail::Invocation* invocation_;
 };
 
+/// The result of a started step. get() waits for it (see Step::start) and returns its value or
+/// throws its StepFailed; ready() says whether get() would return without waiting. A Future
+/// belongs to the invocation that made it: do not keep it past the workflow call.
+template <class T>
+class Future {
+ public:
+  T get() {
+    const json& value = step_->await(slot_);
+    if constexpr (!std::is_void_v<T>) return step_->template convert<T>(value);
+  }
+  bool ready() const { return step_->ready(slot_); }
+
+ private:
+  friend class Step;
+  Future(Step& step, std::size_t slot) : step_(&step), slot_(slot) {}
+  Step* step_;
+  std::size_t slot_;
+};
+
+/// Waits for all the futures (their steps run concurrently) and returns their values in order.
+/// A step that failed for good throws its StepFailed. For a Future<void>, wait with get().
+template <class... T>
+std::tuple<T...> all(Future<T>&... futures) {
+  static_assert(!(std::is_void_v<T> || ...), "durable::all takes no Future<void>: call get()");
+  return std::tuple<T...>{futures.get()...};
+}
+
 template <class F>
 auto Step::run(std::string_view id, F&& fn, StepOptions opts) {
   using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&>>>;
   const json* memo = begin_run(id, opts);
-  if (memo == nullptr) {
-    json output;
-    try {
-      if constexpr (std::is_void_v<T>) {
-        fn();
-      } else {
-        output = json(fn());
-      }
-    } catch (...) {
-      fail_run(std::current_exception());
-    }
-    memo = &finish_run(std::move(output));
-  }
+  if (memo == nullptr) memo = &run_new(detail::make_body<T>(std::ref(fn)));
   if constexpr (!std::is_void_v<T>) return convert<T>(*memo);
+}
+
+template <class F>
+auto Step::start(std::string_view id, F&& fn, StepOptions opts) {
+  using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&>>>;
+  return Future<T>(*this, start_step(id, opts, detail::make_body<T>(std::forward<F>(fn)), {}));
+}
+
+template <class Range, class F>
+auto Step::map(std::string_view id, const Range& items, F&& fn, StepOptions opts) {
+  using Item = std::decay_t<decltype(*std::begin(items))>;
+  using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&, const Item&>>>;
+  auto shared = std::make_shared<std::decay_t<F>>(std::forward<F>(fn));
+  std::vector<Future<T>> futures;
+  std::size_t index = 0;
+  for (const auto& item : items) {
+    auto body = detail::make_body<T>([shared, item] { return (*shared)(item); });
+    futures.push_back(Future<T>(*this, start_step(id, opts, std::move(body), index++)));
+  }
+  if constexpr (std::is_void_v<T>) {
+    for (auto& future : futures) future.get();
+  } else {
+    std::vector<T> results;
+    results.reserve(futures.size());
+    for (auto& future : futures) results.push_back(future.get());
+    return results;
+  }
 }
 
 }  // namespace durable

@@ -1,0 +1,66 @@
+#include "step_pool.hpp"
+
+namespace durable::detail {
+
+StepPool::StepPool(std::size_t threads) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads_.reserve(threads);
+  for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+}
+
+StepPool::~StepPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  queued_.notify_all();
+  for (auto& thread : threads_) thread.join();
+}
+
+void StepPool::run_all(std::vector<std::function<void()>>& bodies) {
+  if (bodies.empty()) return;
+  if (bodies.size() == 1) {  // nothing to overlap with: no hand-off to another thread
+    bodies.front()();
+    return;
+  }
+  Batch batch{bodies.size()};
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& body : bodies) queue_.push_back({&body, &batch});
+  }
+  queued_.notify_all();
+  // Help: run queued bodies (of this batch or another) until this batch is done.
+  std::unique_lock lock(mutex_);
+  while (batch.left > 0) {
+    if (!queue_.empty()) {
+      Task task = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      (*task.body)();
+      lock.lock();
+      finish(*task.batch);
+    } else {
+      done_.wait(lock);
+    }
+  }
+}
+
+void StepPool::finish(Batch& batch) {
+  if (--batch.left == 0) done_.notify_all();
+}
+
+void StepPool::work() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left
+    Task task = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    (*task.body)();
+    lock.lock();
+    finish(*task.batch);
+  }
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,47 @@
+#pragma once
+// The step threads: a fixed pool that runs step bodies.
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace durable::detail {
+
+/// A fixed set of threads running step bodies. run_all() runs a batch and returns when every
+/// body of it has returned; the calling thread works on queued bodies meanwhile, so a body that
+/// itself runs a batch (nested parallel steps) cannot starve the pool.
+class StepPool {
+ public:
+  /// threads: 0 means one per core.
+  explicit StepPool(std::size_t threads);
+  ~StepPool();
+  StepPool(const StepPool&) = delete;
+  StepPool& operator=(const StepPool&) = delete;
+
+  /// Runs the bodies concurrently. A body must not throw.
+  void run_all(std::vector<std::function<void()>>& bodies);
+  std::size_t size() const { return threads_.size(); }
+
+ private:
+  struct Batch {
+    std::size_t left;
+  };
+  struct Task {
+    std::function<void()>* body;
+    Batch* batch;
+  };
+  void work();
+  void finish(Batch& batch);
+
+  std::mutex mutex_;
+  std::condition_variable queued_, done_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace durable::detail
