@@ -268,13 +268,20 @@ double replay_ns_per_step(int steps, int reps, bool repeated_ids) {
       });
   const durable::detail::EngineConfig config;
   std::mt19937_64 random(42);
+  // Every step is memoized, so no body runs and nothing nested is written.
+  struct NoBodies final : durable::detail::Host {
+    void run_bodies(std::vector<std::function<void()>>&) override {
+      throw std::logic_error("a memoized replay ran a step body");
+    }
+    bool write_nested(const durable::detail::EntryWrite&) override { return false; }
+  } host;
   const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   durable::Clock::now().time_since_epoch())
                                   .count();
   std::vector<double> samples;
   for (int r = 0; r < reps; ++r) {
     const auto start = Stopwatch::now();
-    durable::detail::Invocation invocation(run, workflow, config, now_ms, random);
+    durable::detail::Invocation invocation(run, workflow, config, now_ms, random, host);
     const durable::detail::Outcome outcome = invocation.execute();
     const double elapsed = seconds_since(start);
     if (outcome.kind != durable::detail::Outcome::Kind::completed) {
