@@ -274,6 +274,8 @@ double replay_ns_per_step(int steps, int reps, bool repeated_ids) {
       throw std::logic_error("a memoized replay ran a step body");
     }
     bool write_nested(const durable::detail::EntryWrite&) override { return false; }
+    bool journal_now(std::vector<durable::detail::EntryWrite>&) override { return false; }
+    std::int64_t park_until(std::int64_t) override { return 0; }
   } host;
   const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   durable::Clock::now().time_since_epoch())

@@ -94,8 +94,8 @@ class BodyScope {
     std::optional<std::int64_t> postponed;
     for (auto& p : pending_) {
       if (p.lost) throw Lost{};
-      if (p.postponed_until) postponed = std::min(postponed.value_or(*p.postponed_until),
-                                                  *p.postponed_until);
+      if (p.postponed_until)
+        postponed = std::min(postponed.value_or(*p.postponed_until), *p.postponed_until);
     }
     if (postponed) throw Postpone{*postponed};
     return *finish(pending_.at(slot));
@@ -231,11 +231,12 @@ Outcome Invocation::execute() {
   }
   if (outcome.kind == Outcome::Kind::failed) {
     const ErrorInfo& e = *outcome.error;
-    outcome.reason = e.step_id.empty()
-                         ? "the workflow threw " + e.type + ": " + e.message
-                         : "step '" + e.step_id +
-                               "' failed for good and the workflow did not catch StepFailed: " +
-                               e.type + ": " + e.message;
+    outcome.reason =
+        e.step_id.empty()
+            ? "the workflow threw " + e.type + ": " + e.message
+            : "step '" + e.step_id +
+                  "' failed for good and the workflow did not catch StepFailed: " + e.type + ": " +
+                  e.message;
   }
   return final_outcome(std::move(outcome));
 }
@@ -269,7 +270,8 @@ void Invocation::before_step_call(std::string_view tool, std::string_view id) {
     // in the next invocation.
     Outcome failure;
     failure.kind = Outcome::Kind::step_done;
-    failure.reason = "step '" + failed_.front().entry.key + "' failed for good; the workflow "
+    failure.reason = "step '" + failed_.front().entry.key +
+                     "' failed for good; the workflow "
                      "caught StepFailed and goes on";
     failure.entries = std::move(failed_);
     failed_.clear();
@@ -379,55 +381,96 @@ const json& Invocation::await(std::size_t slot) {
 }
 
 // A wait point: every pending body that is due runs now, concurrently. Whatever completed or
-// must be retried is journaled and ends the invocation (in every_step); steps that only failed
-// for good are held, so that StepFailed reaches the workflow in this invocation.
+// must be retried is journaled. Under every_step that ends the invocation; resident (under
+// on_recovery) the workflow goes on in place, after waiting out a short backoff. Steps that
+// only failed for good are held, so that StepFailed reaches the workflow in this invocation.
 void Invocation::flush() {
-  if (pending_.empty()) return;
-  std::vector<std::function<void()>> bodies;
-  for (Pending& p : pending_) {
-    if (p.due_ms <= now_ms_) bodies.emplace_back([this, &p] { run_body(p); });
-  }
-  if (!bodies.empty()) host_->run_bodies(bodies);
+  while (!pending_.empty()) {
+    std::vector<std::function<void()>> bodies;
+    for (Pending& p : pending_) {
+      if (p.due_ms <= now_ms_) bodies.emplace_back([this, &p] { run_body(p); });
+    }
+    if (!bodies.empty()) host_->run_bodies(bodies);
 
-  Outcome outcome;
-  outcome.kind = Outcome::Kind::step_done;
-  std::optional<std::int64_t> wake;
-  const auto wake_at = [&wake](std::int64_t t) { wake = wake ? std::min(*wake, t) : t; };
-  bool lost = false, journaled = false;
-  std::vector<EntryWrite> failed;
-  for (Pending& p : pending_) {
-    lost = lost || p.lost;
-    if (p.postponed_until) wake_at(*p.postponed_until);
-    if (!p.result) {
-      if (!p.postponed_until) wake_at(p.due_ms);  // a retry not due yet
-      continue;
-    }
-    const JournalEntry& e = p.result->entry;
-    if (e.state == StepState::retrying) wake_at(*e.wake_at_ms);
-    if (e.state == StepState::failed) {
-      slots_[p.slot].failure = e.error;
-      failed.push_back(std::move(*p.result));
-    } else {
+    Outcome outcome;
+    outcome.kind = Outcome::Kind::step_done;
+    std::optional<std::int64_t> wake;
+    const auto wake_at = [&wake](std::int64_t t) { wake = wake ? std::min(*wake, t) : t; };
+    bool lost = false, journaled = false;
+    std::deque<Pending> again;  // retries and held-back bodies, for a resident invocation
+    std::vector<std::pair<std::size_t, std::string>> completed;  // slot, key
+    for (Pending& p : pending_) {
+      lost = lost || p.lost;
+      if (!p.result) {  // not due yet, or held back by a nested retry
+        wake_at(p.postponed_until.value_or(p.due_ms));
+        p.postponed_until.reset();
+        again.push_back(std::move(p));
+        continue;
+      }
+      EntryWrite write = std::move(*p.result);
+      p.result.reset();
+      const JournalEntry& e = write.entry;
+      if (e.state == StepState::failed) {
+        slots_[p.slot].failure = e.error;
+        failed_.push_back(std::move(write));
+        continue;
+      }
       journaled = true;
-      outcome.entries.push_back(std::move(*p.result));
+      if (e.state == StepState::retrying) {
+        wake_at(*e.wake_at_ms);
+        Pending& retry = again.emplace_back(std::move(p));
+        retry.attempt = e.attempts + 1;
+        retry.due_ms = *e.wake_at_ms;
+        retry.is_new = false;
+      } else {
+        completed.emplace_back(p.slot, e.key);
+      }
+      outcome.entries.push_back(std::move(write));
     }
+    pending_.clear();
+    if (lost) end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused"});
+    if (!journaled && !wake) return;  // only failures: StepFailed reaches the workflow now
+    for (EntryWrite& f : failed_) outcome.entries.push_back(std::move(f));
+    failed_.clear();
+    if (wake) {
+      outcome.kind = Outcome::Kind::sleep;
+      outcome.wake_at_ms = *wake;
+      outcome.reason = "waiting for a step's next attempt at " + format_time(*wake);
+    } else {
+      outcome.reason = outcome.entries.size() == 1
+                           ? step_label(outcome.entries.front().entry.key) + " completed"
+                           : std::to_string(outcome.entries.size()) + " parallel steps journaled";
+    }
+    if (!stays_resident(outcome)) end(std::move(outcome));
+    journal_in_place(outcome.entries);
+    for (const auto& [slot, key] : completed) slots_[slot].entry = run_->journal.find(key);
+    if (wake) park_in_place(*wake);
+    pending_ = std::move(again);
   }
-  pending_.clear();
-  if (lost) end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused"});
-  for (EntryWrite& f : failed) failed_.push_back(std::move(f));
-  if (!journaled && !wake) return;  // only failures: StepFailed reaches the workflow now
-  for (EntryWrite& f : failed_) outcome.entries.push_back(std::move(f));
-  failed_.clear();
-  if (wake) {
-    outcome.kind = Outcome::Kind::sleep;
-    outcome.wake_at_ms = *wake;
-    outcome.reason = "waiting for a step's next attempt at " + format_time(*wake);
-  } else {
-    outcome.reason = outcome.entries.size() == 1
-                         ? step_label(outcome.entries.front().entry.key) + " completed"
-                         : std::to_string(outcome.entries.size()) + " parallel steps journaled";
+}
+
+bool Invocation::stays_resident(const Outcome& outcome) const {
+  if (!config_->resident) return false;
+  if (outcome.kind == Outcome::Kind::step_done) return true;
+  return outcome.kind == Outcome::Kind::sleep &&
+         outcome.wake_at_ms - now_ms_ <= config_->resident_sleep_ms;
+}
+
+// Resident: the host journals the entries now (and adds them to the run's journal); the cursor
+// counts them as this invocation's own from here on.
+void Invocation::journal_in_place(std::vector<EntryWrite>& entries) {
+  if (!host_->journal_now(entries)) {
+    end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "the run was cancelled or taken over"});
   }
-  end(std::move(outcome));
+  cursor_.absorb_appended();
+}
+
+Outcome Invocation::evicted(std::int64_t wake_ms) const {
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::sleep;
+  outcome.wake_at_ms = wake_ms;
+  outcome.reason = "evicted until " + format_time(wake_ms);
+  return outcome;
 }
 
 void Invocation::run_body(Pending& p) {
@@ -546,7 +589,10 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
       outcome.reason = "sleep '" + sleep.key + "' until " + format_time(wake_at_ms);
     }
     outcome.entries.push_back({std::move(sleep), true});
-    end(std::move(outcome));
+    if (!stays_resident(outcome)) end(std::move(outcome));
+    journal_in_place(outcome.entries);
+    if (outcome.kind == Outcome::Kind::sleep) park_in_place(wake_at_ms);
+    return;
   }
   if (entry->state == StepState::completed) return;
   const std::int64_t wake = entry->wake_at_ms.value_or(0);
@@ -555,7 +601,15 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
   outcome.kind = Outcome::Kind::sleep;
   outcome.wake_at_ms = wake;
   outcome.reason = "sleep '" + entry->key + "' until " + format_time(wake);
-  end(std::move(outcome));
+  if (!stays_resident(outcome)) end(std::move(outcome));
+  park_in_place(wake);
+}
+
+// Resident: waits out a short sleep or backoff here, or, if the clock did not get there, ends
+// the invocation so the run replays when it does.
+void Invocation::park_in_place(std::int64_t wake_ms) {
+  now_ms_ = host_->park_until(wake_ms);
+  if (now_ms_ < wake_ms) end(evicted(wake_ms));
 }
 
 }  // namespace durable::detail

@@ -63,11 +63,21 @@ class Host {
   /// Journals a nested step's entry at once, from a step thread. False: the run is no longer
   /// this runtime's to write (cancelled, or taken over).
   virtual bool write_nested(const EntryWrite& write) = 0;
+  /// Resident invocations (Replay::on_recovery): journals these entries now and adds them to
+  /// the run's journal, so the workflow can go on in place. False as for write_nested.
+  virtual bool journal_now(std::vector<EntryWrite>& entries) = 0;
+  /// Resident invocations: waits until the clock reads wake_ms, or gives up, and returns the
+  /// time it then reads.
+  virtual std::int64_t park_until(std::int64_t wake_ms) = 0;
 };
 
 /// Settings of the engine shared by every invocation.
 struct EngineConfig {
   std::size_t max_output_bytes = 4u << 20;
+  /// Replay::on_recovery: after journaling, the workflow goes on in place instead of ending the
+  /// invocation, and sleeps and backoffs up to resident_sleep_ms are waited out in place.
+  bool resident = false;
+  std::int64_t resident_sleep_ms = 1000;
 };
 
 class BodyScope;
@@ -112,7 +122,7 @@ class Invocation {
     std::int64_t due_ms = 0;  // a retry not due before this time
     Body body;
     std::size_t slot = 0;
-    std::optional<EntryWrite> result;  // filled by the body's run
+    std::optional<EntryWrite> result;             // filled by the body's run
     std::optional<std::int64_t> postponed_until;  // a nested step's retry holds the body back
     bool lost = false;                            // a nested write was refused
   };
@@ -139,6 +149,10 @@ class Invocation {
   std::size_t add_pending(ReplayCursor::Match match, std::string base, const StepOptions& opts,
                           Body body, JournalEntry* retrying);
   const RetryPolicy& policy_of(const StepOptions& opts) const;
+  bool stays_resident(const Outcome& outcome) const;
+  void journal_in_place(std::vector<EntryWrite>& entries);
+  void park_in_place(std::int64_t wake_ms);
+  Outcome evicted(std::int64_t wake_ms) const;
   std::string step_label(std::string_view key) const;
   Outcome final_outcome(Outcome outcome);
   // A nested step call from a body running on a step thread; null when not inside a body of
@@ -155,13 +169,13 @@ class Invocation {
   ReplayCursor cursor_;
   std::deque<Pending> pending_;
   std::vector<Slot> slots_;
-  std::string_view last_key_;         // the step whose journaled result run() is converting
-  std::optional<Outcome> ending_;     // set when the runtime's unwinding began
-  bool swallowed_ = false;            // a step call came after the unwinding began
-  std::vector<EntryWrite> failed_;    // steps failed for good here, not yet in an outcome
+  std::string_view last_key_;          // the step whose journaled result run() is converting
+  std::optional<Outcome> ending_;      // set when the runtime's unwinding began
+  bool swallowed_ = false;             // a step call came after the unwinding began
+  std::vector<EntryWrite> failed_;     // steps failed for good here, not yet in an outcome
   std::optional<ErrorInfo> diverged_;  // NonDeterminism met: the run fails whatever follows
-  std::mutex nested_mutex_;           // the journal, while bodies run nested steps
-  std::mutex random_mutex_;           // random_, used by bodies on several threads
+  std::mutex nested_mutex_;            // the journal, while bodies run nested steps
+  std::mutex random_mutex_;            // random_, used by bodies on several threads
 };
 
 }  // namespace durable::detail

@@ -3,13 +3,13 @@
 // No I/O: the store loads entries in, the engine appends new ones.
 
 #include <cstdint>
+#include <deque>
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <deque>
 #include <vector>
 
 namespace durable::detail {
@@ -84,6 +84,12 @@ class ReplayCursor {
   Match next(std::string_view id) { return next(id, true); }
   /// As next(), for a base durable made itself ("id[3]" of a map) and checked already.
   Match next_internal(std::string_view base) { return next(base, false); }
+  /// Entries this invocation made were added to the journal (a resident invocation): they count
+  /// as met, so later calls neither match them again nor number past them twice.
+  void absorb_appended() {
+    if (on_track_) position_ = journal_->size();
+    fresh_.clear();
+  }
   /// Whether this invocation is still re-executing journaled code: no call so far was new, and
   /// some journaled entry of the workflow's own is still ahead.
   bool replaying() const { return !reached_new_ && matched_ < journal_->top_level(); }

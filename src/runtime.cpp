@@ -65,6 +65,8 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   if (options_.poll_interval.count() <= 0)
     throw Error("RuntimeOptions::poll_interval must be positive");
   engine_config_.max_output_bytes = options_.max_output_bytes;
+  engine_config_.resident = options_.replay == Replay::on_recovery;
+  engine_config_.resident_sleep_ms = options_.resident_sleep.count();
   store_ = open_sqlite_store(options_.database, options_.durability);
   worker_.id = new_id();
   worker_.host = host_identity();
@@ -336,6 +338,45 @@ bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
   const bool written = core_->store_->commit(write);
   if (written) run_->next_seq += write.new_entries();
   return written;
+}
+
+bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
+  RunWrite write;
+  write.run_id = run_->id;
+  write.owner = core_->worker_.id;
+  write.entries = &entries;
+  write.now_ms = core_->now_ms();
+  write.invocations = run_->invocations + 1;
+  {
+    std::lock_guard lock(core_->store_mutex_);
+    write.first_seq = run_->next_seq;
+    if (!core_->store_->commit(write)) return false;
+    run_->next_seq += write.new_entries();
+  }
+  for (EntryWrite& w : entries) {
+    w.entry.output_text = std::string();
+    if (w.is_new) {
+      run_->journal.append(std::move(w.entry));
+    } else {
+      run_->journal.update(std::move(w.entry));
+    }
+  }
+  entries.clear();
+  return true;
+}
+
+// Waits in real time for the runtime's clock to reach wake_ms, for at most the resident sleep
+// limit (a test's clock may never get there); the caller evicts the run if it did not.
+std::int64_t RuntimeCore::RunHost::park_until(std::int64_t wake_ms) {
+  const auto give_up = std::chrono::steady_clock::now() + core_->options_.resident_sleep +
+                       std::chrono::milliseconds(50);
+  std::int64_t now = core_->now_ms();
+  while (now < wake_ms && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::min<std::int64_t>(wake_ms - now, 10)));
+    now = core_->now_ms();
+  }
+  return now;
 }
 
 StepPool& RuntimeCore::step_pool() {

@@ -58,6 +58,8 @@ class RuntimeCore {
     RunHost(RuntimeCore& core, RunState& run);
     void run_bodies(std::vector<std::function<void()>>& bodies) override;
     bool write_nested(const EntryWrite& entry) override;
+    bool journal_now(std::vector<EntryWrite>& entries) override;
+    std::int64_t park_until(std::int64_t wake_ms) override;
 
    private:
     RuntimeCore* core_;

@@ -68,19 +68,19 @@ int wait_exit(pid_t pid) {
 
 }  // namespace
 
-TEST_CASE(
-    "kill -9 mid-run: completed steps do not run again, the interrupted one does, "
-    "and recovery starts within a second") {
+// Kills a worker with kill -9 while step3's body runs, restarts one on the same file, and
+// checks what ran how often and how soon recovery began.
+static void check_kill9_recovery(const std::string& mode) {
   test::TempDir dir;
   const std::string db = dir.file("crash.db"), log = dir.file("bodies.log");
-  const pid_t first = spawn({DURABLE_CRASH_WORKER, db, log, "start", "--hang"});
+  const pid_t first = spawn({DURABLE_CRASH_WORKER, db, log, "start", "--hang", mode});
   REQUIRE(wait_for_line(log, "body step3", 30s));
   REQUIRE(kill(first, SIGKILL) == 0);
   const int killed = wait_exit(first);
   REQUIRE(WIFSIGNALED(killed));
   CHECK(WTERMSIG(killed) == SIGKILL);
 
-  const pid_t second = spawn({DURABLE_CRASH_WORKER, db, log, "resume"});
+  const pid_t second = spawn({DURABLE_CRASH_WORKER, db, log, "resume", mode});
   const int resumed = wait_exit(second);
   REQUIRE(WIFEXITED(resumed));
   CHECK(WEXITSTATUS(resumed) == 0);
@@ -112,6 +112,16 @@ TEST_CASE(
   // The killed process's worker row was forgotten once its run was taken over.
   SQLite::Database file(db);
   CHECK(file.execAndGet("SELECT count(*) FROM workers").getInt() == 1);
+}
+
+TEST_CASE(
+    "kill -9 mid-run: completed steps do not run again, the interrupted one does, "
+    "and recovery starts within a second") {
+  check_kill9_recovery("--every-step");
+}
+
+TEST_CASE("kill -9 mid-run under on_recovery recovers the same way") {
+  check_kill9_recovery("--on-recovery");
 }
 
 TEST_CASE("a running run of a live process on the same file is not taken over") {

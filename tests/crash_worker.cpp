@@ -2,8 +2,8 @@
 // each step body it executes, one line each, to a log file. With --hang, the third step's body
 // blocks forever after logging, so the test can kill -9 the process in the middle of the run.
 //
-//   durable_crash_worker DB LOG start [--hang]   start a run, then execute
-//   durable_crash_worker DB LOG resume           execute what is due (recovery)
+//   durable_crash_worker DB LOG start [--hang] [--on-recovery]   start a run, then execute
+//   durable_crash_worker DB LOG resume [--on-recovery]           execute what is due (recovery)
 
 #include <unistd.h>
 
@@ -33,14 +33,21 @@ void log_line(const std::string& path, const std::string& line) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr << "usage: durable_crash_worker DB LOG start|resume [--hang]\n";
+    std::cerr << "usage: durable_crash_worker DB LOG start|resume [--hang] [--on-recovery]\n";
     return 2;
   }
   const std::string db = argv[1], log = argv[2], mode = argv[3];
-  const bool hang = argc > 4 && std::strcmp(argv[4], "--hang") == 0;
+  bool hang = false, on_recovery = false;
+  for (int i = 4; i < argc; ++i) {
+    hang = hang || std::strcmp(argv[i], "--hang") == 0;
+    on_recovery = on_recovery || std::strcmp(argv[i], "--on-recovery") == 0;
+  }
   log_line(log, "process " + mode);
 
-  durable::Runtime runtime({.database = db});
+  durable::RuntimeOptions options;
+  options.database = db;
+  options.replay = on_recovery ? durable::Replay::on_recovery : durable::Replay::every_step;
+  durable::Runtime runtime(options);
   runtime.add(durable::Workflow("crashy", [&](durable::Step& step, const durable::json&) {
     const int a = step.run("step1", [&] {
       log_line(log, "body step1");

@@ -32,6 +32,8 @@ struct ScriptedHost final : Host {
     nested.push_back(write);
     return true;
   }
+  bool journal_now(std::vector<EntryWrite>&) override { return false; }  // every_step only
+  std::int64_t park_until(std::int64_t) override { return 0; }
 };
 
 Outcome invoke(RunState& run, const Workflow& wf, std::int64_t now_ms = 1000) {

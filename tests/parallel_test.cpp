@@ -149,18 +149,28 @@ TEST_CASE("map runs one parallel step per item, keyed id[i], results in item ord
                                                          "touch[0]", "touch[1]", "touch[2]"});
 }
 
-TEST_CASE("a branch that fails for good raises StepFailed from all() and the others stay journaled") {
+TEST_CASE(
+    "a branch that fails for good raises StepFailed from all() and the others stay journaled") {
   Runtime runtime({.database = ":memory:"});
   int good_bodies = 0, fallback_bodies = 0;
   runtime.add(Workflow("branches", [&](Step& step, const json&) -> json {
-    auto good = step.start("good", [&] { ++good_bodies; return 1; });
-    auto bad = step.start("bad", [] { throw NonRetryableError("quota exceeded"); return 0; });
+    auto good = step.start("good", [&] {
+      ++good_bodies;
+      return 1;
+    });
+    auto bad = step.start("bad", [] {
+      throw NonRetryableError("quota exceeded");
+      return 0;
+    });
     try {
       auto [g, b] = all(good, bad);
       return g + b;
     } catch (const StepFailed& e) {
       CHECK(e.info.step_id == "bad");
-      return step.run("fallback", [&] { ++fallback_bodies; return -1; });
+      return step.run("fallback", [&] {
+        ++fallback_bodies;
+        return -1;
+      });
     }
   }));
   const std::string id = runtime.start("branches");
@@ -182,11 +192,16 @@ TEST_CASE("a failed branch is retried after its backoff without running the othe
   clock.attach(runtime);
   int steady = 0, flaky = 0;
   runtime.add(Workflow("retry-branch", [&](Step& step, const json&) -> json {
-    auto a = step.start("steady", [&] { ++steady; return 1; });
-    auto b = step.start("flaky", [&] {
-      if (++flaky == 1) throw std::runtime_error("blip");
-      return 2;
-    }, {.retry = test::exact_policy(3, 5000ms)});
+    auto a = step.start("steady", [&] {
+      ++steady;
+      return 1;
+    });
+    auto b = step.start("flaky",
+                        [&] {
+                          if (++flaky == 1) throw std::runtime_error("blip");
+                          return 2;
+                        },
+                        {.retry = test::exact_policy(3, 5000ms)});
     auto [x, y] = all(a, b);
     return x + y;
   }));
@@ -217,9 +232,8 @@ TEST_CASE("a started step that is never awaited completes before the run does") 
 TEST_CASE("nested steps are keyed by path, numbered per parent, and journaled on their own") {
   Runtime runtime({.database = ":memory:"});
   runtime.add(Workflow("paths", [](Step& step, const json&) -> json {
-    const int a = step.run("a", [&] {
-      return step.run("x", [] { return 1; }) + step.run("x", [] { return 2; });
-    });
+    const int a = step.run(
+        "a", [&] { return step.run("x", [] { return 1; }) + step.run("x", [] { return 2; }); });
     const int b = step.run("b", [&] { return step.run("x", [] { return 10; }); });
     return a + b;
   }));
@@ -237,11 +251,14 @@ TEST_CASE("retrying an outer step does not run its completed inner steps again")
   clock.attach(runtime);
   int inner = 0, outer = 0;
   runtime.add(Workflow("outer-retry", [&](Step& step, const json&) -> json {
-    return step.run("outer", [&] {
-      const int v = step.run("inner", [&] { return ++inner; });
-      if (++outer == 1) throw std::runtime_error("outer fails after its inner step");
-      return v * 100;
-    }, {.retry = test::exact_policy(2, 1000ms)});
+    return step.run("outer",
+                    [&] {
+                      const int v = step.run("inner", [&] { return ++inner; });
+                      if (++outer == 1)
+                        throw std::runtime_error("outer fails after its inner step");
+                      return v * 100;
+                    },
+                    {.retry = test::exact_policy(2, 1000ms)});
   }));
   const std::string id = runtime.start("outer-retry");
   runtime.run_until_idle();
@@ -260,10 +277,12 @@ TEST_CASE("a failing inner step is retried after its backoff, then the outer ste
   runtime.add(Workflow("inner-retry", [&](Step& step, const json&) -> json {
     return step.run("outer", [&] {
       step.run("before", [&] { ++before; });
-      return step.run("flaky-inner", [&] {
-        if (++inner == 1) throw std::runtime_error("blip");
-        return 7;
-      }, {.retry = test::exact_policy(3, 2000ms)});
+      return step.run("flaky-inner",
+                      [&] {
+                        if (++inner == 1) throw std::runtime_error("blip");
+                        return 7;
+                      },
+                      {.retry = test::exact_policy(3, 2000ms)});
     });
   }));
   const std::string id = runtime.start("inner-retry");

@@ -44,8 +44,13 @@ std::string_view to_string(Status status);
 /// The inverse of to_string; nullopt for any other text.
 std::optional<Status> status_from_string(std::string_view text);
 
-/// When the workflow function is re-invoked. every_step: after every new step, from the top.
-enum class Replay { every_step };
+/// When the workflow function is re-invoked.
+/// every_step: after every new step, from the top; code outside steps runs again each time.
+/// on_recovery: the invocation goes on in place after its steps are journaled, so code outside
+/// steps runs once; it replays only after a restart, or after a sleep or retry backoff longer
+/// than RuntimeOptions::resident_sleep evicted it. Both write the same journal, and a journal
+/// written in one mode replays in the other.
+enum class Replay { every_step, on_recovery };
 
 /// normal: a journaled step survives a process crash (SQLite synchronous=NORMAL in WAL mode).
 /// full: it also survives power loss (synchronous=FULL: every commit is synced).
@@ -56,6 +61,9 @@ struct RuntimeOptions {
   std::string database = "durable.db";  ///< a file path, or ":memory:" for a throw-away runtime
   int threads = 0;  ///< threads that run step bodies in parallel; 0 = one per core
   Replay replay = Replay::every_step;
+  /// on_recovery: sleeps and retry backoffs up to this long are waited out in place (the run
+  /// stays claimed); longer ones evict the workflow, which replays on wake.
+  std::chrono::milliseconds resident_sleep{1000};
   Durability durability = Durability::normal;
   std::chrono::milliseconds poll_interval{200};  ///< how often wait() looks for new work
   std::chrono::milliseconds lease{30'000};       ///< how long a claim on a run lasts unrenewed

@@ -11,12 +11,12 @@
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <tuple>
-#include <vector>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace durable {
 
