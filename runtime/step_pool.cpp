@@ -26,7 +26,7 @@ void StepPool::run_all(std::vector<std::function<void()>>& bodies) {
   Batch batch{bodies.size()};
   {
     std::lock_guard lock(mutex_);
-    for (auto& body : bodies) queue_.push_back({&body, &batch});
+    for (auto& body : bodies) queue_.push_back({[&body] { body(); }, &batch});
   }
   queued_.notify_all();
   // Help: run queued bodies (of this batch or another) until this batch is done.
@@ -36,17 +36,25 @@ void StepPool::run_all(std::vector<std::function<void()>>& bodies) {
       Task task = queue_.front();
       queue_.pop_front();
       lock.unlock();
-      (*task.body)();
+      task.body();
       lock.lock();
-      finish(*task.batch);
+      finish(task.batch);
     } else {
       done_.wait(lock);
     }
   }
 }
 
-void StepPool::finish(Batch& batch) {
-  if (--batch.left == 0) done_.notify_all();
+void StepPool::submit(std::function<void()> body) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({std::move(body), nullptr});
+  }
+  queued_.notify_one();
+}
+
+void StepPool::finish(Batch* batch) {
+  if (batch != nullptr && --batch->left == 0) done_.notify_all();
 }
 
 void StepPool::work() {
@@ -57,9 +65,9 @@ void StepPool::work() {
     Task task = queue_.front();
     queue_.pop_front();
     lock.unlock();
-    (*task.body)();
+    task.body();
     lock.lock();
-    finish(*task.batch);
+    finish(task.batch);
   }
 }
 

@@ -24,6 +24,8 @@ class StepPool {
 
   /// Runs the bodies concurrently. A body must not throw.
   void run_all(std::vector<std::function<void()>>& bodies);
+  /// Queues one body and returns at once; it must not throw.
+  void submit(std::function<void()> body);
   std::size_t size() const { return threads_.size(); }
 
  private:
@@ -31,11 +33,11 @@ class StepPool {
     std::size_t left;
   };
   struct Task {
-    std::function<void()>* body;
-    Batch* batch;
+    std::function<void()> body;
+    Batch* batch;  // null for a submitted body
   };
   void work();
-  void finish(Batch& batch);
+  void finish(Batch* batch);
 
   std::mutex mutex_;
   std::condition_variable queued_, done_;

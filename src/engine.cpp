@@ -266,6 +266,11 @@ void Invocation::before_step_call(std::string_view tool, std::string_view id) {
   }
   if (diverged_) throw NonDeterminism(diverged_->message);
   if (!failed_.empty()) {
+    if (config_->resident) {  // journal the failures and go on in place
+      journal_in_place(failed_);
+      failed_.clear();
+      return;
+    }
     // The workflow caught StepFailed and went on: journal the failures first, run this step
     // in the next invocation.
     Outcome failure;
@@ -390,7 +395,10 @@ void Invocation::flush() {
     for (Pending& p : pending_) {
       if (p.due_ms <= now_ms_) bodies.emplace_back([this, &p] { run_body(p); });
     }
-    if (!bodies.empty()) host_->run_bodies(bodies);
+    if (!bodies.empty()) {
+      host_->run_bodies(bodies);
+      now_ms_ = host_->now_ms();  // the bodies took time
+    }
 
     Outcome outcome;
     outcome.kind = Outcome::Kind::step_done;
@@ -547,7 +555,8 @@ EntryWrite Invocation::attempt_failed(const Pending& p, std::exception_ptr error
       delay = backoff(policy, p.attempt, *random_);
     }
     entry.state = StepState::retrying;
-    entry.wake_at_ms = now_ms_ + std::max<std::int64_t>(0, delay.count());
+    // From when this attempt failed, not from when the invocation began: a body may run long.
+    entry.wake_at_ms = host_->now_ms() + std::max<std::int64_t>(0, delay.count());
   }
   return {std::move(entry), p.is_new};
 }
@@ -590,8 +599,14 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
     }
     outcome.entries.push_back({std::move(sleep), true});
     if (!stays_resident(outcome)) end(std::move(outcome));
+    JournalEntry slept = outcome.entries.front().entry;
     journal_in_place(outcome.entries);
-    if (outcome.kind == Outcome::Kind::sleep) park_in_place(wake_at_ms);
+    if (outcome.kind == Outcome::Kind::sleep) {
+      park_in_place(wake_at_ms);
+      slept.state = StepState::completed;  // over, as a replay would now see it
+      std::vector<EntryWrite> over{{std::move(slept), false}};
+      journal_in_place(over);
+    }
     return;
   }
   if (entry->state == StepState::completed) return;

@@ -69,6 +69,8 @@ class Host {
   /// Resident invocations: waits until the clock reads wake_ms, or gives up, and returns the
   /// time it then reads.
   virtual std::int64_t park_until(std::int64_t wake_ms) = 0;
+  /// The runtime's clock now, in ms (read from step threads too).
+  virtual std::int64_t now_ms() = 0;
 };
 
 /// Settings of the engine shared by every invocation.

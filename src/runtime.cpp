@@ -229,13 +229,19 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
       for (const Claim& claim : claims) executing_.insert(claim.run.id);
     }
     if (claims.empty()) break;
-    // The heartbeat keeps the batch's leases while its runs wait their turn and run.
+    // The heartbeat keeps the batch's leases while its runs wait their turn and run. Each run's
+    // workflow code runs on a fiber of this thread; their step bodies on the step threads.
     Executing executing(*this, claims);
+    std::vector<std::function<void()>> tasks;
     for (Claim& claim : claims) {
-      const std::string id = claim.run.id;
-      invocations += drive(std::move(claim));
-      executing.release(id);
+      tasks.emplace_back([this, &claim, &invocations, &executing] {
+        const std::string id = claim.run.id;
+        invocations += drive(std::move(claim));
+        executing.release(id);
+      });
     }
+    FiberScheduler scheduler(step_pool());
+    scheduler.run(tasks);
   }
   return invocations;
 }
@@ -323,7 +329,11 @@ std::size_t RuntimeCore::drive(Claim claim) {
 RuntimeCore::RunHost::RunHost(RuntimeCore& core, RunState& run) : core_(&core), run_(&run) {}
 
 void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies) {
-  core_->step_pool().run_all(bodies);
+  if (FiberScheduler* scheduler = FiberScheduler::current()) {
+    scheduler->run_bodies(bodies);
+  } else {
+    core_->step_pool().run_all(bodies);  // a nested batch, on a step thread
+  }
 }
 
 bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
@@ -371,9 +381,15 @@ std::int64_t RuntimeCore::RunHost::park_until(std::int64_t wake_ms) {
   const auto give_up = std::chrono::steady_clock::now() + core_->options_.resident_sleep +
                        std::chrono::milliseconds(50);
   std::int64_t now = core_->now_ms();
+  FiberScheduler* scheduler = FiberScheduler::current();
   while (now < wake_ms && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(std::min<std::int64_t>(wake_ms - now, 10)));
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(std::min<std::int64_t>(wake_ms - now, 10));
+    if (scheduler != nullptr) {
+      scheduler->sleep_until(until);  // the other runs' fibers go on meanwhile
+    } else {
+      std::this_thread::sleep_until(until);
+    }
     now = core_->now_ms();
   }
   return now;
@@ -434,6 +450,8 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
       write.status = Status::failed;
       write.error = outcome.error;
       break;
+    case Outcome::Kind::lost:
+      break;  // drive() writes nothing for a lost run
   }
   return write;
 }

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "engine.hpp"
+#include "fiber_scheduler.hpp"
 #include "step_pool.hpp"
 #include "store.hpp"
 
@@ -60,6 +61,7 @@ class RuntimeCore {
     bool write_nested(const EntryWrite& entry) override;
     bool journal_now(std::vector<EntryWrite>& entries) override;
     std::int64_t park_until(std::int64_t wake_ms) override;
+    std::int64_t now_ms() override { return core_->now_ms(); }
 
    private:
     RuntimeCore* core_;

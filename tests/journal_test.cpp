@@ -34,6 +34,8 @@ struct ScriptedHost final : Host {
   }
   bool journal_now(std::vector<EntryWrite>&) override { return false; }  // every_step only
   std::int64_t park_until(std::int64_t) override { return 0; }
+  std::int64_t now_ms() override { return now; }
+  std::int64_t now = 1000;
 };
 
 Outcome invoke(RunState& run, const Workflow& wf, std::int64_t now_ms = 1000) {

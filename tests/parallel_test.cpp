@@ -5,8 +5,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
+#include "fiber_scheduler.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -317,4 +319,50 @@ TEST_CASE("a step body may start nested steps in parallel") {
   auto keys = keys_of(runtime, id);
   std::sort(keys.begin(), keys.end());
   CHECK(keys == std::vector<std::string>{"outer", "outer/a", "outer/b"});
+}
+
+TEST_CASE("many runs' workflow code shares the calling thread while their bodies overlap") {
+  if (!detail::FiberScheduler::uses_fibers()) {
+    MESSAGE("not run: this build has no fibers (ThreadSanitizer)");
+    return;
+  }
+  constexpr int kRuns = 5;
+  Runtime runtime({.database = ":memory:", .threads = kRuns});
+  Rendezvous rendezvous(kRuns);
+  std::mutex mutex;
+  std::set<std::thread::id> workflow_threads;
+  runtime.add(Workflow("meet", [&](Step& step, const json&) -> json {
+    {
+      std::lock_guard lock(mutex);
+      workflow_threads.insert(std::this_thread::get_id());
+    }
+    // One body per run: the runs' bodies can only all meet if no run waits for another's.
+    return step.run("meet", [&] { return rendezvous.arrive_and_wait(10s); });
+  }));
+  std::vector<std::string> ids;
+  for (int i = 0; i < kRuns; ++i) ids.push_back(runtime.start("meet"));
+  runtime.run_until_idle();
+  for (const auto& id : ids) CHECK(runtime.get(id).output == true);
+  CHECK(workflow_threads == std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+TEST_CASE("a retry's backoff counts from when the attempt failed, not from the invocation") {
+  test::ManualClock clock;
+  Runtime runtime({.database = ":memory:"});
+  clock.attach(runtime);
+  runtime.add(Workflow("slow-fail", [&](Step& step, const json&) -> json {
+    step.run("slow",
+             [&] {
+               clock.advance(10min);  // the body runs long, then fails
+               throw std::runtime_error("late failure");
+             },
+             {.retry = test::exact_policy(3, 5000ms)});
+    return nullptr;
+  }));
+  const std::string id = runtime.start("slow-fail");
+  const auto started = clock.now();
+  runtime.run_until_idle();
+  const RunInfo run = runtime.get(id);
+  REQUIRE(run.wake_at.has_value());
+  CHECK(*run.wake_at == started + 10min + 5s);
 }

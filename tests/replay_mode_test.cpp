@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include "fiber_scheduler.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -164,4 +165,47 @@ TEST_CASE("ending an invocation destroys the workflow's locals") {
   runtime.run_until_idle();
   CHECK(constructed == 3);
   CHECK(destroyed == 3);
+}
+
+TEST_CASE("on_recovery: a caught StepFailed does not replay, and in-place sleeps end completed") {
+  Runtime runtime(resident());
+  int outside = 0;
+  runtime.add(Workflow("best-effort", [&](Step& step, const json&) -> json {
+    ++outside;
+    try {
+      step.run("optional", [] { throw NonRetryableError("down"); });
+    } catch (const StepFailed&) {
+    }
+    step.sleep("blink", 20ms);
+    return step.run("after", [] { return 1; });
+  }));
+  const std::string id = runtime.start("best-effort");
+  runtime.run_until_idle();
+  CHECK(runtime.get(id).output == 1);
+  CHECK(outside == 1);
+  CHECK(runtime.get(id).invocations == 1);
+  for (const auto& s : runtime.steps(id)) {
+    if (s.id == "blink") CHECK(s.status == "completed");
+    if (s.id == "optional") CHECK(s.status == "failed");
+  }
+}
+
+TEST_CASE("on_recovery: runs sleeping in place let each other go on") {
+  if (!detail::FiberScheduler::uses_fibers()) {
+    MESSAGE("not run: this build has no fibers (ThreadSanitizer)");
+    return;
+  }
+  constexpr int kRuns = 5;
+  Runtime runtime(resident());
+  runtime.add(Workflow("nap", [](Step& step, const json&) -> json {
+    step.sleep("short", 300ms);
+    return "rested";
+  }));
+  std::vector<std::string> ids;
+  for (int i = 0; i < kRuns; ++i) ids.push_back(runtime.start("nap"));
+  const auto t0 = std::chrono::steady_clock::now();
+  runtime.run_until_idle();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  for (const auto& id : ids) CHECK(runtime.get(id).output == "rested");
+  CHECK(took < 1200ms);  // one after another they would take 1500 ms
 }

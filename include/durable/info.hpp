@@ -35,7 +35,7 @@ struct StepInfo {
   std::string kind;    ///< run | sleep
   std::string status;  ///< completed | failed | retrying | sleeping
   json output;
-  std::optional<ErrorInfo> error;  ///< the last failed attempt's error
+  std::optional<ErrorInfo> error;  ///< while retrying or failed: the last failed attempt's error
   int attempts = 0;
   std::optional<Clock::time_point> wake_at;  ///< sleeping: wake time; retrying: next attempt
 };

@@ -59,7 +59,9 @@ enum class Durability { normal, full };
 /// Options of a Runtime.
 struct RuntimeOptions {
   std::string database = "durable.db";  ///< a file path, or ":memory:" for a throw-away runtime
-  int threads = 0;  ///< threads that run step bodies in parallel; 0 = one per core
+  /// Step threads that run the bodies of parallel steps; 0 = one per core. The thread waiting
+  /// for a batch of bodies helps run it, so up to threads + 1 bodies may run at once.
+  int threads = 0;
   Replay replay = Replay::every_step;
   /// on_recovery: sleeps and retry backoffs up to this long are waited out in place (the run
   /// stays claimed); longer ones evict the workflow, which replays on wake.

@@ -1,0 +1,57 @@
+#pragma once
+// Workflow code on fibers: many runs' invocations share the thread that called run_until_idle()
+// or wait(). A run whose workflow waits for step bodies (or a short in-place sleep) suspends its
+// fiber; the others go on, and the bodies run on the step threads meanwhile.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "step_pool.hpp"
+
+namespace durable::detail {
+
+class FiberScheduler {
+ public:
+  explicit FiberScheduler(StepPool& pool) : pool_(&pool) {}
+  FiberScheduler(const FiberScheduler&) = delete;
+  FiberScheduler& operator=(const FiberScheduler&) = delete;
+
+  /// Runs each task on a fiber of its own on this thread and returns when all have returned.
+  /// The first exception out of a task is rethrown then.
+  void run(std::vector<std::function<void()>>& tasks);
+
+  /// The scheduler whose fiber is running on this thread, if any.
+  static FiberScheduler* current();
+  /// False in a ThreadSanitizer build, where tasks run one after another without fibers.
+  static bool uses_fibers();
+
+  /// From a task: runs the bodies on the step threads and returns when all have returned, while
+  /// the other tasks' fibers go on. Alone, or off a fiber, it runs them as StepPool::run_all.
+  void run_bodies(std::vector<std::function<void()>>& bodies);
+  /// From a task: lets the other tasks go on until `until` (steady clock).
+  void sleep_until(std::chrono::steady_clock::time_point until);
+
+ private:
+  struct Task;
+  void switch_to(Task& task);
+  void suspend();
+  void wake(Task& task);
+
+  StepPool* pool_;
+  Task* running_ = nullptr;
+  std::size_t alive_ = 0;
+  std::deque<Task*> ready_;
+  std::vector<Task*> sleeping_;
+  std::mutex mutex_;  // guards woken_: step threads hand finished waits back through it
+  std::condition_variable woken_cv_;
+  std::vector<Task*> woken_;
+};
+
+}  // namespace durable::detail
