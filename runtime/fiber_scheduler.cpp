@@ -92,6 +92,7 @@ void FiberScheduler::run(std::vector<std::function<void()>>& fns) {
     if (ready_.empty()) {
       // Wait for a step thread to finish a batch, or for the first sleeper's time.
       std::unique_lock lock(mutex_);
+      waiting_ = true;
       const auto has_woken = [this] { return !woken_.empty(); };
       if (sleeping_.empty()) {
         woken_cv_.wait(lock, has_woken);
@@ -100,6 +101,7 @@ void FiberScheduler::run(std::vector<std::function<void()>>& fns) {
         for (Task* s : sleeping_) until = std::min(until, s->wake_at);
         woken_cv_.wait_until(lock, until, has_woken);
       }
+      waiting_ = false;
       for (Task* w : woken_) ready_.push_back(w);
       woken_.clear();
       const auto now = std::chrono::steady_clock::now();
@@ -116,6 +118,11 @@ void FiberScheduler::run(std::vector<std::function<void()>>& fns) {
     Task* task = ready_.front();
     ready_.pop_front();
     switch_to(*task);
+    {
+      std::lock_guard lock(mutex_);  // waits finished meanwhile join the ready ones
+      for (Task* w : woken_) ready_.push_back(w);
+      woken_.clear();
+    }
     if (task->done) {
       --alive_;
     }
@@ -155,11 +162,13 @@ void FiberScheduler::suspend() {
 }
 
 void FiberScheduler::wake(Task& task) {
+  bool waiting = false;
   {
     std::lock_guard lock(mutex_);
     woken_.push_back(&task);
+    waiting = waiting_;
   }
-  woken_cv_.notify_one();
+  if (waiting) woken_cv_.notify_one();  // no call while the scheduler is busy running fibers
 }
 
 void FiberScheduler::run_bodies(std::vector<std::function<void()>>& bodies) {

@@ -52,6 +52,7 @@ class FiberScheduler {
   std::mutex mutex_;  // guards woken_: step threads hand finished waits back through it
   std::condition_variable woken_cv_;
   std::vector<Task*> woken_;
+  bool waiting_ = false;  // the scheduler sleeps on woken_cv_
 };
 
 }  // namespace durable::detail

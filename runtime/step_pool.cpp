@@ -46,11 +46,13 @@ void StepPool::run_all(std::vector<std::function<void()>>& bodies) {
 }
 
 void StepPool::submit(std::function<void()> body) {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     queue_.push_back({std::move(body), nullptr});
+    wake = idle_ > 0;  // a busy worker takes it from the queue without a wake-up call
   }
-  queued_.notify_one();
+  if (wake) queued_.notify_one();
 }
 
 void StepPool::finish(Batch* batch) {
@@ -60,7 +62,9 @@ void StepPool::finish(Batch* batch) {
 void StepPool::work() {
   std::unique_lock lock(mutex_);
   for (;;) {
+    ++idle_;
     queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    --idle_;
     if (queue_.empty()) return;  // stopping, and nothing left
     Task task = queue_.front();
     queue_.pop_front();

@@ -43,6 +43,7 @@ class StepPool {
   std::condition_variable queued_, done_;
   std::deque<Task> queue_;
   bool stopping_ = false;
+  std::size_t idle_ = 0;  // workers waiting for a body
   std::vector<std::thread> threads_;
 };
 
