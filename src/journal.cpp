@@ -39,13 +39,15 @@ void Journal::append(JournalEntry entry) {
   const auto [it, inserted] = by_key_.emplace(entry.key, entries_.size());
   if (!inserted) bug("journal key '" + entry.key + "' appended twice");
   ++uses_[entry.base];
-  if (entry.base.find('/') == std::string::npos) ++top_level_;
+  entry.nested = entry.base.find('/') != std::string::npos;  // once, not on every replay
+  if (!entry.nested) ++top_level_;
   entries_.push_back(std::move(entry));
 }
 
 void Journal::update(JournalEntry entry) {
   const auto it = by_key_.find(entry.key);
   if (it == by_key_.end()) bug("journal key '" + entry.key + "' updated before it was written");
+  entry.nested = entries_[it->second].nested;
   entries_[it->second] = std::move(entry);
 }
 
@@ -62,10 +64,7 @@ int Journal::uses_of(std::string_view base) const {
 ReplayCursor::Match ReplayCursor::next(std::string_view id, bool check) {
   if (on_track_) {
     // Nested entries sit among the workflow's own; they are found by their bodies, not here.
-    while (position_ < journal_->size() &&
-           journal_->entries()[position_].base.find('/') != std::string::npos) {
-      ++position_;
-    }
+    while (position_ < journal_->size() && journal_->entries()[position_].nested) ++position_;
     if (position_ < journal_->size()) {
       JournalEntry& expected = const_cast<JournalEntry&>(journal_->entries()[position_]);
       if (expected.base == id) {

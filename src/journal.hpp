@@ -36,6 +36,7 @@ struct JournalEntry {
   int attempts = 0;
   std::optional<std::int64_t> wake_at_ms;
   int invocation = 0;  ///< the invocation that last wrote it
+  bool nested = false;  ///< a step of a step body (its base holds '/'); set by the Journal
 };
 
 /// The journal key of the n-th use of a step id in a run: "id" for n == 1, "id#n" after.
