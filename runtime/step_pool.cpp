@@ -33,12 +33,7 @@ void StepPool::run_all(std::vector<std::function<void()>>& bodies) {
   std::unique_lock lock(mutex_);
   while (batch.left > 0) {
     if (!queue_.empty()) {
-      Task task = queue_.front();
-      queue_.pop_front();
-      lock.unlock();
-      task.body();
-      lock.lock();
-      finish(task.batch);
+      run_front(lock);
     } else {
       done_.wait(lock);
     }
@@ -66,13 +61,18 @@ void StepPool::work() {
     queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     --idle_;
     if (queue_.empty()) return;  // stopping, and nothing left
-    Task task = queue_.front();
-    queue_.pop_front();
-    lock.unlock();
-    task.body();
-    lock.lock();
-    finish(task.batch);
+    run_front(lock);
   }
+}
+
+// Runs the body at the front of the queue with the lock released; called with it held.
+void StepPool::run_front(std::unique_lock<std::mutex>& lock) {
+  Task task = std::move(queue_.front());
+  queue_.pop_front();
+  lock.unlock();
+  task.body();
+  lock.lock();
+  finish(task.batch);
 }
 
 }  // namespace durable::detail

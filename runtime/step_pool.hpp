@@ -38,6 +38,7 @@ class StepPool {
   };
   void work();
   void finish(Batch* batch);
+  void run_front(std::unique_lock<std::mutex>& lock);
 
   std::mutex mutex_;
   std::condition_variable queued_, done_;
