@@ -89,6 +89,7 @@ void FiberScheduler::run(std::vector<std::function<void()>>& fns) {
   FiberScheduler* outer = t_current;
   t_current = this;
   while (alive_ > 0) {
+    if (ready_.empty() && idle_hook_ && idle_hook_()) continue;
     if (ready_.empty()) {
       // Wait for a step thread to finish a batch, or for the first sleeper's time.
       std::unique_lock lock(mutex_);

@@ -38,6 +38,19 @@ class FiberScheduler {
   /// From a task: lets the other tasks go on until `until` (steady clock).
   void sleep_until(std::chrono::steady_clock::time_point until);
 
+  /// Called on the scheduler's thread when no task is ready, before it waits; returns whether
+  /// it made a task ready (with make_ready). Group commit runs here.
+  void set_idle_hook(std::function<bool()> hook) { idle_hook_ = std::move(hook); }
+  using Handle = void*;
+  /// From a task: the running task, to hand to make_ready() once it may go on.
+  Handle running() const { return running_; }
+  /// Tasks that have not returned yet.
+  std::size_t alive() const { return alive_; }
+  /// From a task: suspends it until make_ready() is called with its handle.
+  void park() { suspend(); }
+  /// On the scheduler's thread (the idle hook): lets a parked task go on.
+  void make_ready(Handle task) { ready_.push_back(static_cast<Task*>(task)); }
+
  private:
   struct Task;
   void switch_to(Task& task);
@@ -52,6 +65,7 @@ class FiberScheduler {
   std::mutex mutex_;  // guards woken_: step threads hand finished waits back through it
   std::condition_variable woken_cv_;
   std::vector<Task*> woken_;
+  std::function<bool()> idle_hook_;
   bool waiting_ = false;  // the scheduler sleeps on woken_cv_
 };
 

@@ -35,7 +35,7 @@ struct JournalEntry {
   std::optional<ErrorInfo> error;
   int attempts = 0;
   std::optional<std::int64_t> wake_at_ms;
-  int invocation = 0;  ///< the invocation that last wrote it
+  int invocation = 0;   ///< the invocation that last wrote it
   bool nested = false;  ///< a step of a step body (its base holds '/'); set by the Journal
 };
 

@@ -241,6 +241,8 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
       });
     }
     FiberScheduler scheduler(step_pool());
+    CommitGroup group(*this, scheduler);
+    scheduler.set_idle_hook([&group] { return group.flush(); });
     scheduler.run(tasks);
   }
   return invocations;
@@ -307,12 +309,8 @@ std::size_t RuntimeCore::drive(Claim claim) {
     ++run.invocations;
     if (outcome.kind == Outcome::Kind::lost) return made;
     const RunWrite write = write_for(run, outcome, claim.lease_until_ms);
-    bool written = false;
-    {
-      std::lock_guard lock(store_mutex_);
-      written = store_->commit(write);
-      run.next_seq += write.new_entries();
-    }
+    const bool written = commit(write);
+    run.next_seq += write.new_entries();
     // Not written: the run was cancelled or taken over meanwhile; its result is not used.
     if (!written || outcome.kind != Outcome::Kind::step_done) return made;
     for (EntryWrite& w : outcome.entries) {
@@ -324,6 +322,55 @@ std::size_t RuntimeCore::drive(Claim claim) {
       }
     }
   }
+}
+
+namespace {
+thread_local RuntimeCore::CommitGroup* t_group = nullptr;
+}
+
+RuntimeCore::CommitGroup::CommitGroup(RuntimeCore& core, FiberScheduler& scheduler)
+    : core_(&core), scheduler_(&scheduler), outer_(t_group) {
+  t_group = this;
+}
+
+RuntimeCore::CommitGroup::~CommitGroup() { t_group = outer_; }
+
+// Group commit: the runs of a batch that reached a commit wait (their fibers parked) until no
+// run can go on without one; then all their writes go in one transaction.
+bool RuntimeCore::CommitGroup::flush() {
+  if (waiting_.empty()) return false;
+  std::vector<const RunWrite*> writes;
+  for (const Waiter* w : waiting_) writes.push_back(w->write);
+  try {
+    std::lock_guard lock(core_->store_mutex_);
+    const std::vector<bool> written = core_->store_->commit_all(writes);
+    for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->written = written[i];
+  } catch (...) {
+    for (Waiter* w : waiting_) w->error = std::current_exception();
+  }
+  for (Waiter* w : waiting_) scheduler_->make_ready(w->task);
+  waiting_.clear();
+  return true;
+}
+
+bool RuntimeCore::CommitGroup::wait(const RunWrite& write) {
+  Waiter waiter{&write, scheduler_->running()};
+  waiting_.push_back(&waiter);
+  scheduler_->park();
+  if (waiter.error) std::rethrow_exception(waiter.error);
+  return waiter.written;
+}
+
+// A run's write: with other runs in flight on this thread's fibers, in their group's next
+// transaction; alone, at once.
+bool RuntimeCore::commit(const RunWrite& write) {
+  FiberScheduler* scheduler = FiberScheduler::current();
+  if (t_group != nullptr && scheduler != nullptr && scheduler->running() != nullptr &&
+      scheduler->alive() > 1) {
+    return t_group->wait(write);
+  }
+  std::lock_guard lock(store_mutex_);
+  return store_->commit(write);
 }
 
 RuntimeCore::RunHost::RunHost(RuntimeCore& core, RunState& run) : core_(&core), run_(&run) {}

@@ -41,6 +41,10 @@ class RuntimeCore {
   /// journals comes from it. It is read from the heartbeat thread too.
   void set_clock(std::function<Clock::time_point()> now) { now_ = std::move(now); }
   std::int64_t now_ms() const;
+  std::size_t write_transactions() {
+    std::lock_guard lock(store_mutex_);
+    return store_->write_transactions();
+  }
   const std::string& worker_id() const { return worker_.id; }
 
  private:
@@ -51,6 +55,33 @@ class RuntimeCore {
   std::size_t drive(Claim claim);
   void start_heartbeat();
   void beat();
+  bool commit(const RunWrite& write);
+
+ public:
+  // The writes of the runs one run_until_idle() drives on its fibers, committed together.
+  class CommitGroup {
+   public:
+    CommitGroup(RuntimeCore& core, FiberScheduler& scheduler);
+    ~CommitGroup();
+    CommitGroup(const CommitGroup&) = delete;
+    CommitGroup& operator=(const CommitGroup&) = delete;
+    bool flush();                      // the scheduler's idle hook
+    bool wait(const RunWrite& write);  // from a run's fiber
+
+   private:
+    struct Waiter {
+      const RunWrite* write;
+      FiberScheduler::Handle task;
+      bool written = false;
+      std::exception_ptr error;
+    };
+    RuntimeCore* core_;
+    FiberScheduler* scheduler_;
+    CommitGroup* outer_;
+    std::vector<Waiter*> waiting_;
+  };
+
+ private:
   StepPool& step_pool();
 
   // What the engine asks of the runtime while one run's invocation runs.

@@ -234,59 +234,81 @@ class SqliteStore final : public Store {
   bool commit(const RunWrite& w) override {
     return guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-      {
-        Cached owner(this, kOwnerCheck);
-        owner.bind(1, w.run_id);
-        if (!owner.executeStep() || owner.getColumn(0).getString() != "running" ||
-            owner.getColumn(1).getString() != w.owner) {
-          return false;  // the transaction rolls back: nothing written
-        }
-      }
-      if (w.entries != nullptr) {
-        std::size_t seq = w.first_seq;
-        for (const EntryWrite& e : *w.entries) write_entry(w, e, e.is_new ? seq++ : 0);
-      }
-      if (w.status) {
-        Cached update(this,
-                      "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
-                      "invocations = ?, updated_at = ? WHERE id = ?");
-        update.bind(1, std::string(to_string(*w.status)));
-        const bool keeps_due = *w.status == Status::sleeping || *w.status == Status::running;
-        if (keeps_due)
-          update.bind(2, static_cast<int64_t>(w.due_ms));
-        else
-          update.bind(2);
-        if (*w.status == Status::running)
-          update.bind(3, w.owner);
-        else
-          update.bind(3);
-        if (w.output)
-          update.bind(4, *w.output);
-        else
-          update.bind(4);
-        if (w.error)
-          update.bind(5, lenient_dump(error_to_json(*w.error)));
-        else
-          update.bind(5);
-        update.bind(6, w.invocations);
-        update.bind(7, static_cast<int64_t>(w.now_ms));
-        update.bind(8, w.run_id);
-        update.exec();
-        add_history(w.run_id, w.now_ms, *w.status, w.reason);
-      } else if (w.renew_lease) {
-        Cached renew(this,
-                     "UPDATE runs SET due_at = ?, invocations = ?, updated_at = ? WHERE id = ?");
-        renew.bind(1, static_cast<int64_t>(w.due_ms));
-        renew.bind(2, w.invocations);
-        renew.bind(3, static_cast<int64_t>(w.now_ms));
-        renew.bind(4, w.run_id);
-        renew.exec();
-      }
+      if (!apply(w)) return false;  // the transaction rolls back: nothing written
       tx.commit();
+      ++write_transactions_;
       return true;
     });
   }
 
+  std::vector<bool> commit_all(const std::vector<const RunWrite*>& writes) override {
+    return guarded([&] {
+      std::vector<bool> written;
+      written.reserve(writes.size());
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      for (const RunWrite* w : writes) written.push_back(apply(*w));
+      tx.commit();
+      ++write_transactions_;
+      return written;
+    });
+  }
+
+ private:
+  // Writes one run's change inside the caller's transaction, if the run is still running under
+  // the writer; returns whether it was.
+  bool apply(const RunWrite& w) {
+    {
+      Cached owner(this, kOwnerCheck);
+      owner.bind(1, w.run_id);
+      if (!owner.executeStep() || owner.getColumn(0).getString() != "running" ||
+          owner.getColumn(1).getString() != w.owner) {
+        return false;
+      }
+    }
+    if (w.entries != nullptr) {
+      std::size_t seq = w.first_seq;
+      for (const EntryWrite& e : *w.entries) write_entry(w, e, e.is_new ? seq++ : 0);
+    }
+    if (w.status) {
+      Cached update(this,
+                    "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
+                    "invocations = ?, updated_at = ? WHERE id = ?");
+      update.bind(1, std::string(to_string(*w.status)));
+      const bool keeps_due = *w.status == Status::sleeping || *w.status == Status::running;
+      if (keeps_due)
+        update.bind(2, static_cast<int64_t>(w.due_ms));
+      else
+        update.bind(2);
+      if (*w.status == Status::running)
+        update.bind(3, w.owner);
+      else
+        update.bind(3);
+      if (w.output)
+        update.bind(4, *w.output);
+      else
+        update.bind(4);
+      if (w.error)
+        update.bind(5, lenient_dump(error_to_json(*w.error)));
+      else
+        update.bind(5);
+      update.bind(6, w.invocations);
+      update.bind(7, static_cast<int64_t>(w.now_ms));
+      update.bind(8, w.run_id);
+      update.exec();
+      add_history(w.run_id, w.now_ms, *w.status, w.reason);
+    } else if (w.renew_lease) {
+      Cached renew(this,
+                   "UPDATE runs SET due_at = ?, invocations = ?, updated_at = ? WHERE id = ?");
+      renew.bind(1, static_cast<int64_t>(w.due_ms));
+      renew.bind(2, w.invocations);
+      renew.bind(3, static_cast<int64_t>(w.now_ms));
+      renew.bind(4, w.run_id);
+      renew.exec();
+    }
+    return true;
+  }
+
+ public:
   std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                        const std::vector<std::string>& executing) override {
     return guarded([&]() -> std::optional<std::int64_t> {
@@ -419,6 +441,8 @@ class SqliteStore final : public Store {
       return owners;
     });
   }
+
+  std::size_t write_transactions() const override { return write_transactions_; }
 
   int synchronous() override {
     return guarded([&] { return db_.execAndGet("PRAGMA synchronous").getInt(); });
@@ -708,6 +732,7 @@ class SqliteStore final : public Store {
 
   std::string path_;
   std::int64_t schema_version_;  // as found on opening, before any migration
+  std::size_t write_transactions_ = 0;
   SQLite::Database db_;
   StatementCache statements_{db_};
 };

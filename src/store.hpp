@@ -87,6 +87,9 @@ class Store {
   /// Writes atomically. Returns false, writing nothing, when the run is no longer running under
   /// this owner (cancelled, or taken over after its lease lapsed).
   virtual bool commit(const RunWrite& write) = 0;
+  /// Writes several runs' changes in one transaction (group commit); each as commit() would,
+  /// with its own ownership check. Returns whether each was written.
+  virtual std::vector<bool> commit_all(const std::vector<const RunWrite*>& writes) = 0;
   /// The earliest due time of a claimable run of these workflows, leaving out `executing`.
   virtual std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                                const std::vector<std::string>& executing) = 0;
@@ -110,6 +113,9 @@ class Store {
 
   /// The SQLite synchronous level in force (1 NORMAL, 2 FULL); for the tests.
   virtual int synchronous() = 0;
+  /// Run writes committed so far by commit() and commit_all(), one per transaction; for the
+  /// tests of group commit.
+  virtual std::size_t write_transactions() const = 0;
 };
 
 /// Opens or creates a SQLite store. Throws Error for a file that is not a durable database (left

@@ -366,3 +366,44 @@ TEST_CASE("a retry's backoff counts from when the attempt failed, not from the i
   REQUIRE(run.wake_at.has_value());
   CHECK(*run.wake_at == started + 10min + 5s);
 }
+
+TEST_CASE("group commit: the steps of runs in flight together share transactions") {
+  if (!detail::FiberScheduler::uses_fibers()) {
+    MESSAGE("not run: this build has no fibers (ThreadSanitizer)");
+    return;
+  }
+  constexpr int kRuns = 8, kSteps = 3;
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(Workflow("steps", [](Step& step, const json&) -> json {
+    int sum = 0;
+    for (int i = 0; i < kSteps; ++i) sum += step.run("s", [i] { return i; });
+    return sum;
+  }));
+  std::vector<std::string> ids;
+  for (int i = 0; i < kRuns; ++i) ids.push_back(runtime.start("steps"));
+  runtime.run_until_idle();
+  for (const auto& id : ids) CHECK(runtime.get(id).output == 3);
+  // One at a time it takes kRuns * (kSteps + 1) writes; grouped, about kSteps + 1.
+  const std::size_t writes = detail::RuntimeAccess::core(runtime).write_transactions();
+  MESSAGE(writes << " write transactions for " << kRuns * (kSteps + 1) << " run writes");
+  CHECK(writes <= kSteps + 3);
+}
+
+TEST_CASE("group commit: a run refused in a group (cancelled) leaves the others written") {
+  Runtime runtime({.database = ":memory:"});
+  std::vector<std::string> ids(3);
+  runtime.add(Workflow("job", [&](Step& step, const json& input) -> json {
+    const int n = input.at("n");
+    step.run("work", [&] {
+      if (n == 0) runtime.cancel(ids[1]);  // while run 1 is in flight too
+      return n;
+    });
+    return n;
+  }));
+  for (int i = 0; i < 3; ++i) ids[i] = runtime.start("job", {{"n", i}});
+  runtime.run_until_idle();
+  CHECK(runtime.get(ids[0]).output == 0);
+  CHECK(runtime.get(ids[2]).output == 2);
+  CHECK(runtime.get(ids[1]).status == Status::cancelled);
+  CHECK(runtime.steps(ids[1]).empty());
+}
