@@ -259,7 +259,7 @@ void Invocation::end(Outcome outcome) {
   throw Unwind{};
 }
 
-void Invocation::before_step_call(std::string_view tool, std::string_view id) {
+void Invocation::before_step_call() {
   if (ending_) {  // the workflow swallowed the unwinding and carried on to another step
     swallowed_ = true;
     throw Unwind{};
@@ -282,8 +282,6 @@ void Invocation::before_step_call(std::string_view tool, std::string_view id) {
     failed_.clear();
     end(std::move(failure));
   }
-  (void)tool;
-  (void)id;
 }
 
 void Invocation::diverge(const JournalEntry& entry, std::string_view tool) {
@@ -306,7 +304,7 @@ const RetryPolicy& Invocation::policy_of(const StepOptions& opts) const {
 
 const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) {
   if (BodyScope* nested = scope()) return nested->begin_run(id, opts);
-  before_step_call("step.run", id);
+  before_step_call();
   ReplayCursor::Match match = cursor_.next(id);
   JournalEntry* entry = match.entry;
   if (entry != nullptr && entry->kind != StepKind::run) diverge(*entry, "step.run");
@@ -333,7 +331,7 @@ const json& Invocation::run_new(Body body) {
 std::size_t Invocation::start_step(std::string_view id, const StepOptions& opts, Body body,
                                    std::optional<std::size_t> item) {
   if (BodyScope* nested = scope()) return nested->start_step(id, opts, std::move(body), item);
-  before_step_call(item ? "step.map" : "step.start", id);
+  before_step_call();
   check_step_id(id);
   std::string base(id);
   if (item) base += "[" + std::to_string(*item) + "]";
@@ -342,7 +340,7 @@ std::size_t Invocation::start_step(std::string_view id, const StepOptions& opts,
   if (entry != nullptr && entry->kind != StepKind::run) diverge(*entry, "step.start");
   if (entry != nullptr &&
       (entry->state == StepState::completed || entry->state == StepState::failed)) {
-    slots_.push_back(Slot{entry, {}, Slot::kNone});
+    slots_.push_back(Slot{entry, {}});
     return slots_.size() - 1;
   }
   return add_pending(std::move(match), std::move(base), opts, std::move(body), entry);
@@ -362,7 +360,7 @@ std::size_t Invocation::add_pending(ReplayCursor::Match match, std::string base,
   }
   if (opts.retry) check_policy(*opts.retry, step_label(p.key));
   p.slot = slots_.size();
-  slots_.push_back(Slot{nullptr, {}, pending_.size() - 1});
+  slots_.push_back(Slot{nullptr, {}});
   return p.slot;
 }
 
@@ -573,7 +571,7 @@ void Invocation::bad_conversion(const json& value, std::string_view type,
 
 void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
   if (BodyScope* nested = scope()) nested->refuse("step.sleep", id);
-  before_step_call("step.sleep", id);
+  before_step_call();
   ReplayCursor::Match match = cursor_.next(id);
   JournalEntry* entry = match.entry;
   if (entry != nullptr && entry->kind != StepKind::sleep) diverge(*entry, "step.sleep");

@@ -132,14 +132,12 @@ class Invocation {
   struct Slot {
     const JournalEntry* entry = nullptr;  // journaled: the value or the failure
     std::optional<ErrorInfo> failure;     // failed for good in this invocation, not yet written
-    std::size_t pending = kNone;          // its Pending while the body has not run
-    static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   };
 
   // Called first by every step tool of the workflow (not of a body): refuses calls where they
   // may not be made, and ends the invocation at a step call that follows steps failed for good
   // in this invocation.
-  void before_step_call(std::string_view tool, std::string_view id);
+  void before_step_call();
   [[noreturn]] void end(Outcome outcome);
   [[noreturn]] void diverge(const JournalEntry& entry, std::string_view tool);
   // Runs every pending body (a wait point) and ends the invocation if anything was journaled.
