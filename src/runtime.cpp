@@ -354,7 +354,7 @@ bool RuntimeCore::CommitGroup::flush() {
 }
 
 bool RuntimeCore::CommitGroup::wait(const RunWrite& write) {
-  Waiter waiter{&write, scheduler_->running()};
+  Waiter waiter{&write, scheduler_->running(), false, nullptr};
   waiting_.push_back(&waiter);
   scheduler_->park();
   if (waiter.error) std::rethrow_exception(waiter.error);
