@@ -315,6 +315,8 @@ double replay_ns_per_step(int steps, int reps, bool repeated_ids) {
     bool journal_now(std::vector<durable::detail::EntryWrite>&) override { return false; }
     std::int64_t park_until(std::int64_t) override { return 0; }
     std::int64_t now_ms() override { return 0; }
+    std::int64_t event_horizon() override { return 0; }
+    void check_child(std::string_view, const durable::json&) override {}
   } host;
   const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   durable::Clock::now().time_since_epoch())

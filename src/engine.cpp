@@ -35,6 +35,18 @@ struct Lost {};
 
 thread_local BodyScope* t_scope = nullptr;
 
+// "a sleep", "an invoke": a journal entry's kind, for messages.
+std::string a_kind(StepKind kind) {
+  switch (kind) {
+    case StepKind::event:
+      return "an event wait";
+    case StepKind::invoke:
+      return "an invoke";
+    default:
+      return "a " + std::string(to_string(kind));
+  }
+}
+
 }  // namespace
 
 // The context of a step body running on a step thread: its nested steps are keyed under the
@@ -119,11 +131,11 @@ class BodyScope {
     const JournalEntry* entry = invocation_->run_->journal.find(p.key);
     if (entry == nullptr) return p;
     if (entry->kind != StepKind::run) {
-      invocation_->diverged_ = ErrorInfo{
-          "durable::NonDeterminism",
-          invocation_->step_label(entry->key) + " was journaled as a " +
-              std::string(to_string(entry->kind)) + ", but the code now calls step.run with it",
-          entry->key, 0};
+      invocation_->diverged_ =
+          ErrorInfo{"durable::NonDeterminism",
+                    invocation_->step_label(entry->key) + " was journaled as " +
+                        a_kind(entry->kind) + ", but the code now calls step.run with it",
+                    entry->key, 0};
       throw NonDeterminism(invocation_->diverged_->message);
     }
     if (entry->state == StepState::retrying) {
@@ -286,9 +298,8 @@ void Invocation::before_step_call() {
 
 void Invocation::diverge(const JournalEntry& entry, std::string_view tool) {
   diverged_ = ErrorInfo{"durable::NonDeterminism",
-                        step_label(entry.key) + " was journaled as a " +
-                            std::string(to_string(entry.kind)) + ", but the code now calls " +
-                            std::string(tool) +
+                        step_label(entry.key) + " was journaled as " + a_kind(entry.kind) +
+                            ", but the code now calls " + std::string(tool) +
                             " with that id. Give the new step another id, or restore the old "
                             "code; retry() resumes the run once fixed",
                         entry.key, 0};
@@ -623,6 +634,136 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
 void Invocation::park_in_place(std::int64_t wake_ms) {
   now_ms_ = host_->park_until(wake_ms);
   if (now_ms_ < wake_ms) end(evicted(wake_ms));
+}
+
+JournalEntry* Invocation::begin_special(std::string_view id, StepKind kind, std::string_view tool,
+                                        ReplayCursor::Match& match) {
+  if (BodyScope* nested = scope()) nested->refuse(tool, id);
+  before_step_call();
+  match = cursor_.next(id);
+  JournalEntry* entry = match.entry;
+  if (entry != nullptr && entry->kind != kind) diverge(*entry, tool);
+  if (entry == nullptr) check_step_id(id);
+  flush();  // started steps complete before the run waits or sends
+  return entry;
+}
+
+JournalEntry Invocation::new_entry(ReplayCursor::Match& match, std::string_view id,
+                                   StepKind kind) const {
+  JournalEntry entry;
+  entry.key = std::move(match.key);
+  entry.base = std::string(id);
+  entry.kind = kind;
+  entry.invocation = run_->invocations + 1;
+  return entry;
+}
+
+// Ends the invocation with the run waiting on `entry` (an event or a child run): the store
+// wakes it when that comes, or when the entry's timeout passes. Resident invocations end too.
+void Invocation::wait_on(const JournalEntry& entry, std::string reason,
+                         std::optional<EntryWrite> write) {
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::wait;
+  outcome.wake_at_ms = entry.wake_at_ms.value_or(kNever);
+  outcome.reason = std::move(reason);
+  if (write) outcome.entries.push_back(std::move(*write));
+  end(std::move(outcome));
+}
+
+namespace {
+// Checks that a value the workflow hands to the store can be journaled; throws Error if not.
+void check_storable(const json& value, const std::string& what) {
+  std::string text;
+  if (const auto problem = encode(value, text))
+    throw Error(what + " cannot be stored: " + *problem);
+}
+}  // namespace
+
+std::optional<json> Invocation::wait_for_event(std::string_view id, std::string_view event,
+                                               const WaitOptions& opts) {
+  ReplayCursor::Match match;
+  JournalEntry* entry = begin_special(id, StepKind::event, "step.wait_for_event", match);
+  if (entry == nullptr) {
+    if (event.empty()) throw Error("step.wait_for_event('" + std::string(id) + "') needs a name");
+    if (opts.timeout.count() < 0) {
+      throw Error("step.wait_for_event('" + std::string(id) + "'): the timeout is negative");
+    }
+    if (!opts.match.is_object()) {
+      throw Error("step.wait_for_event('" + std::string(id) +
+                  "'): match must be a JSON object of the fields to compare, not " +
+                  lenient_dump(opts.match));
+    }
+    check_storable(opts.match, "the match of step.wait_for_event('" + std::string(id) + "')");
+    JournalEntry wait = new_entry(match, id, StepKind::event);
+    // Only events stored after this point count; the store checks the ones that came between
+    // here and the commit of this wait, so an event racing with it is not lost.
+    wait.output = {{"event", event}, {"match", opts.match}, {"since", host_->event_horizon()}};
+    if (opts.timeout != std::chrono::milliseconds::max()) {
+      wait.wake_at_ms = now_ms_ + std::min<std::int64_t>(opts.timeout.count(), kNever - now_ms_);
+    }
+    if (wait.wake_at_ms && *wait.wake_at_ms <= now_ms_) {  // a zero timeout: over already
+      wait.state = StepState::completed;
+      wait.output = nullptr;
+      Outcome outcome;
+      outcome.kind = Outcome::Kind::step_done;
+      outcome.reason = step_label(wait.key) + ": timed out at once (zero timeout)";
+      outcome.entries.push_back({std::move(wait), true});
+      if (!stays_resident(outcome)) end(std::move(outcome));
+      journal_in_place(outcome.entries);
+      return std::nullopt;
+    }
+    wait.state = StepState::waiting;
+    const std::string reason = "waiting for event '" + std::string(event) + "' (" + wait.key + ")";
+    wait_on(wait, reason, EntryWrite{std::move(wait), true});
+  }
+  if (entry->state == StepState::waiting) {
+    wait_on(*entry, "still waiting for event (" + entry->key + ")", std::nullopt);
+  }
+  if (entry->output.is_null()) return std::nullopt;  // timed out
+  return entry->output.value("data", json());
+}
+
+void Invocation::send_event(std::string_view id, std::string_view event, json data) {
+  ReplayCursor::Match match;
+  if (begin_special(id, StepKind::send, "step.send_event", match) != nullptr) return;  // sent
+  if (event.empty()) throw Error("step.send_event('" + std::string(id) + "') needs a name");
+  check_storable(data, "the data of step.send_event('" + std::string(id) + "')");
+  JournalEntry send = new_entry(match, id, StepKind::send);
+  send.state = StepState::completed;
+  // The store publishes the event in the transaction that journals this entry: exactly once.
+  send.output = {{"id", new_id()}, {"name", event}, {"data", std::move(data)}, {"time", now_ms_}};
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::step_done;
+  outcome.reason = step_label(send.key) + " sent event '" + std::string(event) + "'";
+  outcome.entries.push_back({std::move(send), true});
+  if (!stays_resident(outcome)) end(std::move(outcome));
+  journal_in_place(outcome.entries);
+}
+
+json Invocation::invoke(std::string_view id, std::string_view workflow, json input) {
+  ReplayCursor::Match match;
+  JournalEntry* entry = begin_special(id, StepKind::invoke, "step.invoke", match);
+  if (entry == nullptr) {
+    check_storable(input, "the input of step.invoke('" + std::string(id) + "')");
+    host_->check_child(workflow, input);
+    JournalEntry call = new_entry(match, id, StepKind::invoke);
+    call.state = StepState::waiting;
+    // The store creates the child in the transaction that journals this entry: exactly once.
+    const std::string child = new_id();
+    call.output = {{"run", child}, {"workflow", workflow}, {"input", std::move(input)}};
+    wait_on(call, "waiting for child run " + child + " of '" + std::string(workflow) + "'",
+            EntryWrite{std::move(call), true});
+  }
+  switch (entry->state) {
+    case StepState::waiting:
+      wait_on(*entry, "still waiting for child run " + entry->output.value("run", ""),
+              std::nullopt);
+    case StepState::failed:
+      throw StepFailed(entry->error.value_or(ErrorInfo{"unknown", "", entry->key, 1}));
+    default:
+      last_key_ = entry->key;
+      return entry->output.value("output", json());
+  }
 }
 
 }  // namespace durable::detail

@@ -36,6 +36,9 @@ struct EntryWrite {
   bool is_new = true;
 };
 
+/// A wake time that never comes: a wait with no timeout.
+inline constexpr std::int64_t kNever = INT64_MAX;
+
 /// What an invocation ended with: journal entries to write together with the run's change.
 struct Outcome {
   enum class Kind {
@@ -45,6 +48,7 @@ struct Outcome {
     completed,  ///< the workflow returned `output`
     failed,     ///< the workflow threw; `error` says what
     lost,       ///< a nested step's write was refused: the run was cancelled or taken over
+    wait,       ///< the run waits for an event (until wake_at_ms, kNever: no timeout) or a child
   };
   Kind kind = Kind::failed;
   std::vector<EntryWrite> entries;
@@ -71,6 +75,10 @@ class Host {
   virtual std::int64_t park_until(std::int64_t wake_ms) = 0;
   /// The runtime's clock now, in ms (read from step threads too).
   virtual std::int64_t now_ms() = 0;
+  /// The sequence number of the last event stored: a wait beginning now counts later ones.
+  virtual std::int64_t event_horizon() = 0;
+  /// Throws Error unless a run of `workflow` with this input can be started (step.invoke).
+  virtual void check_child(std::string_view workflow, const json& input) = 0;
 };
 
 /// Settings of the engine shared by every invocation.
@@ -108,6 +116,10 @@ class Invocation {
   void sleep_for(std::string_view id, std::chrono::milliseconds d) {
     sleep_until(id, now_ms_ + std::max<std::int64_t>(0, d.count()));
   }
+  std::optional<json> wait_for_event(std::string_view id, std::string_view event,
+                                     const WaitOptions& opts);
+  void send_event(std::string_view id, std::string_view event, json data);
+  json invoke(std::string_view id, std::string_view workflow, json input);
   std::string_view run_id() const { return run_->id; }
   std::string_view correlation_id() const { return run_->correlation_id; }
   bool replaying() const { return cursor_.replaying(); }
@@ -150,6 +162,13 @@ class Invocation {
                           Body body, JournalEntry* retrying);
   const RetryPolicy& policy_of(const StepOptions& opts) const;
   bool stays_resident(const Outcome& outcome) const;
+  // The journal entry of a call reached with `kind`, after the checks every such call makes;
+  // null for a call the journal does not hold yet. Runs the started steps first.
+  JournalEntry* begin_special(std::string_view id, StepKind kind, std::string_view tool,
+                              ReplayCursor::Match& match);
+  JournalEntry new_entry(ReplayCursor::Match& match, std::string_view id, StepKind kind) const;
+  [[noreturn]] void wait_on(const JournalEntry& entry, std::string reason,
+                            std::optional<EntryWrite> write);
   void journal_in_place(std::vector<EntryWrite>& entries);
   void park_in_place(std::int64_t wake_ms);
   Outcome evicted(std::int64_t wake_ms) const;

@@ -8,9 +8,9 @@
 namespace durable::detail {
 
 namespace {
-constexpr std::array<std::string_view, 2> kKindNames = {"run", "sleep"};
-constexpr std::array<std::string_view, 4> kStateNames = {"completed", "failed", "retrying",
-                                                         "sleeping"};
+constexpr std::array<std::string_view, 5> kKindNames = {"run", "sleep", "event", "invoke", "send"};
+constexpr std::array<std::string_view, 5> kStateNames = {"completed", "failed", "retrying",
+                                                         "sleeping", "waiting"};
 template <class E, std::size_t N>
 std::optional<E> parse(const std::array<std::string_view, N>& names, std::string_view text) {
   for (std::size_t i = 0; i < N; ++i) {

@@ -14,10 +14,13 @@
 
 namespace durable::detail {
 
-enum class StepKind { run, sleep };
+/// run: a step body's result; sleep: a wake time; event: a wait_for_event; invoke: a child run;
+/// send: an event this run sent.
+enum class StepKind { run, sleep, event, invoke, send };
 /// completed: output journaled (or the sleep has ended); failed: failed for good; retrying: an
-/// attempt failed and the next is due at wake_at; sleeping: a sleep that ends at wake_at.
-enum class StepState { completed, failed, retrying, sleeping };
+/// attempt failed and the next is due at wake_at; sleeping: a sleep that ends at wake_at;
+/// waiting: an event wait (until wake_at, if it has a timeout) or a child run not yet ended.
+enum class StepState { completed, failed, retrying, sleeping, waiting };
 
 std::string_view to_string(StepKind kind);
 std::string_view to_string(StepState state);

@@ -60,7 +60,9 @@ bool terminal(Status status) {
 }  // namespace
 
 RuntimeCore::RuntimeCore(RuntimeOptions opts)
-    : options_(std::move(opts)), now_([] { return Clock::now(); }) {
+    : options_(std::move(opts)),
+      now_([] { return Clock::now(); }),
+      logger_(options_.log_level, options_.log_sink) {
   if (options_.lease.count() <= 0) throw Error("RuntimeOptions::lease must be positive");
   if (options_.poll_interval.count() <= 0)
     throw Error("RuntimeOptions::poll_interval must be positive");
@@ -98,11 +100,37 @@ std::int64_t RuntimeCore::now_ms() const { return to_ms(now_()); }
 void RuntimeCore::add(Workflow wf) {
   if (wf.name().empty()) throw Error("a workflow needs a name");
   if (wf.options().retry) check_policy(*wf.options().retry, "workflow '" + wf.name() + "'");
-  std::lock_guard lock(workflows_mutex_);
-  const std::string name = wf.name();
-  if (!workflows_.emplace(name, std::make_shared<const Workflow>(std::move(wf))).second) {
-    throw Error("a workflow named '" + name + "' was already added");
+  if (wf.options().concurrency < 0) {
+    throw Error("workflow '" + wf.name() + "': concurrency must be 0 (no limit) or more, not " +
+                std::to_string(wf.options().concurrency));
   }
+  for (const std::string& event : wf.options().events) {
+    if (event.empty()) throw Error("workflow '" + wf.name() + "' lists an empty event name");
+  }
+  const std::string name = wf.name();
+  const std::vector<std::string> events = wf.options().events;
+  {
+    std::lock_guard lock(workflows_mutex_);
+    if (!workflows_.emplace(name, std::make_shared<const Workflow>(std::move(wf))).second) {
+      throw Error("a workflow named '" + name + "' was already added");
+    }
+  }
+  std::lock_guard lock(store_mutex_);
+  for (const std::string& event : events) store_->add_trigger(event, name);
+}
+
+std::shared_ptr<const Workflow> RuntimeCore::find_workflow(std::string_view name) {
+  std::lock_guard lock(workflows_mutex_);
+  const auto it = workflows_.find(name);
+  return it == workflows_.end() ? nullptr : it->second;
+}
+
+void RuntimeCore::unknown_workflow(std::string_view name) {
+  std::string known;
+  for (const auto& added : workflow_names()) known += (known.empty() ? "" : ", ") + added;
+  throw UnknownWorkflow("no workflow named '" + std::string(name) +
+                        "' was added to this runtime (added: " + (known.empty() ? "none" : known) +
+                        ")");
 }
 
 std::vector<std::string> RuntimeCore::workflow_names() {
@@ -113,19 +141,8 @@ std::vector<std::string> RuntimeCore::workflow_names() {
 }
 
 std::string RuntimeCore::start(std::string_view workflow, json input, StartOptions opts) {
-  std::shared_ptr<const Workflow> wf;
-  {
-    std::lock_guard lock(workflows_mutex_);
-    const auto it = workflows_.find(workflow);
-    if (it != workflows_.end()) wf = it->second;
-  }
-  if (!wf) {
-    std::string known;
-    for (const auto& name : workflow_names()) known += (known.empty() ? "" : ", ") + name;
-    throw UnknownWorkflow(
-        "no workflow named '" + std::string(workflow) +
-        "' was added to this runtime (added: " + (known.empty() ? "none" : known) + ")");
-  }
+  const std::shared_ptr<const Workflow> wf = find_workflow(workflow);
+  if (!wf) unknown_workflow(workflow);
   wf->check_input(input);
   std::string text;
   if (const auto problem = encode(input, text)) {
@@ -150,8 +167,42 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
     std::lock_guard lock(store_mutex_);
     id = store_->create_run(run);
   }
+  if (id == run.id) {
+    ++counters_.runs_started;
+    logger_.write(LogLevel::info, "run.started", "run started",
+                  {{"run_id", id}, {"correlation_id", run.correlation_id}, {"workflow", workflow}},
+                  run.now_ms);
+  }
   notify_waiters();
   return id;
+}
+
+void RuntimeCore::send_event(std::string_view name, json data) {
+  if (name.empty()) throw Error("an event needs a name");
+  NewEvent event;
+  if (const auto problem = encode(data, event.data)) {
+    throw Error("the data of event '" + std::string(name) + "' cannot be stored: " + *problem);
+  }
+  if (event.data.size() > options_.max_output_bytes) {
+    throw Error("the data of event '" + std::string(name) + "' is " +
+                human_bytes(event.data.size()) + "; the limit is " +
+                human_bytes(options_.max_output_bytes) + " (RuntimeOptions::max_output_bytes)");
+  }
+  event.id = new_id();
+  event.name = std::string(name);
+  event.now_ms = now_ms();
+  Published published;
+  {
+    std::lock_guard lock(store_mutex_);
+    published = store_->publish(event);
+  }
+  ++counters_.events_sent;
+  counters_.runs_started += published.started.size();
+  logger_.write(LogLevel::info, "event.sent",
+                "event stored; woke " + std::to_string(published.woken) +
+                    " waiting run(s), started " + std::to_string(published.started.size()),
+                {{"event_name", event.name}, {"event_id", event.id}}, event.now_ms);
+  notify_waiters();
 }
 
 RunInfo RuntimeCore::get(std::string_view run_id) {
@@ -180,6 +231,8 @@ void RuntimeCore::cancel(std::string_view run_id) {
       throw NotFound("no run with id '" + std::string(run_id) + "'");
     }
   }
+  logger_.write(LogLevel::info, "run.cancelled", "cancel requested", {{"run_id", run_id}},
+                now_ms());
   notify_waiters();
 }
 
@@ -208,12 +261,91 @@ std::vector<std::string> RuntimeCore::dead_owners() {
 
 std::size_t RuntimeCore::run_until_idle() { return run_due(std::nullopt, kClaimBatch); }
 
+Counters RuntimeCore::counters() const {
+  Counters c;
+  c.runs_started = counters_.runs_started;
+  c.runs_completed = counters_.runs_completed;
+  c.runs_failed = counters_.runs_failed;
+  c.steps = counters_.steps;
+  c.retries = counters_.retries;
+  c.events_sent = counters_.events_sent;
+  c.schedule_fires = counters_.schedule_fires;
+  return c;
+}
+
+json RuntimeCore::run_fields(const RunState& run) const {
+  return {{"run_id", run.id}, {"correlation_id", run.correlation_id}, {"workflow", run.workflow}};
+}
+
+// Counts what a commit wrote for a run and logs it: each step at debug (a retry at warn, a step
+// failed for good at error), and the run's change of status.
+void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* entries,
+                         const RunWrite* write) {
+  const std::int64_t now = now_ms();
+  if (entries != nullptr) {
+    for (const EntryWrite& w : *entries) {
+      const JournalEntry& e = w.entry;
+      if (w.is_new) ++counters_.steps;
+      json fields = run_fields(run);
+      fields["step"] = e.key;
+      fields["kind"] = to_string(e.kind);
+      switch (e.state) {
+        case StepState::retrying:
+          ++counters_.retries;
+          fields["attempt"] = e.attempts;
+          if (e.error) fields["error"] = e.error->type + ": " + e.error->message;
+          logger_.write(LogLevel::warn, "step.retrying", "attempt failed; will be retried", fields,
+                        now);
+          break;
+        case StepState::failed:
+          fields["attempt"] = e.attempts;
+          if (e.error) fields["error"] = e.error->type + ": " + e.error->message;
+          logger_.write(LogLevel::error, "step.failed", "step failed for good", fields, now);
+          break;
+        default:
+          if (e.kind == StepKind::send) {
+            ++counters_.events_sent;
+            fields["event_name"] = e.output.value("name", "");
+            logger_.write(LogLevel::info, "event.sent", "event sent by a step", fields, now);
+          } else {
+            logger_.write(LogLevel::debug, "step." + std::string(to_string(e.state)), "journaled",
+                          fields, now);
+          }
+      }
+    }
+  }
+  if (write == nullptr || !write->status) return;
+  json fields = run_fields(run);
+  switch (*write->status) {
+    case Status::completed:
+      ++counters_.runs_completed;
+      logger_.write(LogLevel::info, "run.completed", write->reason, fields, now);
+      break;
+    case Status::failed:
+      ++counters_.runs_failed;
+      if (write->error) fields["error"] = write->error->type + ": " + write->error->message;
+      logger_.write(LogLevel::error, "run.failed", write->reason, fields, now);
+      break;
+    default:
+      logger_.write(LogLevel::debug, "run." + std::string(to_string(*write->status)), write->reason,
+                    fields, now);
+  }
+}
+
 std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
                                  std::size_t batch) {
   start_heartbeat();
+  fire_schedules();
   std::size_t invocations = 0;
   const std::vector<std::string> names = workflow_names();
-  while (!deadline || std::chrono::steady_clock::now() < *deadline) {
+  std::map<std::string, int> limits;
+  {
+    std::lock_guard lock(workflows_mutex_);
+    for (const auto& [name, wf] : workflows_) {
+      if (wf->options().concurrency > 0) limits[name] = wf->options().concurrency;
+    }
+  }
+  while ((!deadline || std::chrono::steady_clock::now() < *deadline) && !stopping()) {
     std::vector<Claim> claims;
     {
       std::lock_guard lock(store_mutex_);
@@ -225,6 +357,7 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
       request.limit = batch;
       request.dead_owners = dead_owners();
       request.executing.assign(executing_.begin(), executing_.end());
+      request.limits = limits;
       claims = store_->claim(request);
       for (const Claim& claim : claims) executing_.insert(claim.run.id);
     }
@@ -290,12 +423,24 @@ void RuntimeCore::beat() {
   }
 }
 
-std::size_t RuntimeCore::drive(Claim claim) {
-  std::shared_ptr<const Workflow> wf;
+// A run this runtime holds goes back to pending when serve() is stopping, so that the next
+// runtime goes on with it at once instead of after the lease.
+void RuntimeCore::hand_back(const RunState& run) {
+  if (!stopping()) return;
+  bool released = false;
   {
-    std::lock_guard lock(workflows_mutex_);
-    wf = workflows_.at(claim.run.workflow);
+    std::lock_guard lock(store_mutex_);
+    released =
+        store_->release(run.id, worker_.id, now_ms(), "handed back: its runtime was stopped");
   }
+  if (released) {
+    logger_.write(LogLevel::info, "run.handed_back", "handed back at a step boundary on stop",
+                  run_fields(run), now_ms());
+  }
+}
+
+std::size_t RuntimeCore::drive(Claim claim) {
+  std::shared_ptr<const Workflow> wf = find_workflow(claim.run.workflow);
   RunState& run = claim.run;
   std::uint64_t seed = 0;
   {
@@ -307,12 +452,21 @@ std::size_t RuntimeCore::drive(Claim claim) {
   for (std::size_t made = 1;; ++made) {
     Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random, host).execute();
     ++run.invocations;
-    if (outcome.kind == Outcome::Kind::lost) return made;
+    if (outcome.kind == Outcome::Kind::lost) {
+      hand_back(run);
+      return made;
+    }
     const RunWrite write = write_for(run, outcome, claim.lease_until_ms);
     const bool written = commit(write);
     run.next_seq += write.new_entries();
     // Not written: the run was cancelled or taken over meanwhile; its result is not used.
-    if (!written || outcome.kind != Outcome::Kind::step_done) return made;
+    if (!written) return made;
+    record(run, &outcome.entries, &write);
+    if (outcome.kind != Outcome::Kind::step_done) return made;
+    if (stopping()) {
+      hand_back(run);
+      return made;
+    }
     for (EntryWrite& w : outcome.entries) {
       w.entry.output_text = std::string();  // the journal keeps the parsed value only
       if (w.is_new) {
@@ -385,6 +539,7 @@ void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies
 
 bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
   const std::vector<EntryWrite> entries{entry};
+  core_->record(*run_, &entries, nullptr);
   RunWrite write;
   write.run_id = run_->id;
   write.owner = core_->worker_.id;
@@ -410,6 +565,7 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
     if (!core_->store_->commit(write)) return false;
     run_->next_seq += write.new_entries();
   }
+  core_->record(*run_, &entries, nullptr);
   for (EntryWrite& w : entries) {
     w.entry.output_text = std::string();
     if (w.is_new) {
@@ -419,7 +575,18 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
     }
   }
   entries.clear();
-  return true;
+  return !core_->stopping();  // stopping: the invocation ends here and the run is handed back
+}
+
+std::int64_t RuntimeCore::RunHost::event_horizon() {
+  std::lock_guard lock(core_->store_mutex_);
+  return core_->store_->event_horizon();
+}
+
+void RuntimeCore::RunHost::check_child(std::string_view workflow, const json& input) {
+  const std::shared_ptr<const Workflow> wf = core_->find_workflow(workflow);
+  if (!wf) core_->unknown_workflow(workflow);
+  wf->check_input(input);
 }
 
 // Waits in real time for the runtime's clock to reach wake_ms, for at most the resident sleep
@@ -497,6 +664,10 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
       write.status = Status::failed;
       write.error = outcome.error;
       break;
+    case Outcome::Kind::wait:
+      write.status = Status::waiting;
+      write.due_ms = outcome.wake_at_ms;
+      break;
     case Outcome::Kind::lost:
       break;  // drive() writes nothing for a lost run
   }
@@ -536,6 +707,8 @@ void RuntimeCore::notify_waiters() {
     ++wake_generation_;
   }
   wake_.notify_all();
+  std::lock_guard lock(serve_mutex_);
+  if (serve_wake_) serve_wake_();
 }
 
 std::uint64_t RuntimeCore::wake_generation() {
@@ -563,5 +736,16 @@ std::size_t Runtime::run_until_idle() { return core_->run_until_idle(); }
 RunInfo Runtime::wait(std::string_view run_id, std::chrono::milliseconds timeout) {
   return core_->wait(run_id, timeout);
 }
+void Runtime::send_event(std::string_view name, json data) {
+  core_->send_event(name, std::move(data));
+}
+std::string Runtime::schedule(std::string_view workflow, json input, Schedule when) {
+  return core_->schedule(workflow, std::move(input), std::move(when));
+}
+std::vector<ScheduleInfo> Runtime::schedules() const { return core_->schedules(); }
+void Runtime::unschedule(std::string_view schedule_id) { core_->unschedule(schedule_id); }
+void Runtime::serve() { core_->serve(); }
+void Runtime::stop() { core_->stop(); }
+Counters Runtime::counters() const { return core_->counters(); }
 
 }  // namespace durable

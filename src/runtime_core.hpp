@@ -2,6 +2,7 @@
 // The Runtime's implementation: registered workflows, the store, and the loop that claims due
 // runs and executes their invocations.
 
+#include <atomic>
 #include <condition_variable>
 #include <durable/runtime.hpp>
 #include <functional>
@@ -15,6 +16,7 @@
 
 #include "engine.hpp"
 #include "fiber_scheduler.hpp"
+#include "log.hpp"
 #include "step_pool.hpp"
 #include "store.hpp"
 
@@ -36,6 +38,13 @@ class RuntimeCore {
   void retry(std::string_view run_id);
   std::size_t run_until_idle();
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
+  void send_event(std::string_view name, json data);
+  std::string schedule(std::string_view workflow, json input, Schedule when);
+  std::vector<ScheduleInfo> schedules();
+  void unschedule(std::string_view id);
+  void serve();  // in runtime/serve.cpp
+  void stop();
+  Counters counters() const;
 
   /// Replaces the clock (tests), before any run is executed: every time the runtime reads or
   /// journals comes from it. It is read from the heartbeat thread too.
@@ -53,9 +62,21 @@ class RuntimeCore {
                       std::size_t batch);
   /// Executes a claimed run's invocations until it sleeps, ends or is lost; returns how many.
   std::size_t drive(Claim claim);
+  void hand_back(const RunState& run);
   void start_heartbeat();
   void beat();
   bool commit(const RunWrite& write);
+  // Starts the runs of due schedules (runtime/schedule.cpp); returns how many.
+  std::size_t fire_schedules();
+  // Logs the backlog signals when a threshold is crossed (runtime/serve.cpp).
+  void check_backlog();
+  // serve() was asked to stop: runs are handed back at their next step boundary.
+  bool stopping() const { return serving_.load() && stop_requested_.load(); }
+  // Counts and logs what a commit wrote for a run.
+  void record(const RunState& run, const std::vector<EntryWrite>* entries, const RunWrite* write);
+  json run_fields(const RunState& run) const;
+  std::shared_ptr<const Workflow> find_workflow(std::string_view name);
+  [[noreturn]] void unknown_workflow(std::string_view name);
 
  public:
   // The writes of the runs one run_until_idle() drives on its fibers, committed together.
@@ -93,6 +114,8 @@ class RuntimeCore {
     bool journal_now(std::vector<EntryWrite>& entries) override;
     std::int64_t park_until(std::int64_t wake_ms) override;
     std::int64_t now_ms() override { return core_->now_ms(); }
+    std::int64_t event_horizon() override;
+    void check_child(std::string_view workflow, const json& input) override;
 
    private:
     RuntimeCore* core_;
@@ -141,6 +164,20 @@ class RuntimeCore {
 
   std::mutex workflows_mutex_;
   std::map<std::string, std::shared_ptr<const Workflow>, std::less<>> workflows_;
+
+  Logger logger_;
+  std::atomic<bool> serving_{false};
+  std::atomic<bool> stop_requested_{false};
+  std::mutex serve_mutex_;            // guards serve_wake_
+  std::function<void()> serve_wake_;  // while serving: makes the loop look for work now
+  std::int64_t next_backlog_check_ms_ = 0;
+  bool backlog_deep_ = false, backlog_old_ = false;  // signals raised and not yet cleared
+
+  struct AtomicCounters {
+    std::atomic<std::uint64_t> runs_started{0}, runs_completed{0}, runs_failed{0}, steps{0},
+        retries{0}, events_sent{0}, schedule_fires{0};
+  };
+  AtomicCounters counters_;
 
   void notify_waiters();
   std::uint64_t wake_generation();

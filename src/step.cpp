@@ -32,6 +32,17 @@ void Step::sleep_until(std::string_view id, Clock::time_point t) {
       id, std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
 }
 
+std::optional<json> Step::wait_for_event(std::string_view id, std::string_view event,
+                                         WaitOptions opts) {
+  return invocation_->wait_for_event(id, event, opts);
+}
+void Step::send_event(std::string_view id, std::string_view event, json data) {
+  invocation_->send_event(id, event, std::move(data));
+}
+json Step::invoke(std::string_view id, std::string_view workflow, json input) {
+  return invocation_->invoke(id, workflow, std::move(input));
+}
+
 std::string_view Step::run_id() const { return invocation_->run_id(); }
 std::string_view Step::correlation_id() const { return invocation_->correlation_id(); }
 bool Step::replaying() const { return invocation_->replaying(); }

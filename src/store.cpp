@@ -15,6 +15,7 @@
 #include <map>
 
 #include "errors_internal.hpp"
+#include "ids.hpp"
 #include "serialization.hpp"
 
 namespace durable::detail {
@@ -71,6 +72,46 @@ CREATE TABLE workers (
   start_ticks INTEGER NOT NULL,
   started_at  INTEGER NOT NULL
 );
+)sql",
+                                                                 R"sql(
+ALTER TABLE runs ADD COLUMN parent_id TEXT;
+ALTER TABLE runs ADD COLUMN parent_step TEXT;
+CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+CREATE TABLE events (
+  seq  INTEGER PRIMARY KEY,
+  id   TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  data TEXT NOT NULL,
+  at   INTEGER NOT NULL
+);
+CREATE INDEX events_name ON events (name, seq);
+CREATE TABLE waits (
+  run_id TEXT NOT NULL,
+  key    TEXT NOT NULL,
+  event  TEXT NOT NULL,
+  match  TEXT NOT NULL,
+  since  INTEGER NOT NULL,
+  PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE INDEX waits_event ON waits (event);
+CREATE TABLE triggers (
+  event    TEXT NOT NULL,
+  workflow TEXT NOT NULL,
+  PRIMARY KEY (event, workflow)
+) WITHOUT ROWID;
+CREATE TABLE schedules (
+  id         TEXT PRIMARY KEY,
+  workflow   TEXT NOT NULL,
+  input      TEXT NOT NULL,
+  every_ms   INTEGER NOT NULL,
+  cron       TEXT NOT NULL,
+  remaining  INTEGER,
+  next_at    INTEGER NOT NULL,
+  fired      INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX schedules_due ON schedules (next_at);
 )sql"};
 
 constexpr const char* kOwnerCheck = "SELECT status, coalesce(owner, '') FROM runs WHERE id = ?";
@@ -135,32 +176,9 @@ class SqliteStore final : public Store {
   std::string create_run(const NewRun& run) override {
     return guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-      if (!run.idempotency_key.empty()) {
-        Cached existing(this, "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
-        existing.bind(1, run.workflow);
-        existing.bind(2, run.idempotency_key);
-        if (existing.executeStep()) return existing.getColumn(0).getString();
-      }
-      Cached insert(
-          this,
-          "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, input, "
-          "due_at, created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)");
-      insert.bind(1, run.id);
-      insert.bind(2, run.workflow);
-      insert.bind(3, run.correlation_id);
-      if (run.idempotency_key.empty())
-        insert.bind(4);
-      else
-        insert.bind(4, run.idempotency_key);
-      insert.bind(5, run.input);
-      insert.bind(6, static_cast<int64_t>(run.due_ms));
-      insert.bind(7, static_cast<int64_t>(run.now_ms));
-      insert.bind(8, static_cast<int64_t>(run.now_ms));
-      insert.exec();
-      add_history(run.id, run.now_ms, Status::pending,
-                  run.due_ms > run.now_ms ? "started; delayed until its start time" : "started");
+      std::string id = insert_run(run);
       tx.commit();
-      return run.id;
+      return id;
     });
   }
 
@@ -265,16 +283,22 @@ class SqliteStore final : public Store {
         return false;
       }
     }
+    bool woke = false;  // a wait written here was completed at once by an earlier event
     if (w.entries != nullptr) {
       std::size_t seq = w.first_seq;
-      for (const EntryWrite& e : *w.entries) write_entry(w, e, e.is_new ? seq++ : 0);
+      for (const EntryWrite& e : *w.entries) {
+        write_entry(w, e, e.is_new ? seq++ : 0);
+        if (e.is_new) woke = side_effects(w, e.entry) || woke;
+      }
     }
     if (w.status) {
       Cached update(this,
                     "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
                     "invocations = ?, updated_at = ? WHERE id = ?");
       update.bind(1, std::string(to_string(*w.status)));
-      const bool keeps_due = *w.status == Status::sleeping || *w.status == Status::running;
+      const bool keeps_due = (*w.status == Status::sleeping || *w.status == Status::running ||
+                              *w.status == Status::waiting) &&
+                             w.due_ms != kNever;
       if (keeps_due)
         update.bind(2, static_cast<int64_t>(w.due_ms));
       else
@@ -296,6 +320,12 @@ class SqliteStore final : public Store {
       update.bind(8, w.run_id);
       update.exec();
       add_history(w.run_id, w.now_ms, *w.status, w.reason);
+      if (*w.status == Status::waiting && (woke || !still_waiting(w.run_id))) {
+        wake(w.run_id, w.now_ms, "what it waited for came while the wait was being journaled");
+      }
+      if (*w.status == Status::completed || *w.status == Status::failed) {
+        resolve_parent(w.run_id, *w.status, w.output, w.error, w.now_ms);
+      }
     } else if (w.renew_lease) {
       Cached renew(this,
                    "UPDATE runs SET due_at = ?, invocations = ?, updated_at = ? WHERE id = ?");
@@ -308,14 +338,209 @@ class SqliteStore final : public Store {
     return true;
   }
 
+  // What a new journal entry does beyond being written: a send publishes its event, a wait is
+  // registered, an invoke creates its child. Returns whether a wait was completed at once.
+  bool side_effects(const RunWrite& w, const JournalEntry& e) {
+    if (e.kind == StepKind::send && e.state == StepState::completed) {
+      NewEvent event;
+      event.id = e.output.value("id", "");
+      event.name = e.output.value("name", "");
+      event.data = e.output.value("data", json::object()).dump();
+      event.now_ms = w.now_ms;
+      publish_in(event);
+    } else if (e.kind == StepKind::event && e.state == StepState::waiting) {
+      return register_wait(w.run_id, e, w.now_ms);
+    } else if (e.kind == StepKind::invoke && e.state == StepState::waiting) {
+      create_child(w.run_id, e, w.now_ms);
+    }
+    return false;
+  }
+
+  bool still_waiting(const std::string& run_id) {
+    Cached query(this, "SELECT 1 FROM steps WHERE run_id = ? AND state = 'waiting' LIMIT 1");
+    query.bind(1, run_id);
+    return query.executeStep();
+  }
+
  public:
+  Published publish(const NewEvent& event) override {
+    return guarded([&] {
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      Published result = publish_in(event);
+      tx.commit();
+      return result;
+    });
+  }
+
+  std::int64_t event_horizon() override {
+    return guarded([&] {
+      Cached query(this, "SELECT coalesce(max(seq), 0) FROM events");
+      query.executeStep();
+      return static_cast<std::int64_t>(query.getColumn(0).getInt64());
+    });
+  }
+
+  void add_trigger(const std::string& event, const std::string& workflow) override {
+    guarded([&] {
+      Cached insert(this, "INSERT OR IGNORE INTO triggers (event, workflow) VALUES (?, ?)");
+      insert.bind(1, event);
+      insert.bind(2, workflow);
+      return insert.exec();
+    });
+  }
+
+  bool release(const std::string& id, const std::string& owner, std::int64_t now_ms,
+               const std::string& reason) override {
+    return guarded([&] {
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      Cached update(this,
+                    "UPDATE runs SET status = 'pending', owner = NULL, due_at = ?, updated_at = ? "
+                    "WHERE id = ? AND status = 'running' AND owner = ?");
+      update.bind(1, static_cast<int64_t>(now_ms));
+      update.bind(2, static_cast<int64_t>(now_ms));
+      update.bind(3, id);
+      update.bind(4, owner);
+      const bool released = update.exec() > 0;
+      if (released) add_history(id, now_ms, Status::pending, reason);
+      tx.commit();
+      return released;
+    });
+  }
+
+  void put_schedule(const ScheduleRow& row, std::int64_t now_ms) override {
+    guarded([&] {
+      Cached insert(this,
+                    "INSERT OR REPLACE INTO schedules (id, workflow, input, every_ms, cron, "
+                    "remaining, next_at, fired, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      insert.bind(1, row.id);
+      insert.bind(2, row.workflow);
+      insert.bind(3, row.input);
+      insert.bind(4, static_cast<int64_t>(row.every_ms));
+      insert.bind(5, row.cron);
+      if (row.remaining)
+        insert.bind(6, *row.remaining);
+      else
+        insert.bind(6);
+      insert.bind(7, static_cast<int64_t>(row.next_at));
+      insert.bind(8, row.fired);
+      insert.bind(9, static_cast<int64_t>(now_ms));
+      insert.bind(10, static_cast<int64_t>(now_ms));
+      return insert.exec();
+    });
+  }
+
+  bool remove_schedule(const std::string& id) override {
+    return guarded([&] {
+      Cached remove(this, "DELETE FROM schedules WHERE id = ?");
+      remove.bind(1, id);
+      return remove.exec() > 0;
+    });
+  }
+
+  std::vector<ScheduleInfo> list_schedules() override {
+    return guarded([&] {
+      std::vector<ScheduleInfo> schedules;
+      Cached query(this, std::string(kScheduleColumns) + " ORDER BY next_at, id");
+      while (query.executeStep()) {
+        const ScheduleRow row = read_schedule(query);
+        ScheduleInfo info;
+        info.id = row.id;
+        info.workflow = row.workflow;
+        info.input = json::parse(row.input);
+        info.every = std::chrono::milliseconds(row.every_ms);
+        info.cron = row.cron;
+        info.remaining = row.remaining;
+        info.next_at = to_time(row.next_at);
+        info.fired = row.fired;
+        schedules.push_back(std::move(info));
+      }
+      return schedules;
+    });
+  }
+
+  std::optional<std::int64_t> next_schedule_at() override {
+    return guarded([&]() -> std::optional<std::int64_t> {
+      Cached query(this, "SELECT min(next_at) FROM schedules");
+      if (!query.executeStep() || query.getColumn(0).isNull()) return std::nullopt;
+      return query.getColumn(0).getInt64();
+    });
+  }
+
+  std::vector<std::string> fire_schedules(
+      std::int64_t now_ms,
+      const std::function<std::optional<std::int64_t>(const ScheduleRow&, std::int64_t)>& next)
+      override {
+    return guarded([&] {
+      std::vector<std::string> started;
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      std::vector<ScheduleRow> due;
+      {
+        Cached query(this, std::string(kScheduleColumns) + " WHERE next_at <= ? ORDER BY next_at");
+        query.bind(1, static_cast<int64_t>(now_ms));
+        while (query.executeStep()) due.push_back(read_schedule(query));
+      }
+      for (ScheduleRow& row : due) {
+        NewRun run;
+        run.id = new_id();
+        run.workflow = row.workflow;
+        run.correlation_id = new_id();
+        // One run per due time, whichever runtime fires it.
+        run.idempotency_key = "schedule:" + row.id + ":" + std::to_string(row.next_at);
+        run.input = row.input;
+        run.now_ms = run.due_ms = now_ms;
+        run.reason = "started by schedule '" + row.id + "'";
+        started.push_back(insert_run(run));
+        ++row.fired;
+        if (row.remaining) --*row.remaining;
+        const std::optional<std::int64_t> after = next(row, now_ms);
+        if ((row.remaining && *row.remaining <= 0) || !after) {
+          Cached remove(this, "DELETE FROM schedules WHERE id = ?");
+          remove.bind(1, row.id);
+          remove.exec();
+          continue;
+        }
+        Cached update(this,
+                      "UPDATE schedules SET next_at = ?, remaining = ?, fired = ?, updated_at = ? "
+                      "WHERE id = ?");
+        update.bind(1, static_cast<int64_t>(*after));
+        if (row.remaining)
+          update.bind(2, *row.remaining);
+        else
+          update.bind(2);
+        update.bind(3, row.fired);
+        update.bind(4, static_cast<int64_t>(now_ms));
+        update.bind(5, row.id);
+        update.exec();
+      }
+      tx.commit();
+      return started;
+    });
+  }
+
+  Backlog backlog(std::int64_t now_ms) override {
+    return guarded([&] {
+      Cached query(this,
+                   "SELECT count(*), min(due_at) FROM runs WHERE status IN "
+                   "('pending', 'sleeping', 'waiting') AND due_at <= ?");
+      query.bind(1, static_cast<int64_t>(now_ms));
+      Backlog backlog;
+      if (query.executeStep()) {
+        backlog.depth = static_cast<std::size_t>(query.getColumn(0).getInt64());
+        if (!query.getColumn(1).isNull()) backlog.oldest_due_ms = query.getColumn(1).getInt64();
+      }
+      return backlog;
+    });
+  }
+
   std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                        const std::vector<std::string>& executing) override {
     return guarded([&]() -> std::optional<std::int64_t> {
       if (workflows.empty()) return std::nullopt;
       Cached query(
           this,
-          "SELECT min(due_at) FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
+          "SELECT min(due_at) FROM runs WHERE status IN ('pending', 'sleeping', 'waiting', "
+          "'running') "
           "AND workflow IN (" +
               placeholders(workflows.size()) + ") AND id NOT IN (" +
               placeholders(executing.size()) + ")");
@@ -345,13 +570,7 @@ class SqliteStore final : public Store {
     return guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
       if (!run_exists(id)) return false;
-      Cached update(
-          this,
-          "UPDATE runs SET status = 'cancelled', due_at = NULL, owner = NULL, updated_at = ? "
-          "WHERE id = ? AND status IN ('pending', 'running', 'sleeping', 'waiting')");
-      update.bind(1, static_cast<int64_t>(now_ms));
-      update.bind(2, id);
-      if (update.exec() > 0) add_history(id, now_ms, Status::cancelled, "cancelled");
+      cancel_in(id, now_ms, "cancelled");
       tx.commit();
       return true;
     });
@@ -461,6 +680,7 @@ class SqliteStore final : public Store {
       statement_->bind(std::forward<A>(args)...);
     }
     int exec() { return statement_->exec(); }
+    void reset() { statement_->tryReset(); }
     bool executeStep() { return statement_->executeStep(); }
     SQLite::Column getColumn(int index) { return statement_->getColumn(index); }
 
@@ -472,26 +692,76 @@ class SqliteStore final : public Store {
   static constexpr const char* kRunColumns =
       "SELECT id, workflow, correlation_id, status, input, output, error, "
       "max(invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = r.id)), "
-      "created_at, updated_at, due_at";
+      "created_at, updated_at, due_at, coalesce(parent_id, '')";
+  static constexpr const char* kScheduleColumns =
+      "SELECT id, workflow, input, every_ms, cron, remaining, next_at, fired FROM schedules";
 
-  // Runs the request may claim, with their status before the claim: due ones (pending or
-  // sleeping whose time came, running whose lease lapsed), then those of dead owners.
+  ScheduleRow read_schedule(Cached& q) {
+    ScheduleRow row;
+    row.id = q.getColumn(0).getString();
+    row.workflow = q.getColumn(1).getString();
+    row.input = q.getColumn(2).getString();
+    row.every_ms = q.getColumn(3).getInt64();
+    row.cron = q.getColumn(4).getString();
+    if (!q.getColumn(5).isNull()) row.remaining = q.getColumn(5).getInt();
+    row.next_at = q.getColumn(6).getInt64();
+    row.fired = q.getColumn(7).getInt();
+    return row;
+  }
+
+  // Runs the request may claim, with their status before the claim: due ones (pending,
+  // sleeping or waiting whose time came, running whose lease lapsed), then those of dead owners.
+  // A workflow at its concurrency limit gets no more runs made running.
   std::vector<std::pair<std::string, Status>> claimable(const ClaimRequest& request) {
     std::vector<std::pair<std::string, Status>> due;
-    Cached query(this,
-                 "SELECT id, status FROM runs WHERE status IN ('pending', 'sleeping', 'running') "
-                 "AND due_at <= ? AND workflow IN (" +
-                     placeholders(request.workflows.size()) + ") AND id NOT IN (" +
-                     placeholders(request.executing.size()) + ") ORDER BY due_at LIMIT ?");
-    int i = 1;
-    query.bind(i++, static_cast<int64_t>(request.now_ms));
-    for (const auto& name : request.workflows) query.bind(i++, name);
-    for (const auto& id : request.executing) query.bind(i++, id);
-    query.bind(i, static_cast<int64_t>(request.limit));
-    while (query.executeStep()) {
-      due.emplace_back(
-          query.getColumn(0).getString(),
-          status_from_string(query.getColumn(1).getString()).value_or(Status::pending));
+    std::map<std::string, int> room;  // per limited workflow: runs it may still have made running
+    for (const auto& [workflow, limit] : request.limits) {
+      Cached count(this, "SELECT count(*) FROM runs WHERE workflow = ? AND status = 'running'");
+      count.bind(1, workflow);
+      count.executeStep();
+      room[workflow] = limit - count.getColumn(0).getInt();
+    }
+    std::vector<std::string> workflows;
+    for (const std::string& name : request.workflows) {
+      const auto it = room.find(name);
+      if (it == room.end() || it->second > 0) workflows.push_back(name);
+    }
+    std::vector<std::string> skip = request.executing;
+    // A batch may fill up with the runs of a workflow at its limit: those are skipped, the
+    // workflow dropped, and the query made again for the others.
+    while (due.size() < request.limit && !workflows.empty()) {
+      Cached query(this,
+                   "SELECT id, status, workflow FROM runs WHERE status IN ('pending', 'sleeping', "
+                   "'waiting', 'running') AND due_at <= ? AND workflow IN (" +
+                       placeholders(workflows.size()) + ") AND id NOT IN (" +
+                       placeholders(skip.size()) + ") ORDER BY due_at LIMIT ?");
+      int i = 1;
+      query.bind(i++, static_cast<int64_t>(request.now_ms));
+      for (const auto& name : workflows) query.bind(i++, name);
+      for (const auto& id : skip) query.bind(i++, id);
+      query.bind(i, static_cast<int64_t>(request.limit - due.size()));
+      bool full = false, any = false;
+      while (query.executeStep()) {
+        any = true;
+        std::string id = query.getColumn(0).getString();
+        const Status status =
+            status_from_string(query.getColumn(1).getString()).value_or(Status::pending);
+        const auto limited = room.find(query.getColumn(2).getString());
+        skip.push_back(id);
+        if (limited != room.end() && status != Status::running) {  // a takeover adds none
+          if (limited->second <= 0) {
+            full = true;
+            continue;
+          }
+          --limited->second;
+        }
+        due.emplace_back(std::move(id), status);
+      }
+      if (!any || !full) break;
+      std::erase_if(workflows, [&](const std::string& name) {
+        const auto it = room.find(name);
+        return it != room.end() && it->second <= 0;
+      });
     }
     for (const std::string& owner : request.dead_owners) {
       if (due.size() >= request.limit) break;
@@ -537,6 +807,7 @@ class SqliteStore final : public Store {
     end_sleeps.bind(1, static_cast<int64_t>(request.now_ms));
     end_sleeps.bind(2, id);
     end_sleeps.exec();
+    time_out_waits(id, request.now_ms);
     for (JournalEntry& entry : load_journal(id)) {
       claim.run.invocations = std::max(claim.run.invocations, entry.invocation);
       claim.run.journal.append(std::move(entry));
@@ -544,6 +815,270 @@ class SqliteStore final : public Store {
     claim.run.next_seq = claim.run.journal.size();
     add_history(id, request.now_ms, Status::running, claim_reason(before));
     return claim;
+  }
+
+  // Inserts a run inside the caller's transaction, or returns the run of the same workflow and
+  // idempotency key.
+  std::string insert_run(const NewRun& run) {
+    if (!run.idempotency_key.empty()) {
+      Cached existing(this, "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
+      existing.bind(1, run.workflow);
+      existing.bind(2, run.idempotency_key);
+      if (existing.executeStep()) return existing.getColumn(0).getString();
+    }
+    Cached insert(this,
+                  "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, input, "
+                  "due_at, created_at, updated_at, parent_id, parent_step) "
+                  "VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)");
+    insert.bind(1, run.id);
+    insert.bind(2, run.workflow);
+    insert.bind(3, run.correlation_id);
+    bind_text_or_null(insert, 4, run.idempotency_key);
+    insert.bind(5, run.input);
+    insert.bind(6, static_cast<int64_t>(run.due_ms));
+    insert.bind(7, static_cast<int64_t>(run.now_ms));
+    insert.bind(8, static_cast<int64_t>(run.now_ms));
+    bind_text_or_null(insert, 9, run.parent_id);
+    bind_text_or_null(insert, 10, run.parent_step);
+    insert.exec();
+    std::string reason = run.reason.empty() ? "started" : run.reason;
+    if (run.due_ms > run.now_ms) reason += "; delayed until its start time";
+    add_history(run.id, run.now_ms, Status::pending, reason);
+    return run.id;
+  }
+
+  static void bind_text_or_null(Cached& statement, int index, const std::string& text) {
+    if (text.empty()) {
+      statement.bind(index);
+    } else {
+      statement.bind(index, text);
+    }
+  }
+
+  // A waiting run whose wait is over becomes pending, due now.
+  void wake(const std::string& id, std::int64_t now_ms, const std::string& reason) {
+    Cached update(this,
+                  "UPDATE runs SET status = 'pending', due_at = ?, updated_at = ? "
+                  "WHERE id = ? AND status = 'waiting'");
+    update.bind(1, static_cast<int64_t>(now_ms));
+    update.bind(2, static_cast<int64_t>(now_ms));
+    update.bind(3, id);
+    if (update.exec() > 0) add_history(id, now_ms, Status::pending, reason);
+  }
+
+  // Completes a waiting event step with the event (null: timed out); false if it was not waiting.
+  bool complete_wait(const std::string& run_id, const std::string& key, const json& event,
+                     std::int64_t now_ms) {
+    Cached update(this,
+                  "UPDATE steps SET state = 'completed', output = ?, updated_at = ? "
+                  "WHERE run_id = ? AND key = ? AND state = 'waiting'");
+    if (event.is_null()) {
+      update.bind(1);
+    } else {
+      update.bind(1, event.dump());
+    }
+    update.bind(2, static_cast<int64_t>(now_ms));
+    update.bind(3, run_id);
+    update.bind(4, key);
+    const bool completed = update.exec() > 0;
+    Cached remove(this, "DELETE FROM waits WHERE run_id = ? AND key = ?");
+    remove.bind(1, run_id);
+    remove.bind(2, key);
+    remove.exec();
+    return completed;
+  }
+
+  static bool matches(const json& match, const json& data) {
+    if (match.empty()) return true;
+    if (!data.is_object()) return false;
+    for (const auto& [field, value] : match.items()) {
+      const auto it = data.find(field);
+      if (it == data.end() || *it != value) return false;
+    }
+    return true;
+  }
+
+  static json event_json(const std::string& id, const std::string& name, const std::string& data,
+                         std::int64_t at) {
+    return {{"id", id}, {"name", name}, {"data", json::parse(data)}, {"time", at}};
+  }
+
+  // A new wait of a run's journal: registered for the events to come, and completed at once by
+  // one stored since the wait began (sent while the invocation was reaching the wait).
+  bool register_wait(const std::string& run_id, const JournalEntry& e, std::int64_t now_ms) {
+    const std::string event = e.output.value("event", "");
+    const json match = e.output.value("match", json::object());
+    const std::int64_t since = e.output.value("since", std::int64_t{0});
+    Cached insert(this,
+                  "INSERT OR REPLACE INTO waits (run_id, key, event, match, since) "
+                  "VALUES (?, ?, ?, ?, ?)");
+    insert.bind(1, run_id);
+    insert.bind(2, e.key);
+    insert.bind(3, event);
+    insert.bind(4, match.dump());
+    insert.bind(5, static_cast<int64_t>(since));
+    insert.exec();
+    Cached earlier(this, "SELECT id, data, at FROM events WHERE name = ? AND seq > ? ORDER BY seq");
+    earlier.bind(1, event);
+    earlier.bind(2, static_cast<int64_t>(since));
+    while (earlier.executeStep()) {
+      const std::string data = earlier.getColumn(1).getString();
+      if (!matches(match, json::parse(data))) continue;
+      const json found = event_json(earlier.getColumn(0).getString(), event, data,
+                                    earlier.getColumn(2).getInt64());
+      earlier.reset();
+      return complete_wait(run_id, e.key, found, now_ms);
+    }
+    return false;
+  }
+
+  // A child run for a new invoke entry of `parent`, created with the entry: exactly once.
+  void create_child(const std::string& parent, const JournalEntry& e, std::int64_t now_ms) {
+    Cached correlation(this, "SELECT correlation_id FROM runs WHERE id = ?");
+    correlation.bind(1, parent);
+    NewRun child;
+    child.correlation_id = correlation.executeStep() ? correlation.getColumn(0).getString() : "";
+    child.id = e.output.value("run", "");
+    child.workflow = e.output.value("workflow", "");
+    child.input = e.output.value("input", json::object()).dump();
+    child.now_ms = child.due_ms = now_ms;
+    child.parent_id = parent;
+    child.parent_step = e.key;
+    child.reason = "started by run " + parent + " (step '" + e.key + "')";
+    insert_run(child);
+  }
+
+  // A run that ended: the parent waiting on it in an invoke step gets its output, or a failure.
+  void resolve_parent(const std::string& id, Status status,
+                      const std::optional<std::string>& output,
+                      const std::optional<ErrorInfo>& error, std::int64_t now_ms) {
+    Cached query(this,
+                 "SELECT parent_id, parent_step, workflow FROM runs WHERE id = ? "
+                 "AND parent_id IS NOT NULL");
+    query.bind(1, id);
+    if (!query.executeStep()) return;
+    const std::string parent = query.getColumn(0).getString();
+    const std::string key = query.getColumn(1).getString();
+    const std::string workflow = query.getColumn(2).getString();
+    query.reset();
+    Cached update(this,
+                  "UPDATE steps SET state = ?, output = ?, error = ?, attempts = 1, updated_at = ? "
+                  "WHERE run_id = ? AND key = ? AND state = 'waiting'");
+    std::string what;
+    if (status == Status::completed) {
+      update.bind(1, "completed");
+      json result = {
+          {"run", id}, {"workflow", workflow}, {"output", output ? json::parse(*output) : json()}};
+      update.bind(2, result.dump());
+      update.bind(3);
+      what = "completed";
+    } else {
+      ErrorInfo failure = error.value_or(ErrorInfo{"durable::Error", "", "", 0});
+      failure.message = "child run " + id + " of '" + workflow + "' " +
+                        (status == Status::cancelled ? "was cancelled" : "failed") +
+                        (failure.message.empty() ? "" : ": " + failure.message);
+      if (status == Status::cancelled) failure.type = "durable::Cancelled";
+      failure.step_id = key;
+      failure.attempts = 1;
+      update.bind(1, "failed");
+      update.bind(2);
+      update.bind(3, lenient_dump(error_to_json(failure)));
+      what = status == Status::cancelled ? "was cancelled" : "failed";
+    }
+    update.bind(4, static_cast<int64_t>(now_ms));
+    update.bind(5, parent);
+    update.bind(6, key);
+    if (update.exec() > 0) wake(parent, now_ms, "child run " + id + " " + what);
+  }
+
+  // Stores an event inside the caller's transaction and delivers it.
+  Published publish_in(const NewEvent& event) {
+    Published result;
+    Cached insert(this, "INSERT INTO events (id, name, data, at) VALUES (?, ?, ?, ?)");
+    insert.bind(1, event.id);
+    insert.bind(2, event.name);
+    insert.bind(3, event.data);
+    insert.bind(4, static_cast<int64_t>(event.now_ms));
+    insert.exec();
+    result.seq = db_.getLastInsertRowid();
+    const json data = json::parse(event.data);
+    const json full = event_json(event.id, event.name, event.data, event.now_ms);
+    std::vector<std::pair<std::string, std::string>> matched;  // run, key
+    {
+      Cached waits(this, "SELECT run_id, key, match FROM waits WHERE event = ? AND since < ?");
+      waits.bind(1, event.name);
+      waits.bind(2, static_cast<int64_t>(result.seq));
+      while (waits.executeStep()) {
+        if (matches(json::parse(waits.getColumn(2).getString()), data)) {
+          matched.emplace_back(waits.getColumn(0).getString(), waits.getColumn(1).getString());
+        }
+      }
+    }
+    for (const auto& [run, key] : matched) {
+      if (complete_wait(run, key, full, event.now_ms)) {
+        wake(run, event.now_ms, "event '" + event.name + "' arrived (" + key + ")");
+        ++result.woken;
+      }
+    }
+    std::vector<std::string> workflows;
+    {
+      Cached triggers(this, "SELECT workflow FROM triggers WHERE event = ?");
+      triggers.bind(1, event.name);
+      while (triggers.executeStep()) workflows.push_back(triggers.getColumn(0).getString());
+    }
+    for (const std::string& workflow : workflows) {
+      NewRun run;
+      run.id = new_id();
+      run.workflow = workflow;
+      run.correlation_id = new_id();
+      run.idempotency_key = "event:" + event.id;
+      run.input = full.dump();
+      run.now_ms = run.due_ms = event.now_ms;
+      run.reason = "started by event '" + event.name + "'";
+      result.started.push_back(insert_run(run));
+    }
+    return result;
+  }
+
+  // Cancels a run that has not ended, and its children, inside the caller's transaction.
+  void cancel_in(const std::string& id, std::int64_t now_ms, const std::string& reason) {
+    Cached update(
+        this,
+        "UPDATE runs SET status = 'cancelled', due_at = NULL, owner = NULL, updated_at = ? "
+        "WHERE id = ? AND status IN ('pending', 'running', 'sleeping', 'waiting')");
+    update.bind(1, static_cast<int64_t>(now_ms));
+    update.bind(2, id);
+    if (update.exec() == 0) return;
+    add_history(id, now_ms, Status::cancelled, reason);
+    Cached waits(this, "DELETE FROM waits WHERE run_id = ?");
+    waits.bind(1, id);
+    waits.exec();
+    std::vector<std::string> children;
+    {
+      Cached query(this,
+                   "SELECT id FROM runs WHERE parent_id = ? AND status IN "
+                   "('pending', 'running', 'sleeping', 'waiting')");
+      query.bind(1, id);
+      while (query.executeStep()) children.push_back(query.getColumn(0).getString());
+    }
+    for (const std::string& child : children) {
+      cancel_in(child, now_ms, "cancelled with its parent run " + id);
+    }
+    resolve_parent(id, Status::cancelled, std::nullopt, std::nullopt, now_ms);
+  }
+
+  // Completes the event waits of a run whose timeout passed, with no event.
+  void time_out_waits(const std::string& id, std::int64_t now_ms) {
+    std::vector<std::string> keys;
+    {
+      Cached query(this,
+                   "SELECT key FROM steps WHERE run_id = ? AND kind = 'event' AND "
+                   "state = 'waiting' AND wake_at <= ?");
+      query.bind(1, id);
+      query.bind(2, static_cast<int64_t>(now_ms));
+      while (query.executeStep()) keys.push_back(query.getColumn(0).getString());
+    }
+    for (const std::string& key : keys) complete_wait(id, key, json(), now_ms);
   }
 
   // Validates an existing file through a read-only connection, before any read-write one is
@@ -635,6 +1170,8 @@ class SqliteStore final : public Store {
         return "claimed";
       case Status::sleeping:
         return "woke up";
+      case Status::waiting:
+        return "woke up: the wait timed out";
       default:
         return "taken over: the previous owner's lease lapsed or its process died";
     }
@@ -665,7 +1202,10 @@ class SqliteStore final : public Store {
     s.bind(4, e.base);
     s.bind(5, std::string(to_string(e.kind)));
     s.bind(6, std::string(to_string(e.state)));
-    if (e.state != StepState::completed || e.kind != StepKind::run) {
+    const bool has_output = e.kind == StepKind::run
+                                ? e.state == StepState::completed
+                                : e.kind != StepKind::sleep && !e.output.is_null();
+    if (!has_output) {
       s.bind(7);
     } else if (!e.output_text.empty()) {
       s.bind(7, e.output_text);
@@ -725,8 +1265,10 @@ class SqliteStore final : public Store {
     info.created_at = to_time(q.getColumn(8).getInt64());
     info.updated_at = to_time(q.getColumn(9).getInt64());
     if (!q.getColumn(10).isNull() &&
-        (info.status == Status::pending || info.status == Status::sleeping))
+        (info.status == Status::pending || info.status == Status::sleeping ||
+         info.status == Status::waiting))
       info.wake_at = to_time(q.getColumn(10).getInt64());
+    info.parent_id = q.getColumn(11).getString();
     return info;
   }
 

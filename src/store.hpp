@@ -7,6 +7,7 @@
 #include <durable/info.hpp>
 #include <durable/options.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,7 +21,39 @@ struct NewRun {
   std::string id, workflow, correlation_id, idempotency_key;
   std::string input;  ///< JSON text
   std::int64_t now_ms = 0;
-  std::int64_t due_ms = 0;  ///< not claimed before this time (a delayed start)
+  std::int64_t due_ms = 0;             ///< not claimed before this time (a delayed start)
+  std::string parent_id, parent_step;  ///< a child run: the parent and its invoke step's key
+  std::string reason;                  ///< for the state history; empty: "started"
+};
+
+/// An event to store and deliver.
+struct NewEvent {
+  std::string id, name;
+  std::string data;  ///< JSON text
+  std::int64_t now_ms = 0;
+};
+
+/// What storing an event did.
+struct Published {
+  std::int64_t seq = 0;
+  std::size_t woken = 0;             ///< waiting runs it completed a wait of
+  std::vector<std::string> started;  ///< runs it started (workflows listing the event)
+};
+
+/// A schedule as stored.
+struct ScheduleRow {
+  std::string id, workflow, input;  ///< input: JSON text
+  std::int64_t every_ms = 0;
+  std::string cron;
+  std::optional<int> remaining;
+  std::int64_t next_at = 0;
+  int fired = 0;
+};
+
+/// Runs that are due and not yet claimed: how many, and since when the oldest is due.
+struct Backlog {
+  std::size_t depth = 0;
+  std::optional<std::int64_t> oldest_due_ms;
 };
 
 /// A run claimed by this runtime: its state and journal, and when the claim lapses.
@@ -40,6 +73,8 @@ struct ClaimRequest {
   /// Runs the claiming runtime is executing right now: never claimed again by it, even when
   /// their lease lapsed during a long step body.
   std::vector<std::string> executing;
+  /// Workflows with a concurrency limit: no claim makes more of their runs `running` than this.
+  std::map<std::string, int> limits;
 };
 
 /// One atomic write for a run: an optional journal entry and an optional change of the run.
@@ -93,6 +128,9 @@ class Store {
   /// The earliest due time of a claimable run of these workflows, leaving out `executing`.
   virtual std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                                const std::vector<std::string>& executing) = 0;
+  /// Hands a run this owner holds back: pending, due now, for any runtime to go on with.
+  virtual bool release(const std::string& id, const std::string& owner, std::int64_t now_ms,
+                       const std::string& reason) = 0;
   /// Moves the lease expiry of these runs, where they are still running under `owner`.
   virtual void renew_leases(const std::string& owner, const std::vector<std::string>& ids,
                             std::int64_t until_ms) = 0;
@@ -101,6 +139,28 @@ class Store {
   virtual bool cancel(const std::string& id, std::int64_t now_ms) = 0;
   /// Requeues a failed run, its failed steps with fresh attempts. Throws Error when not failed.
   virtual bool retry(const std::string& id, std::int64_t now_ms) = 0;
+
+  /// Stores an event, completes the waits it matches and starts the runs it triggers, in one
+  /// transaction.
+  virtual Published publish(const NewEvent& event) = 0;
+  /// The sequence number of the last event stored (0: none).
+  virtual std::int64_t event_horizon() = 0;
+  /// Records that events of this name start runs of this workflow.
+  virtual void add_trigger(const std::string& event, const std::string& workflow) = 0;
+
+  /// Inserts or replaces a schedule.
+  virtual void put_schedule(const ScheduleRow& schedule, std::int64_t now_ms) = 0;
+  virtual bool remove_schedule(const std::string& id) = 0;
+  virtual std::vector<ScheduleInfo> list_schedules() = 0;
+  virtual std::optional<std::int64_t> next_schedule_at() = 0;
+  /// Starts a run for each schedule due at now_ms, once however many due times it missed, and
+  /// moves it to next(schedule, now_ms) (nullopt: no more) or removes it when its count is
+  /// used up; all in one transaction. Returns the runs started.
+  virtual std::vector<std::string> fire_schedules(
+      std::int64_t now_ms,
+      const std::function<std::optional<std::int64_t>(const ScheduleRow&, std::int64_t)>& next) = 0;
+
+  virtual Backlog backlog(std::int64_t now_ms) = 0;
 
   virtual void register_worker(const Worker& worker, std::int64_t now_ms) = 0;
   /// Workers registered from this host.
@@ -123,7 +183,7 @@ class Store {
 std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability);
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

@@ -35,6 +35,8 @@ struct ScriptedHost final : Host {
   bool journal_now(std::vector<EntryWrite>&) override { return false; }  // every_step only
   std::int64_t park_until(std::int64_t) override { return 0; }
   std::int64_t now_ms() override { return now; }
+  std::int64_t event_horizon() override { return 0; }
+  void check_child(std::string_view, const durable::json&) override {}
   std::int64_t now = 1000;
 };
 

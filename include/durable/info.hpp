@@ -2,6 +2,7 @@
 /// \file
 /// Snapshots of runs and steps as the database holds them.
 
+#include <cstdint>
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
 #include <optional>
@@ -27,17 +28,40 @@ struct RunInfo {
   Clock::time_point created_at, updated_at;
   std::optional<Clock::time_point> wake_at;  ///< when a pending or sleeping run is next due
   std::vector<Transition> history;           ///< every status change, oldest first
+  std::string parent_id;  ///< a run started by step.invoke: the run that invoked it
 };
 
 /// A journal entry of a run.
 struct StepInfo {
   std::string id;      ///< the journal key: "charge", "charge#2"
-  std::string kind;    ///< run | sleep
-  std::string status;  ///< completed | failed | retrying | sleeping
+  std::string kind;    ///< run | sleep | event | invoke | send
+  std::string status;  ///< completed | failed | retrying | sleeping | waiting
   json output;
   std::optional<ErrorInfo> error;  ///< while retrying or failed: the last failed attempt's error
   int attempts = 0;
   std::optional<Clock::time_point> wake_at;  ///< sleeping: wake time; retrying: next attempt
+};
+
+/// A schedule as the database holds it.
+struct ScheduleInfo {
+  std::string id, workflow;
+  json input;
+  std::chrono::milliseconds every{0};
+  std::string cron;
+  std::optional<int> remaining;  ///< starts left; none: no end
+  Clock::time_point next_at;     ///< the next start
+  int fired = 0;                 ///< runs started so far
+};
+
+/// What this Runtime has done since it was made (other processes count their own).
+struct Counters {
+  std::uint64_t runs_started = 0;    ///< start()s and event-triggered runs that created a run
+  std::uint64_t runs_completed = 0;  ///< runs this runtime executed to completed
+  std::uint64_t runs_failed = 0;     ///< runs this runtime executed to failed
+  std::uint64_t steps = 0;           ///< journal entries written (steps, sleeps, waits, sends)
+  std::uint64_t retries = 0;         ///< failed attempts that will be tried again
+  std::uint64_t events_sent = 0;     ///< Runtime::send_event and journaled step.send_event
+  std::uint64_t schedule_fires = 0;  ///< runs started by schedules
 };
 
 }  // namespace durable

@@ -4,10 +4,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace durable {
 
@@ -27,6 +29,21 @@ struct RetryPolicy {
 /// Options of a workflow.
 struct WorkflowOptions {
   std::optional<RetryPolicy> retry;  ///< default policy of this workflow's steps
+  /// Each event sent with one of these names starts a run of this workflow, whichever process
+  /// sends it. The run's input is {"name", "data", "id", "time"} (time in ms since the epoch).
+  std::vector<std::string> events;
+  /// At most this many runs of this workflow executing at once, across every runtime on the
+  /// database; sleeping and waiting runs hold no slot. 0: no limit.
+  int concurrency = 0;
+};
+
+/// Options of Step::wait_for_event.
+struct WaitOptions {
+  /// How long to wait; then wait_for_event returns nullopt. max() (the default): no timeout.
+  std::chrono::milliseconds timeout = std::chrono::milliseconds::max();
+  /// The fields the event's data must hold, with equal values ({} matches any event of the
+  /// name). Keys name top-level fields of the data.
+  json match = json::object();
 };
 
 /// Options of one step.
@@ -56,6 +73,9 @@ enum class Replay { every_step, on_recovery };
 /// full: it also survives power loss (synchronous=FULL: every commit is synced).
 enum class Durability { normal, full };
 
+/// How much the runtime logs: each line is one JSON object on the log sink.
+enum class LogLevel { debug, info, warn, error, off };
+
 /// Options of a Runtime.
 struct RuntimeOptions {
   std::string database = "durable.db";  ///< a file path, or ":memory:" for a throw-away runtime
@@ -67,9 +87,36 @@ struct RuntimeOptions {
   /// stays claimed); longer ones evict the workflow, which replays on wake.
   std::chrono::milliseconds resident_sleep{1000};
   Durability durability = Durability::normal;
-  std::chrono::milliseconds poll_interval{200};  ///< how often wait() looks for new work
-  std::chrono::milliseconds lease{30'000};       ///< how long a claim on a run lasts unrenewed
-  std::size_t max_output_bytes = 4u << 20;       ///< the largest step or run result, as JSON text
+  /// How often serve() and wait() look in the database for work other processes wrote.
+  std::chrono::milliseconds poll_interval{200};
+  std::chrono::milliseconds lease{30'000};  ///< how long a claim on a run lasts unrenewed
+  std::size_t max_output_bytes = 4u << 20;  ///< the largest step or run result, as JSON text
+
+  /// Log lines at this level and above are written, one JSON object per line.
+  LogLevel log_level = LogLevel::warn;
+  /// Where log lines go (called from the runtime's threads, one line at a time); empty: stderr.
+  std::function<void(std::string_view line)> log_sink;
+  /// serve() logs workflow.backlog_warning when this many runs are due and not yet claimed
+  /// (0: never), and workflow.backlog_age_breach when the oldest of them has waited this long
+  /// (0: never); each once when crossed, and again after it cleared.
+  std::size_t backlog_warning = 1000;
+  std::chrono::milliseconds backlog_age_breach{60'000};
+};
+
+/// When a schedule starts runs: every `every` or by a `cron` expression (one of the two), at
+/// most `count` times.
+struct Schedule {
+  /// The schedule's name; a schedule() with a name already used replaces that schedule. Empty:
+  /// one is generated.
+  std::string id;
+  std::chrono::milliseconds every{0};  ///< an interval, from `first` on
+  /// A 5-field cron expression in UTC ("minute hour day-of-month month day-of-week", with
+  /// lists, ranges, steps and names: "0 9 * * mon-fri"), or @hourly, @daily, @weekly, @monthly,
+  /// @yearly.
+  std::string cron;
+  std::optional<int> count;  ///< runs to start in all; none: no end
+  /// The first start: by default the first cron match from now, or now + every.
+  std::optional<Clock::time_point> first;
 };
 
 /// Options of Runtime::start.

@@ -24,8 +24,8 @@ struct RuntimeAccess;
 /// many, may open the same database file; a run is executed by one of them at a time (it is
 /// claimed with a lease, and a claim of a crashed process on this host is taken over at once).
 ///
-/// A Runtime executes runs only inside run_until_idle() and wait(); it starts no thread of its
-/// own, so every workflow is add()ed before any run can be claimed.
+/// A Runtime executes runs only inside serve(), run_until_idle() and wait(); it starts no thread
+/// of its own before, so every workflow is add()ed before any run can be claimed.
 class Runtime {
  public:
   /// Opens (or creates) the database. Throws Error for a file that is not a durable database
@@ -42,6 +42,23 @@ class Runtime {
   /// add()ed, and Error for an input the typed workflow cannot take or whose JSON text is larger
   /// than max_output_bytes; nothing is written then.
   std::string start(std::string_view workflow, json input = json::object(), StartOptions opts = {});
+
+  /// Stores an event and delivers it: each workflow whose WorkflowOptions::events lists the name
+  /// gets a run (in whichever process has it added), and each run waiting for the name in
+  /// step.wait_for_event whose match fields equal the data's wakes with it. Throws Error for an
+  /// empty name or data that cannot be stored; nothing is written then.
+  void send_event(std::string_view name, json data = json::object());
+
+  /// Starts runs of `workflow` with `input` on a schedule, and returns the schedule's id. The
+  /// schedule is stored: any runtime on the database that serves (or runs run_until_idle) fires
+  /// it, once per due time; after downtime it fires once for all the times it missed. Throws
+  /// UnknownWorkflow, and Error for a schedule with neither or both of every and cron, a bad
+  /// cron expression, or a count below 1.
+  std::string schedule(std::string_view workflow, json input, Schedule when);
+  /// Every schedule that has starts left, soonest first.
+  std::vector<ScheduleInfo> schedules() const;
+  /// Removes a schedule before it fires again; runs it started are not touched. Throws NotFound.
+  void unschedule(std::string_view schedule_id);
 
   /// The run with this id. Throws NotFound.
   RunInfo get(std::string_view run_id) const;
@@ -64,6 +81,19 @@ class Runtime {
   /// Executes work until the run is completed, failed or cancelled, or the timeout passes;
   /// returns the run as it then is. Throws NotFound.
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
+
+  /// The worker loop: executes due runs as they come due (timers for sleeps, backoffs, delayed
+  /// starts, event timeouts and schedules), and looks in the database every poll_interval for
+  /// work written by other processes. Returns after stop(), SIGINT or SIGTERM: step bodies
+  /// already running finish and are journaled, and their runs are handed back for the next
+  /// runtime to go on with. Throws Error when this runtime is already serving.
+  void serve();
+  /// Makes serve() return (from any thread, or before serve() was called: it then returns at
+  /// once). Does not wait for it.
+  void stop();
+
+  /// What this runtime has done so far.
+  Counters counters() const;
 
  private:
   friend struct detail::RuntimeAccess;

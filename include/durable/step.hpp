@@ -112,6 +112,21 @@ class Step {
   /// Sleeps the run until t (returns at once on the next invocation if t has passed).
   void sleep_until(std::string_view id, Clock::time_point t);
 
+  /// Waits for an event with this name sent after the wait began (by Runtime::send_event or a
+  /// step's send_event, in any process) whose data holds the fields of opts.match with equal
+  /// values, and returns its data; nullopt when opts.timeout passes first. The run is waiting,
+  /// holding no thread, meanwhile. The event is journaled: replays return the same data.
+  std::optional<json> wait_for_event(std::string_view id, std::string_view event,
+                                     WaitOptions opts = {});
+  /// Sends an event (see Runtime::send_event), once: the send is journaled with the event, and
+  /// replays do not send it again. Throws Error for data that cannot be stored.
+  void send_event(std::string_view id, std::string_view event, json data = json::object());
+  /// Starts a run of another workflow with this input (once: the child's id is journaled, and
+  /// the child records this run as its parent), waits for it without holding a thread, and
+  /// returns its output. A child that failed or was cancelled throws StepFailed here. Cancelling
+  /// this run cancels the child. The workflow must be added to the runtime running this one.
+  json invoke(std::string_view id, std::string_view workflow, json input = json::object());
+
   /// The id of the run this invocation belongs to.
   std::string_view run_id() const;
   /// The run's correlation id, from start() or generated.

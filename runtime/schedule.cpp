@@ -1,0 +1,109 @@
+// Schedules: recurring starts every interval or by a cron expression, stored in the database and
+// fired by whichever runtime looks first, once per due time.
+
+#include "cron.hpp"
+#include "errors_internal.hpp"
+#include "ids.hpp"
+#include "runtime_core.hpp"
+#include "serialization.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+std::int64_t to_ms(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+// The next due time of a schedule after `now`: the first slot of its grid (interval) or the
+// first cron match after now. The slots it missed while no runtime was up are skipped: the run
+// just started stands for all of them.
+std::optional<std::int64_t> next_slot(const ScheduleRow& row, std::int64_t now) {
+  if (!row.cron.empty()) return Cron::parse(row.cron).next_after(now);
+  const std::int64_t missed = now < row.next_at ? 0 : (now - row.next_at) / row.every_ms + 1;
+  return row.next_at + missed * row.every_ms;
+}
+
+}  // namespace
+
+std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedule when) {
+  const std::shared_ptr<const Workflow> wf = find_workflow(workflow);
+  if (!wf) unknown_workflow(workflow);
+  const std::string label = "schedule of '" + std::string(workflow) + "'";
+  const bool interval = when.every.count() != 0;
+  if (interval == !when.cron.empty()) {
+    throw Error(label + ": give either Schedule::every or Schedule::cron, not " +
+                (interval ? "both" : "neither"));
+  }
+  if (interval && when.every.count() < 0) throw Error(label + ": every must be positive");
+  if (when.count && *when.count < 1) {
+    throw Error(label + ": count must be 1 or more (or none: no end), not " +
+                std::to_string(*when.count));
+  }
+  std::optional<Cron> cron;
+  if (!interval) cron = Cron::parse(when.cron);  // throws Error naming what is wrong
+  wf->check_input(input);
+  ScheduleRow row;
+  if (const auto problem = encode(input, row.input)) {
+    throw Error(label + ": the input cannot be stored: " + *problem);
+  }
+  if (row.input.size() > options_.max_output_bytes) {
+    throw Error(label + ": the input is " + human_bytes(row.input.size()) + "; the limit is " +
+                human_bytes(options_.max_output_bytes));
+  }
+  const std::int64_t now = now_ms();
+  row.id = when.id.empty() ? new_id() : when.id;
+  row.workflow = std::string(workflow);
+  row.every_ms = when.every.count();
+  row.cron = when.cron;
+  row.remaining = when.count;
+  if (when.first) {
+    row.next_at = to_ms(*when.first);
+  } else if (cron) {
+    const auto first = cron->next_after(now);
+    if (!first) throw Error(label + ": the cron expression '" + when.cron + "' never matches");
+    row.next_at = *first;
+  } else {
+    row.next_at = now + row.every_ms;
+  }
+  {
+    std::lock_guard lock(store_mutex_);
+    store_->put_schedule(row, now);
+  }
+  logger_.write(LogLevel::info, "schedule.added", "schedule stored",
+                {{"schedule", row.id}, {"workflow", row.workflow}}, now);
+  notify_waiters();
+  return row.id;
+}
+
+std::vector<ScheduleInfo> RuntimeCore::schedules() {
+  std::lock_guard lock(store_mutex_);
+  return store_->list_schedules();
+}
+
+void RuntimeCore::unschedule(std::string_view id) {
+  std::lock_guard lock(store_mutex_);
+  if (!store_->remove_schedule(std::string(id))) {
+    throw NotFound("no schedule with id '" + std::string(id) + "'");
+  }
+}
+
+std::size_t RuntimeCore::fire_schedules() {
+  const std::int64_t now = now_ms();
+  std::vector<std::string> started;
+  {
+    std::lock_guard lock(store_mutex_);
+    const std::optional<std::int64_t> next = store_->next_schedule_at();
+    if (!next || *next > now) return 0;  // a read; the write transaction only when one is due
+    started = store_->fire_schedules(now, next_slot);
+  }
+  counters_.schedule_fires += started.size();
+  counters_.runs_started += started.size();
+  for (const std::string& id : started) {
+    logger_.write(LogLevel::info, "schedule.fired", "a schedule started a run", {{"run_id", id}},
+                  now);
+  }
+  return started.size();
+}
+
+}  // namespace durable::detail
