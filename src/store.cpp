@@ -709,8 +709,8 @@ class SqliteStore final : public Store {
     return row;
   }
 
-  // Runs the request may claim, with their status before the claim: due ones (pending,
-  // sleeping or waiting whose time came, running whose lease lapsed), then those of dead owners.
+  // Runs the request may claim, with their status before the claim: those of dead owners, then
+  // due ones (pending, sleeping or waiting whose time came, running whose lease lapsed).
   // A workflow at its concurrency limit gets no more runs made running.
   std::vector<std::pair<std::string, Status>> claimable(const ClaimRequest& request) {
     std::vector<std::pair<std::string, Status>> due;
@@ -727,6 +727,24 @@ class SqliteStore final : public Store {
       if (it == room.end() || it->second > 0) workflows.push_back(name);
     }
     std::vector<std::string> skip = request.executing;
+    // First the runs of dead owners: a restarted process resumes its crashed runs at once, ahead
+    // of the queue. A takeover makes no more runs running, so the limits do not apply.
+    for (const std::string& owner : request.dead_owners) {
+      if (due.size() >= request.limit) break;
+      Cached orphans(this,
+                     "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND due_at > ? "
+                     "AND workflow IN (" +
+                         placeholders(request.workflows.size()) + ") LIMIT ?");
+      int j = 1;
+      orphans.bind(j++, owner);
+      orphans.bind(j++, static_cast<int64_t>(request.now_ms));
+      for (const auto& name : request.workflows) orphans.bind(j++, name);
+      orphans.bind(j, static_cast<int64_t>(request.limit - due.size()));
+      while (orphans.executeStep()) {
+        due.emplace_back(orphans.getColumn(0).getString(), Status::running);
+        skip.push_back(due.back().first);
+      }
+    }
     // A batch may fill up with the runs of a workflow at its limit: those are skipped, the
     // workflow dropped, and the query made again for the others.
     while (due.size() < request.limit && !workflows.empty()) {
@@ -762,20 +780,6 @@ class SqliteStore final : public Store {
         const auto it = room.find(name);
         return it != room.end() && it->second <= 0;
       });
-    }
-    for (const std::string& owner : request.dead_owners) {
-      if (due.size() >= request.limit) break;
-      Cached orphans(this,
-                     "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND due_at > ? "
-                     "AND workflow IN (" +
-                         placeholders(request.workflows.size()) + ") LIMIT ?");
-      int j = 1;
-      orphans.bind(j++, owner);
-      orphans.bind(j++, static_cast<int64_t>(request.now_ms));
-      for (const auto& name : request.workflows) orphans.bind(j++, name);
-      orphans.bind(j, static_cast<int64_t>(request.limit - due.size()));
-      while (orphans.executeStep())
-        due.emplace_back(orphans.getColumn(0).getString(), Status::running);
     }
     return due;
   }

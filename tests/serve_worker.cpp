@@ -1,0 +1,28 @@
+// A serving worker process for the multi-process tests: adds the workflows of
+// worker_workflows.hpp and serves the database until SIGTERM or SIGINT, then exits 0.
+//
+//   durable_serve_worker DB LOG
+
+#include <iostream>
+
+#include "worker_workflows.hpp"
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: durable_serve_worker DB LOG\n";
+    return 2;
+  }
+  try {
+    durable::Runtime runtime({.database = argv[1],
+                              .poll_interval = std::chrono::milliseconds(20),
+                              .lease = std::chrono::milliseconds(5000),
+                              .log_level = durable::LogLevel::error});
+    runtime.add(durable::test::job_workflow(argv[2]));
+    runtime.add(durable::test::slow_workflow(argv[2]));
+    runtime.serve();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "durable_serve_worker: " << e.what() << "\n";
+    return 1;
+  }
+}

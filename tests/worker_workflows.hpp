@@ -1,0 +1,59 @@
+#pragma once
+// The workflows of the serving-worker tests, shared by the test process (which starts runs) and
+// durable_serve_worker (which executes them). Every step body appends "RUN STEP PID" to a log
+// file, so the test can count the bodies that ran.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <durable/durable.hpp>
+#include <string>
+#include <thread>
+
+namespace durable::test {
+
+// One line per body, written with one write() on an O_APPEND file: lines of several processes
+// never interleave, and a line is either whole or absent after a kill -9.
+inline void log_body(const std::string& path, const std::string& what) {
+  const std::string line = what + " " + std::to_string(::getpid()) + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd < 0) return;
+  [[maybe_unused]] const ssize_t n = ::write(fd, line.data(), line.size());
+  ::close(fd);
+}
+
+// "job": ten steps s0..s9, each input["ms"] (default 2) milliseconds of work; the output is the
+// sum 0 + ... + 9.
+inline Workflow job_workflow(const std::string& log) {
+  return Workflow("job", [log](Step& step, const json& input) -> json {
+    const int ms = input.value("ms", 2);
+    int sum = 0;
+    for (int i = 0; i < 10; ++i) {
+      const std::string id = "s" + std::to_string(i);
+      sum += step.run(id, [&] {
+        log_body(log, std::string(step.run_id()) + " " + id);
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        return i;
+      });
+    }
+    return sum;
+  });
+}
+
+// "slow": two steps whose bodies take 600 ms each, logging when they begin and end.
+inline Workflow slow_workflow(const std::string& log) {
+  return Workflow("slow", [log](Step& step, const json&) -> json {
+    for (const char* id : {"first", "second"}) {
+      step.run(id, [&] {
+        log_body(log, std::string(step.run_id()) + " begin-" + id);
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        log_body(log, std::string(step.run_id()) + " end-" + id);
+        return true;
+      });
+    }
+    return "done";
+  });
+}
+
+}  // namespace durable::test

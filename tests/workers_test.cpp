@@ -1,0 +1,207 @@
+// Serving processes on one database file: two at once, a loop of kill -9s, a graceful SIGTERM.
+// Real processes (durable_serve_worker), real signals.
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "support.hpp"
+#include "worker_workflows.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+
+pid_t spawn_worker(const std::string& db, const std::string& log) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (freopen("/dev/null", "w", stdout) == nullptr) _exit(126);
+    execl(DURABLE_SERVE_WORKER, DURABLE_SERVE_WORKER, db.c_str(), log.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for the process and returns its exit status, or -signal if a signal ended it.
+int reap(pid_t pid) {
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+struct Body {
+  std::string run, step;
+  int pid = 0;
+};
+
+std::vector<Body> read_bodies(const std::string& path) {
+  std::vector<Body> bodies;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    Body body;
+    if (fields >> body.run >> body.step >> body.pid) bodies.push_back(body);
+  }
+  return bodies;
+}
+
+// The test process's view of the database: it starts runs and reads them, executing nothing.
+std::unique_ptr<Runtime> client(const std::string& db, const std::string& log) {
+  auto runtime = std::make_unique<Runtime>(RuntimeOptions{.database = db});
+  runtime->add(test::job_workflow(log));
+  runtime->add(test::slow_workflow(log));
+  return runtime;
+}
+
+std::size_t completed(Runtime& runtime, const std::string& workflow) {
+  return runtime.list({.status = Status::completed, .workflow = workflow, .limit = 100'000}).size();
+}
+
+bool wait_until(const std::function<bool()>& done, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("two serving processes on one file: 200 runs each complete once, no body runs twice") {
+  test::TempDir dir;
+  const std::string db = dir.file("db"), log = dir.file("bodies");
+  auto runtime = client(db, log);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 200; ++i) ids.push_back(runtime->start("job", {{"i", i}}));
+  const pid_t a = spawn_worker(db, log);
+  const pid_t b = spawn_worker(db, log);
+  const bool done = wait_until([&] { return completed(*runtime, "job") == 200; }, 60s);
+  kill(a, SIGTERM);
+  kill(b, SIGTERM);
+  CHECK(reap(a) == 0);
+  CHECK(reap(b) == 0);
+  REQUIRE(done);
+
+  std::map<std::pair<std::string, std::string>, int> runs_of;
+  std::map<int, int> by_pid;
+  for (const Body& body : read_bodies(log)) {
+    ++runs_of[{body.run, body.step}];
+    ++by_pid[body.pid];
+  }
+  CHECK(runs_of.size() == 2000);
+  int twice = 0;
+  for (const auto& [key, n] : runs_of) twice += n > 1;
+  CHECK(twice == 0);
+  for (const std::string& id : ids) {
+    const RunInfo run = runtime->get(id);
+    CHECK(run.output == 45);
+    CHECK(runtime->steps(id).size() == 10);
+  }
+  MESSAGE("bodies per process: " << by_pid.begin()->second << " and "
+                                 << (by_pid.size() > 1 ? by_pid.rbegin()->second : 0));
+}
+
+TEST_CASE("20 random kill -9s of a serving process during 100 runs lose no run") {
+  test::TempDir dir;
+  const std::string db = dir.file("db"), log = dir.file("bodies");
+  auto runtime = client(db, log);
+  std::vector<std::string> ids;
+  // 1,000 bodies of 15 ms on a worker's few step threads take longer than the 20 lives of the
+  // loop below, so every kill lands while work remains.
+  for (int i = 0; i < 100; ++i) ids.push_back(runtime->start("job", {{"i", i}, {"ms", 15}}));
+  std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> lifetime_ms(30, 250);
+  int killed_during_work = 0;
+  for (int kill_no = 0; kill_no < 20; ++kill_no) {
+    const pid_t worker = spawn_worker(db, log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(lifetime_ms(random)));
+    kill(worker, SIGKILL);
+    CHECK(reap(worker) == -SIGKILL);
+    killed_during_work += completed(*runtime, "job") < 100;
+  }
+  const std::size_t before_last = completed(*runtime, "job");
+  CHECK(before_last < 100);
+  const pid_t last = spawn_worker(db, log);
+  const bool done = wait_until([&] { return completed(*runtime, "job") == 100; }, 60s);
+  kill(last, SIGTERM);
+  CHECK(reap(last) == 0);
+  REQUIRE(done);
+
+  // No run lost, no duplicate journal entry: each run holds exactly s0..s9 and the sum.
+  SQLite::Database look(db, SQLite::OPEN_READONLY);
+  for (const std::string& id : ids) {
+    CHECK(runtime->get(id).output == 45);
+    std::set<std::string> keys;
+    for (const StepInfo& step : runtime->steps(id)) keys.insert(step.id);
+    CHECK(keys.size() == 10);
+    CHECK(keys.count("s0") == 1);
+    CHECK(keys.count("s9") == 1);
+    SQLite::Statement rows(look, "SELECT count(*) FROM steps WHERE run_id = ?");
+    rows.bind(1, id);
+    rows.executeStep();
+    CHECK(rows.getColumn(0).getInt() == 10);
+  }
+  // At least once: a body interrupted by a kill runs again, but only those.
+  std::map<std::pair<std::string, std::string>, int> runs_of;
+  for (const Body& body : read_bodies(log)) ++runs_of[{body.run, body.step}];
+  int again = 0;
+  for (const auto& [key, n] : runs_of) again += n - 1;
+  CHECK(runs_of.size() == 1000);
+  MESSAGE("kills during work: " << killed_during_work << " of 20; runs completed before the last "
+                                << "worker: " << before_last << "; bodies run again: " << again);
+}
+
+TEST_CASE(
+    "SIGTERM stops a serving process gracefully: the running body finishes, the run goes on") {
+  test::TempDir dir;
+  const std::string db = dir.file("db"), log = dir.file("bodies");
+  auto runtime = client(db, log);
+  const std::string id = runtime->start("slow");
+  const pid_t worker = spawn_worker(db, log);
+  REQUIRE(wait_until(
+      [&] {
+        for (const Body& body : read_bodies(log)) {
+          if (body.step == "begin-first") return true;
+        }
+        return false;
+      },
+      20s));
+  const auto signalled = std::chrono::steady_clock::now();
+  kill(worker, SIGTERM);
+  CHECK(reap(worker) == 0);
+  const auto took = std::chrono::steady_clock::now() - signalled;
+  CHECK(took < 2s);  // the 600 ms body finished; the second step did not start
+
+  const std::vector<Body> bodies = read_bodies(log);
+  REQUIRE(bodies.size() == 2);
+  CHECK(bodies[1].step == "end-first");
+  RunInfo run = runtime->get(id);
+  CHECK(run.status == Status::pending);  // handed back, for the next worker at once
+  CHECK(run.history.back().reason == "handed back: its runtime was stopped");
+  REQUIRE(runtime->steps(id).size() == 1);
+  CHECK(runtime->steps(id)[0].status == "completed");
+
+  const pid_t next = spawn_worker(db, log);
+  const bool done = wait_until([&] { return runtime->get(id).status == Status::completed; }, 20s);
+  kill(next, SIGTERM);
+  CHECK(reap(next) == 0);
+  REQUIRE(done);
+  int first_bodies = 0;
+  for (const Body& body : read_bodies(log)) first_bodies += body.step == "begin-first";
+  CHECK(first_bodies == 1);
+}
