@@ -1,0 +1,170 @@
+// Schedules: recurring starts every interval or by cron, with a count; catch-up after downtime;
+// list, replace and remove; bad input.
+
+#include <doctest/doctest.h>
+
+#include "support.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+
+Workflow remind() {
+  return Workflow("remind", [](Step& step, const json& input) -> json {
+    return step.run("send", [&] { return input.value("to", std::string("nobody")); });
+  });
+}
+
+std::size_t runs_of(Runtime& runtime) { return runtime.list({.workflow = "remind"}).size(); }
+
+// Whole minutes since the epoch of a time, to check cron times.
+std::int64_t minute_of_day(Clock::time_point t) {
+  const auto minutes = std::chrono::duration_cast<std::chrono::minutes>(t.time_since_epoch());
+  return minutes.count() % (24 * 60);
+}
+
+}  // namespace
+
+TEST_CASE("an interval schedule with a count starts that many runs, one per due time") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  runtime->add(remind());
+  const std::string id =
+      runtime->schedule("remind", {{"to", "ada"}}, {.id = "daily", .every = 24h, .count = 5});
+  CHECK(id == "daily");
+  REQUIRE(runtime->schedules().size() == 1);
+  CHECK(runtime->schedules()[0].next_at == clock.now() + 24h);
+  CHECK(runtime->schedules()[0].remaining == 5);
+  runtime->run_until_idle();
+  CHECK(runs_of(*runtime) == 0);
+  for (int day = 1; day <= 5; ++day) {
+    clock.advance(24h);
+    runtime->run_until_idle();
+    runtime->run_until_idle();  // a second look in the same due time starts nothing more
+    CHECK(runs_of(*runtime) == static_cast<std::size_t>(day));
+  }
+  CHECK(runtime->schedules().empty());  // its count is used up
+  clock.advance(24h);
+  runtime->run_until_idle();
+  CHECK(runs_of(*runtime) == 5);
+  for (const RunInfo& run : runtime->list({.workflow = "remind"})) {
+    CHECK(run.status == Status::completed);
+    CHECK(run.output == "ada");
+    CHECK(runtime->get(run.id).history.front().reason == "started by schedule 'daily'");
+  }
+  CHECK(runtime->counters().schedule_fires == 5);
+}
+
+TEST_CASE("after downtime a schedule fires once for what it missed, then keeps its grid") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  const auto start = clock.now();
+  {
+    auto runtime = test::runtime_on(dir.file("db"), clock);
+    runtime->add(remind());
+    runtime->schedule("remind", {}, {.id = "hourly", .every = 1h});
+  }
+  clock.advance(10h + 20min);  // no runtime was up for ten due times
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  runtime->add(remind());
+  runtime->run_until_idle();
+  CHECK(runs_of(*runtime) == 1);
+  REQUIRE(runtime->schedules().size() == 1);
+  CHECK(runtime->schedules()[0].next_at == start + 11h);
+  CHECK(runtime->schedules()[0].fired == 1);
+  clock.advance(40min);
+  runtime->run_until_idle();
+  CHECK(runs_of(*runtime) == 2);
+}
+
+TEST_CASE("a cron schedule fires at its matching minutes") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  runtime->add(remind());
+  runtime->schedule("remind", {}, {.id = "nine", .cron = "0 9 * * *", .count = 2});
+  const Clock::time_point first = runtime->schedules().at(0).next_at;
+  CHECK(minute_of_day(first) == 9 * 60);
+  CHECK(first > clock.now());
+  CHECK(first <= clock.now() + 24h);
+  clock.advance(std::chrono::duration_cast<std::chrono::milliseconds>(first - clock.now()));
+  runtime->run_until_idle();
+  CHECK(runs_of(*runtime) == 1);
+  CHECK(runtime->schedules().at(0).next_at == first + 24h);
+  clock.advance(3 * 24h);  // missed two: fires once
+  runtime->run_until_idle();
+  CHECK(runs_of(*runtime) == 2);
+  CHECK(runtime->schedules().empty());
+}
+
+TEST_CASE("a schedule can be replaced and removed before it fires") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  runtime->add(remind());
+  runtime->schedule("remind", {{"to", "ada"}}, {.id = "s", .every = 1h});
+  runtime->schedule("remind", {{"to", "bob"}}, {.id = "s", .every = 2h});  // replaces
+  REQUIRE(runtime->schedules().size() == 1);
+  CHECK(runtime->schedules()[0].input == json{{"to", "bob"}});
+  CHECK(runtime->schedules()[0].every == 2h);
+  clock.advance(2h);
+  runtime->run_until_idle();
+  REQUIRE(runs_of(*runtime) == 1);
+  CHECK(runtime->list({.workflow = "remind"})[0].output == "bob");
+
+  const std::string other = runtime->schedule("remind", {}, {.every = 1h});
+  CHECK_FALSE(other.empty());
+  CHECK(runtime->schedules().size() == 2);
+  runtime->unschedule(other);
+  runtime->unschedule("s");
+  CHECK(runtime->schedules().empty());
+  clock.advance(5h);
+  runtime->run_until_idle();
+  CHECK(runs_of(*runtime) == 1);
+  CHECK_THROWS_WITH_AS(runtime->unschedule("s"), "no schedule with id 's'", NotFound);
+}
+
+TEST_CASE("a delayed first start and two runtimes firing one schedule start one run per time") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto a = test::runtime_on(dir.file("db"), clock);
+  auto b = test::runtime_on(dir.file("db"), clock);
+  a->add(remind());
+  b->add(remind());
+  a->schedule("remind", {}, {.id = "s", .every = 1h, .first = clock.now() + 30min});
+  clock.advance(30min);
+  b->run_until_idle();
+  a->run_until_idle();
+  CHECK(runs_of(*a) == 1);
+  clock.advance(1h);
+  a->run_until_idle();
+  b->run_until_idle();
+  CHECK(runs_of(*a) == 2);
+}
+
+TEST_CASE("bad schedules are clear errors and store nothing") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  runtime->add(remind());
+  CHECK_THROWS_AS(runtime->schedule("nope", {}, {.every = 1h}), UnknownWorkflow);
+  CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {}),
+                       "schedule of 'remind': give either Schedule::every or Schedule::cron, not "
+                       "neither",
+                       Error);
+  CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {.every = 1h, .cron = "* * * * *"}),
+                       doctest::Contains("not both"), Error);
+  CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {.every = -1h}),
+                       "schedule of 'remind': every must be positive", Error);
+  CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {.every = 1h, .count = 0}),
+                       doctest::Contains("count must be 1 or more"), Error);
+  CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {.cron = "0 25 * * *"}),
+                       doctest::Contains("the hour field '25'"), Error);
+  CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {.cron = "0 0 30 2 *"}),
+                       doctest::Contains("never matches"), Error);
+  CHECK_THROWS_WITH_AS(runtime->schedule("remind", {{"to", "\xff"}}, {.every = 1h}),
+                       doctest::Contains("cannot be stored"), Error);
+  CHECK(runtime->schedules().empty());
+}

@@ -1,0 +1,318 @@
+// serve() and stop(), timers, work from other runtimes, concurrency limits, cancel and retry
+// across runtimes, and telemetry: log lines, counters and backlog signals.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "support.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+
+// serve() on a thread for the scope of the object; stop() and join at its end.
+class Serving {
+ public:
+  explicit Serving(Runtime& runtime) : runtime_(&runtime), thread_([this] { run(); }) {}
+  ~Serving() {
+    runtime_->stop();
+    thread_.join();
+  }
+  Serving(const Serving&) = delete;
+  Serving& operator=(const Serving&) = delete;
+  std::exception_ptr error() const { return error_; }
+
+ private:
+  void run() {
+    try {
+      runtime_->serve();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
+  Runtime* runtime_;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+RunInfo wait_for(Runtime& runtime, const std::string& id, Status status,
+                 std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  RunInfo run = runtime.get(id);
+  while (run.status != status && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(2ms);
+    run = runtime.get(id);
+  }
+  return run;
+}
+
+// Collects log lines.
+struct Lines {
+  std::mutex mutex;
+  std::vector<json> lines;
+  std::function<void(std::string_view)> sink() {
+    return [this](std::string_view line) {
+      std::lock_guard lock(mutex);
+      lines.push_back(json::parse(line));
+    };
+  }
+  std::vector<json> with_event(const std::string& event) {
+    std::lock_guard lock(mutex);
+    std::vector<json> found;
+    for (const json& line : lines) {
+      if (line.value("event", "") == event) found.push_back(line);
+    }
+    return found;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("serve() runs started work and wakes sleeping runs on time, until stop()") {
+  test::TempDir dir;
+  Runtime runtime({.database = dir.file("db"), .poll_interval = 5s});
+  runtime.add(Workflow("nap", [](Step& step, const json&) -> json {
+    step.run("a", [] { return 1; });
+    step.sleep("nap", 300ms);
+    return step.run("b", [] { return 2; });
+  }));
+  Serving serving(runtime);
+  const auto started = std::chrono::steady_clock::now();
+  const std::string id = runtime.start("nap");
+  const RunInfo run = wait_for(runtime, id, Status::completed);
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(run.status == Status::completed);
+  // Woken by its timer: after 300 ms, and long before the 5 s poll.
+  CHECK(took >= 300ms);
+  CHECK(took < 2s);
+  CHECK(run.invocations == 4);
+}
+
+TEST_CASE("stop() before serve() makes it return at once, and a second serve() is refused") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.stop();
+  runtime.serve();  // returns
+  std::atomic<bool> second_refused{false};
+  {
+    Serving serving(runtime);
+    std::this_thread::sleep_for(50ms);
+    try {
+      runtime.serve();
+    } catch (const Error& e) {
+      second_refused = std::string(e.what()) == "this runtime is already serving";
+    }
+  }
+  CHECK(second_refused);
+}
+
+TEST_CASE("a serving runtime executes runs another runtime wrote, within its poll interval") {
+  test::TempDir dir;
+  Runtime worker({.database = dir.file("db"), .poll_interval = 50ms});
+  Runtime other({.database = dir.file("db")});
+  for (Runtime* r : {&worker, &other}) {
+    r->add(Workflow(
+        "w", [](Step& step, const json&) -> json { return step.run("a", [] { return 7; }); }));
+  }
+  Serving serving(worker);
+  std::this_thread::sleep_for(100ms);
+  const auto started = std::chrono::steady_clock::now();
+  const std::string id = other.start("w");
+  CHECK(wait_for(other, id, Status::completed).output == 7);
+  CHECK(std::chrono::steady_clock::now() - started < 1s);
+}
+
+TEST_CASE("concurrency limits the runs of a workflow executing at once, across runtimes") {
+  test::TempDir dir;
+  std::atomic<int> inside{0}, most{0};
+  const auto limited = [&] {
+    return Workflow("limited",
+                    [&](Step& step, const json&) -> json {
+                      return step.run("work", [&] {
+                        const int now = ++inside;
+                        int seen = most.load();
+                        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+                        }
+                        std::this_thread::sleep_for(30ms);
+                        --inside;
+                        return true;
+                      });
+                    },
+                    {.concurrency = 2});
+  };
+  Runtime a({.database = dir.file("db"), .threads = 4, .poll_interval = 10ms});
+  Runtime b({.database = dir.file("db"), .threads = 4, .poll_interval = 10ms});
+  a.add(limited());
+  b.add(limited());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back(a.start("limited"));
+  {
+    Serving serving_a(a);
+    Serving serving_b(b);
+    for (const auto& id : ids) CHECK(wait_for(a, id, Status::completed).output == true);
+  }
+  CHECK(most.load() == 2);
+}
+
+TEST_CASE("sleeping and waiting runs hold no concurrency slot") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  runtime->add(Workflow("one_at_a_time",
+                        [](Step& step, const json&) -> json {
+                          step.run("a", [] { return 1; });
+                          step.sleep("nap", 1h);
+                          return step.wait_for_event("w", "go", {.timeout = 1h}).has_value();
+                        },
+                        {.concurrency = 1}));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(runtime->start("one_at_a_time"));
+  runtime->run_until_idle();
+  for (const auto& id : ids) CHECK(runtime->get(id).status == Status::sleeping);
+  clock.advance(1h);
+  runtime->run_until_idle();
+  for (const auto& id : ids) CHECK(runtime->get(id).status == Status::waiting);
+  runtime->send_event("go");
+  runtime->run_until_idle();
+  for (const auto& id : ids) CHECK(runtime->get(id).output == true);
+}
+
+TEST_CASE("a bad concurrency limit is refused") {
+  Runtime runtime({.database = ":memory:"});
+  CHECK_THROWS_WITH_AS(
+      runtime.add(Workflow("w", [](Step&, const json&) -> json { return 1; }, {.concurrency = -1})),
+      "workflow 'w': concurrency must be 0 (no limit) or more, not -1", Error);
+}
+
+TEST_CASE(
+    "cancel from another runtime ends a run whose body is running, and its result is not used") {
+  test::TempDir dir;
+  std::atomic<bool> in_body{false}, release{false};
+  Runtime worker({.database = dir.file("db"), .poll_interval = 10ms});
+  worker.add(Workflow("long", [&](Step& step, const json&) -> json {
+    step.run("body", [&] {
+      in_body = true;
+      while (!release) std::this_thread::sleep_for(1ms);
+      return 1;
+    });
+    return step.run("after", [] { return 2; });
+  }));
+  Runtime operator_view({.database = dir.file("db")});  // a CLI, another process
+  const std::string id = worker.start("long");
+  Serving serving(worker);
+  while (!in_body) std::this_thread::sleep_for(1ms);
+  operator_view.cancel(id);
+  release = true;
+  std::this_thread::sleep_for(100ms);
+  CHECK(operator_view.get(id).status == Status::cancelled);
+  CHECK(operator_view.steps(id).empty());
+}
+
+TEST_CASE("retry from another runtime requeues a failed run for the serving one") {
+  test::TempDir dir;
+  std::atomic<int> attempts{0};
+  Runtime worker({.database = dir.file("db"), .poll_interval = 10ms});
+  worker.add(Workflow("fragile", [&](Step& step, const json&) -> json {
+    return step.run("call",
+                    [&] {
+                      if (++attempts == 1) throw std::runtime_error("down");
+                      return "up";
+                    },
+                    {.retry = RetryPolicy{.max_attempts = 1}});
+  }));
+  const std::string id = worker.start("fragile");
+  Serving serving(worker);
+  CHECK(wait_for(worker, id, Status::failed).status == Status::failed);
+  Runtime operator_view({.database = dir.file("db")});
+  operator_view.retry(id);
+  CHECK(wait_for(operator_view, id, Status::completed).output == "up");
+}
+
+TEST_CASE("log lines are JSON with run id, correlation id, workflow and step, at the set level") {
+  Lines lines;
+  Runtime runtime({.database = ":memory:", .log_level = LogLevel::debug, .log_sink = lines.sink()});
+  auto calls = std::make_shared<int>(0);
+  runtime.add(Workflow("logged", [calls](Step& step, const json&) -> json {
+    step.run("a", [] { return 1; });
+    step.run("flaky",
+             [calls] {
+               if ((*calls)++ == 0) throw std::runtime_error("blip");
+               return 2;
+             },
+             {.retry = RetryPolicy{.initial_backoff = std::chrono::milliseconds(0)}});
+    throw std::runtime_error("boom");
+  }));
+  const std::string id = runtime.start("logged", {}, {.correlation_id = "order-7"});
+  runtime.run_until_idle();
+  runtime.run_until_idle();
+
+  const auto started = lines.with_event("run.started");
+  REQUIRE(started.size() == 1);
+  CHECK(started[0].at("run_id") == id);
+  CHECK(started[0].at("correlation_id") == "order-7");
+  CHECK(started[0].at("workflow") == "logged");
+  CHECK(started[0].at("level") == "info");
+  CHECK(started[0].contains("ts"));
+  const auto steps = lines.with_event("step.completed");
+  REQUIRE(!steps.empty());
+  CHECK(steps[0].at("step") == "a");
+  CHECK(steps[0].at("correlation_id") == "order-7");
+  const auto retrying = lines.with_event("step.retrying");
+  REQUIRE(retrying.size() == 1);
+  CHECK(retrying[0].at("step") == "flaky");
+  CHECK(retrying[0].at("error") == "std::runtime_error: blip");
+  const auto failed = lines.with_event("run.failed");
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].at("level") == "error");
+
+  const Counters counters = runtime.counters();
+  CHECK(counters.runs_started == 1);
+  CHECK(counters.runs_failed == 1);
+  CHECK(counters.runs_completed == 0);
+  CHECK(counters.steps == 2);  // a, flaky (its retry updates the same entry)
+  CHECK(counters.retries == 1);
+
+  Lines quiet;
+  Runtime warn_only({.database = ":memory:", .log_sink = quiet.sink()});  // default: warn
+  warn_only.add(Workflow(
+      "fine", [](Step& step, const json&) -> json { return step.run("a", [] { return 1; }); }));
+  warn_only.start("fine");
+  warn_only.run_until_idle();
+  CHECK(quiet.lines.empty());
+  CHECK(warn_only.counters().runs_completed == 1);
+}
+
+TEST_CASE("backlog signals: pending depth and the oldest pending age cross their thresholds") {
+  test::TempDir dir;
+  Lines lines;
+  // The runs are of a workflow this runtime does not have: they stay due and unclaimed.
+  Runtime producer({.database = dir.file("db")});
+  producer.add(Workflow("queued", [](Step&, const json&) -> json { return 1; }));
+  Runtime worker({.database = dir.file("db"),
+                  .poll_interval = 20ms,
+                  .log_level = LogLevel::info,
+                  .log_sink = lines.sink(),
+                  .backlog_warning = 3,
+                  .backlog_age_breach = 150ms});
+  worker.add(Workflow("other", [](Step&, const json&) -> json { return 1; }));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(producer.start("queued"));
+  {
+    Serving serving(worker);
+    std::this_thread::sleep_for(400ms);
+    for (const auto& id : ids) producer.cancel(id);
+    std::this_thread::sleep_for(200ms);
+  }
+  const auto deep = lines.with_event("workflow.backlog_warning");
+  REQUIRE(deep.size() == 1);
+  CHECK(deep[0].at("pending") == 3);
+  CHECK(deep[0].at("level") == "warn");
+  const auto old = lines.with_event("workflow.backlog_age_breach");
+  REQUIRE(old.size() == 1);
+  CHECK(old[0].at("oldest_pending_age_ms").get<int>() >= 150);
+  CHECK(lines.with_event("workflow.backlog_cleared").size() == 1);
+  CHECK(lines.with_event("workflow.backlog_age_cleared").size() == 1);
+}
