@@ -28,10 +28,10 @@ struct RetryPolicy {
 
 /// Options of a workflow.
 struct WorkflowOptions {
-  std::optional<RetryPolicy> retry;  ///< default policy of this workflow's steps
+  std::optional<RetryPolicy> retry{};  ///< default policy of this workflow's steps
   /// Each event sent with one of these names starts a run of this workflow, whichever process
   /// sends it. The run's input is {"name", "data", "id", "time"} (time in ms since the epoch).
-  std::vector<std::string> events;
+  std::vector<std::string> events{};
   /// At most this many runs of this workflow executing at once, across every runtime on the
   /// database; sleeping and waiting runs hold no slot. 0: no limit.
   int concurrency = 0;
@@ -48,7 +48,7 @@ struct WaitOptions {
 
 /// Options of one step.
 struct StepOptions {
-  std::optional<RetryPolicy> retry;  ///< overrides the workflow's policy for this step
+  std::optional<RetryPolicy> retry{};  ///< overrides the workflow's policy for this step
 };
 
 /// Where a run is in its life. pending: queued, not yet claimed; running: claimed by a runtime;
@@ -95,7 +95,7 @@ struct RuntimeOptions {
   /// Log lines at this level and above are written, one JSON object per line.
   LogLevel log_level = LogLevel::warn;
   /// Where log lines go (called from the runtime's threads, one line at a time); empty: stderr.
-  std::function<void(std::string_view line)> log_sink;
+  std::function<void(std::string_view line)> log_sink{};
   /// serve() logs workflow.backlog_warning when this many runs are due and not yet claimed
   /// (0: never), and workflow.backlog_age_breach when the oldest of them has waited this long
   /// (0: never); each once when crossed, and again after it cleared.
@@ -108,29 +108,29 @@ struct RuntimeOptions {
 struct Schedule {
   /// The schedule's name; a schedule() with a name already used replaces that schedule. Empty:
   /// one is generated.
-  std::string id;
+  std::string id{};
   std::chrono::milliseconds every{0};  ///< an interval, from `first` on
   /// A 5-field cron expression in UTC ("minute hour day-of-month month day-of-week", with
   /// lists, ranges, steps and names: "0 9 * * mon-fri"), or @hourly, @daily, @weekly, @monthly,
   /// @yearly.
-  std::string cron;
-  std::optional<int> count;  ///< runs to start in all; none: no end
+  std::string cron{};
+  std::optional<int> count{};  ///< runs to start in all; none: no end
   /// The first start: by default the first cron match from now, or now + every.
-  std::optional<Clock::time_point> first;
+  std::optional<Clock::time_point> first{};
 };
 
 /// Options of Runtime::start.
 struct StartOptions {
-  std::string idempotency_key;  ///< a second start of the same workflow with this key returns
-                                ///< the first run's id and creates nothing
-  std::string correlation_id;   ///< generated when empty
-  std::optional<Clock::time_point> at;  ///< delayed start: not run before this time
+  std::string idempotency_key{};  ///< a second start of the same workflow with this key returns
+                                  ///< the first run's id and creates nothing
+  std::string correlation_id{};   ///< generated when empty
+  std::optional<Clock::time_point> at{};  ///< delayed start: not run before this time
 };
 
 /// Which runs Runtime::list returns.
 struct RunFilter {
-  std::optional<Status> status;
-  std::string workflow;  ///< empty: any
+  std::optional<Status> status{};
+  std::string workflow{};  ///< empty: any
   std::size_t limit = 100;
 };
 
