@@ -743,16 +743,20 @@ void Invocation::send_event(std::string_view id, std::string_view event, json da
 json Invocation::invoke(std::string_view id, std::string_view workflow, json input) {
   ReplayCursor::Match match;
   JournalEntry* entry = begin_special(id, StepKind::invoke, "step.invoke", match);
-  if (entry == nullptr) {
+  // New, or retried (Runtime::retry of a run whose child failed): a new child run.
+  if (entry == nullptr || entry->state == StepState::retrying) {
     check_storable(input, "the input of step.invoke('" + std::string(id) + "')");
     host_->check_child(workflow, input);
+    const bool is_new = entry == nullptr;
+    if (!is_new) match.key = entry->key;
     JournalEntry call = new_entry(match, id, StepKind::invoke);
     call.state = StepState::waiting;
+    call.attempts = is_new ? 1 : entry->attempts + 1;
     // The store creates the child in the transaction that journals this entry: exactly once.
     const std::string child = new_id();
     call.output = {{"run", child}, {"workflow", workflow}, {"input", std::move(input)}};
     wait_on(call, "waiting for child run " + child + " of '" + std::string(workflow) + "'",
-            EntryWrite{std::move(call), true});
+            EntryWrite{std::move(call), is_new});
   }
   switch (entry->state) {
     case StepState::waiting:

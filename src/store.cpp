@@ -288,7 +288,7 @@ class SqliteStore final : public Store {
       std::size_t seq = w.first_seq;
       for (const EntryWrite& e : *w.entries) {
         write_entry(w, e, e.is_new ? seq++ : 0);
-        if (e.is_new) woke = side_effects(w, e.entry) || woke;
+        woke = side_effects(w, e) || woke;
       }
     }
     if (w.status) {
@@ -340,8 +340,9 @@ class SqliteStore final : public Store {
 
   // What a new journal entry does beyond being written: a send publishes its event, a wait is
   // registered, an invoke creates its child. Returns whether a wait was completed at once.
-  bool side_effects(const RunWrite& w, const JournalEntry& e) {
-    if (e.kind == StepKind::send && e.state == StepState::completed) {
+  bool side_effects(const RunWrite& w, const EntryWrite& write) {
+    const JournalEntry& e = write.entry;
+    if (e.kind == StepKind::send && e.state == StepState::completed && write.is_new) {
       NewEvent event;
       event.id = e.output.value("id", "");
       event.name = e.output.value("name", "");
@@ -966,7 +967,7 @@ class SqliteStore final : public Store {
     const std::string workflow = query.getColumn(2).getString();
     query.reset();
     Cached update(this,
-                  "UPDATE steps SET state = ?, output = ?, error = ?, attempts = 1, updated_at = ? "
+                  "UPDATE steps SET state = ?, output = ?, error = ?, updated_at = ? "
                   "WHERE run_id = ? AND key = ? AND state = 'waiting'");
     std::string what;
     if (status == Status::completed) {

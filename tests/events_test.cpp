@@ -407,3 +407,35 @@ TEST_CASE("a journaled invoke replayed as a run is NonDeterminism") {
   CHECK(run.error->type == "durable::NonDeterminism");
   CHECK(run.error->message.find("journaled as an invoke") != std::string::npos);
 }
+
+TEST_CASE("retry of a parent whose child failed starts a new child") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto child_runs = std::make_shared<int>(0);
+  runtime->add(Workflow("flaky_child", [child_runs](Step& step, const json&) -> json {
+    return step.run("work",
+                    [child_runs] {
+                      if (++*child_runs == 1) throw std::runtime_error("first try fails");
+                      return "ok";
+                    },
+                    {.retry = RetryPolicy{.max_attempts = 1}});
+  }));
+  runtime->add(Workflow("strict_parent", [](Step& step, const json&) -> json {
+    return step.invoke("child", "flaky_child");
+  }));
+  const std::string id = runtime->start("strict_parent");
+  runtime->run_until_idle();
+  RunInfo run = runtime->get(id);
+  REQUIRE(run.status == Status::failed);
+  CHECK(run.error->step_id == "child");
+  CHECK(run.error->message.find("first try fails") != std::string::npos);
+
+  runtime->retry(id);
+  runtime->run_until_idle();
+  run = runtime->get(id);
+  CHECK(run.status == Status::completed);
+  CHECK(run.output == "ok");
+  CHECK(runtime->list({.workflow = "flaky_child"}).size() == 2);
+  CHECK(runtime->steps(id).at(0).attempts == 1);  // retry() gives failed steps fresh attempts
+}
