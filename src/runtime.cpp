@@ -450,6 +450,10 @@ std::size_t RuntimeCore::drive(Claim claim) {
   std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
   RunHost host(*this, run);
   for (std::size_t made = 1;; ++made) {
+    if (stopping()) {  // a run of the batch not begun yet when serve() was asked to stop
+      hand_back(run);
+      return made - 1;
+    }
     Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random, host).execute();
     ++run.invocations;
     if (outcome.kind == Outcome::Kind::lost) {
@@ -463,10 +467,6 @@ std::size_t RuntimeCore::drive(Claim claim) {
     if (!written) return made;
     record(run, &outcome.entries, &write);
     if (outcome.kind != Outcome::Kind::step_done) return made;
-    if (stopping()) {
-      hand_back(run);
-      return made;
-    }
     for (EntryWrite& w : outcome.entries) {
       w.entry.output_text = std::string();  // the journal keeps the parsed value only
       if (w.is_new) {
