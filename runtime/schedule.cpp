@@ -66,13 +66,25 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
   } else {
     row.next_at = now + row.every_ms;
   }
+  // A schedule() repeated with the same id and spec (at every start of a program, say) keeps the
+  // stored schedule going: its next time and count are not reset.
+  json spec = {{"workflow", row.workflow},
+               {"input", input},
+               {"every", row.every_ms},
+               {"cron", row.cron},
+               {"count", when.count ? json(*when.count) : json()},
+               {"first", when.first ? json(to_ms(*when.first)) : json()}};
+  row.spec = spec.dump();
+  bool written = false;
   {
     std::lock_guard lock(store_mutex_);
-    store_->put_schedule(row, now);
+    written = store_->put_schedule(row, now);
   }
-  logger_.write(LogLevel::info, "schedule.added", "schedule stored",
-                {{"schedule", row.id}, {"workflow", row.workflow}}, now);
-  notify_waiters();
+  if (written) {
+    logger_.write(LogLevel::info, "schedule.stored", "schedule stored",
+                  {{"schedule", row.id}, {"workflow", row.workflow}}, now);
+    notify_waiters();
+  }
   return row.id;
 }
 

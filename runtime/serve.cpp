@@ -8,6 +8,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <thread>
 
 #include "runtime_core.hpp"
@@ -32,14 +33,24 @@ void RuntimeCore::serve() {
 
   asio::io_context signal_io;
   asio::signal_set signals(signal_io, SIGINT, SIGTERM);
-  signals.async_wait([this](const boost::system::error_code& error, int number) {
-    if (error) return;
-    logger_.write(LogLevel::info, "serve.signal",
-                  std::string(number == SIGINT ? "SIGINT" : "SIGTERM") +
-                      ": finishing the step bodies that run, then handing their runs back",
-                  json::object(), now_ms());
-    stop();
-  });
+  // The first signal stops gracefully; a second one, while the step bodies finish, exits at
+  // once (what was journaled stays; the bodies cut short run again, as after a crash).
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& error, int number) {
+        if (error) return;
+        const std::string name = number == SIGINT ? "SIGINT" : "SIGTERM";
+        if (stop_requested_) {
+          logger_.write(LogLevel::warn, "serve.signal", name + " again: exiting at once",
+                        json::object(), now_ms());
+          std::_Exit(128 + number);
+        }
+        logger_.write(LogLevel::info, "serve.signal",
+                      name + ": finishing the step bodies that run, then handing their runs back",
+                      json::object(), now_ms());
+        stop();
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
   std::thread signal_thread([&signal_io] { signal_io.run(); });
   struct JoinSignals {
     asio::io_context* io;

@@ -116,7 +116,7 @@ void RuntimeCore::add(Workflow wf) {
     }
   }
   std::lock_guard lock(store_mutex_);
-  for (const std::string& event : events) store_->add_trigger(event, name);
+  store_->set_triggers(name, events);
 }
 
 std::shared_ptr<const Workflow> RuntimeCore::find_workflow(std::string_view name) {
@@ -243,20 +243,24 @@ void RuntimeCore::retry(std::string_view run_id) {
       throw NotFound("no run with id '" + std::string(run_id) + "'");
     }
   }
+  logger_.write(LogLevel::info, "run.retried", "retry requested: queued again",
+                {{"run_id", run_id}}, now_ms());
   notify_waiters();
 }
 
 // Owners of running runs whose process, on this host, is gone: a restarted runtime takes their
-// runs over at once instead of waiting for the lease. Looked at most once a second.
+// runs over at once instead of waiting for the lease. Looked for at most once a second; the
+// owners found stay in every claim until the next look, so all their runs come back, batch
+// after batch.
 std::vector<std::string> RuntimeCore::dead_owners() {
   const std::int64_t now = now_ms();
-  std::vector<std::string> dead;
-  if (now < next_owner_scan_ms_) return dead;
+  if (now < next_owner_scan_ms_) return dead_owners_;
   next_owner_scan_ms_ = now + 1000;
+  dead_owners_.clear();
   for (const Worker& owner : store_->running_owners(worker_.id)) {
-    if (owner.host == worker_.host && !process_alive(owner)) dead.push_back(owner.id);
+    if (owner.host == worker_.host && !process_alive(owner)) dead_owners_.push_back(owner.id);
   }
-  return dead;
+  return dead_owners_;
 }
 
 std::size_t RuntimeCore::run_until_idle() { return run_due(std::nullopt, kClaimBatch); }
@@ -346,6 +350,7 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
     }
   }
   while ((!deadline || std::chrono::steady_clock::now() < *deadline) && !stopping()) {
+    if (serving_) check_backlog();  // also while a deep queue keeps this loop busy
     std::vector<Claim> claims;
     {
       std::lock_guard lock(store_mutex_);
@@ -539,7 +544,6 @@ void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies
 
 bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
   const std::vector<EntryWrite> entries{entry};
-  core_->record(*run_, &entries, nullptr);
   RunWrite write;
   write.run_id = run_->id;
   write.owner = core_->worker_.id;
@@ -549,6 +553,7 @@ bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
   write.first_seq = run_->next_seq;
   const bool written = core_->store_->commit(write);
   if (written) run_->next_seq += write.new_entries();
+  if (written) core_->record(*run_, &entries, nullptr);
   return written;
 }
 

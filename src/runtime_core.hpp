@@ -137,7 +137,7 @@ class RuntimeCore {
     std::vector<std::string> ids_;
   };
 
-  static constexpr std::size_t kClaimBatch = 16;  // runs claimed per transaction
+  static constexpr std::size_t kClaimBatch = 64;  // runs claimed per transaction
   static constexpr std::int64_t kMinPause = 10;   // ms: the shortest sleep of wait()
   RunWrite write_for(const RunState& run, const Outcome& outcome, std::int64_t& lease_until_ms);
   std::vector<std::string> dead_owners();
@@ -152,7 +152,8 @@ class RuntimeCore {
   std::unique_ptr<Store> store_;
   std::mt19937_64 random_{std::random_device{}()};
   std::int64_t next_owner_scan_ms_ = 0;
-  std::set<std::string> executing_;  // runs this runtime claimed and has not yet let go
+  std::vector<std::string> dead_owners_;  // found by the last look
+  std::set<std::string> executing_;       // runs this runtime claimed and has not yet let go
 
   std::once_flag pool_started_;
   std::unique_ptr<StepPool> pool_;  // step threads, from the first run executed

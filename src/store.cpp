@@ -77,6 +77,8 @@ CREATE TABLE workers (
 ALTER TABLE runs ADD COLUMN parent_id TEXT;
 ALTER TABLE runs ADD COLUMN parent_step TEXT;
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX runs_claimable ON runs (due_at)
+  WHERE status IN ('pending', 'sleeping', 'waiting', 'running');
 CREATE TABLE events (
   seq  INTEGER PRIMARY KEY,
   id   TEXT NOT NULL UNIQUE,
@@ -109,7 +111,8 @@ CREATE TABLE schedules (
   next_at    INTEGER NOT NULL,
   fired      INTEGER NOT NULL DEFAULT 0,
   created_at INTEGER NOT NULL,
-  updated_at INTEGER NOT NULL
+  updated_at INTEGER NOT NULL,
+  spec       TEXT NOT NULL
 );
 CREATE INDEX schedules_due ON schedules (next_at);
 )sql"};
@@ -381,12 +384,23 @@ class SqliteStore final : public Store {
     });
   }
 
-  void add_trigger(const std::string& event, const std::string& workflow) override {
+  void set_triggers(const std::string& workflow, const std::vector<std::string>& events) override {
     guarded([&] {
-      Cached insert(this, "INSERT OR IGNORE INTO triggers (event, workflow) VALUES (?, ?)");
-      insert.bind(1, event);
-      insert.bind(2, workflow);
-      return insert.exec();
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      Cached remove(this, "DELETE FROM triggers WHERE workflow = ? AND event NOT IN (" +
+                              placeholders(events.size()) + ")");
+      remove.bind(1, workflow);
+      int i = 2;
+      for (const std::string& event : events) remove.bind(i++, event);
+      remove.exec();
+      for (const std::string& event : events) {
+        Cached insert(this, "INSERT OR IGNORE INTO triggers (event, workflow) VALUES (?, ?)");
+        insert.bind(1, event);
+        insert.bind(2, workflow);
+        insert.exec();
+      }
+      tx.commit();
+      return 0;
     });
   }
 
@@ -408,12 +422,19 @@ class SqliteStore final : public Store {
     });
   }
 
-  void put_schedule(const ScheduleRow& row, std::int64_t now_ms) override {
-    guarded([&] {
+  bool put_schedule(const ScheduleRow& row, std::int64_t now_ms) override {
+    return guarded([&] {
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      {
+        Cached same(this, "SELECT 1 FROM schedules WHERE id = ? AND spec = ?");
+        same.bind(1, row.id);
+        same.bind(2, row.spec);
+        if (same.executeStep()) return false;
+      }
       Cached insert(this,
                     "INSERT OR REPLACE INTO schedules (id, workflow, input, every_ms, cron, "
-                    "remaining, next_at, fired, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                    "remaining, next_at, fired, created_at, updated_at, spec) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
       insert.bind(1, row.id);
       insert.bind(2, row.workflow);
       insert.bind(3, row.input);
@@ -427,7 +448,10 @@ class SqliteStore final : public Store {
       insert.bind(8, row.fired);
       insert.bind(9, static_cast<int64_t>(now_ms));
       insert.bind(10, static_cast<int64_t>(now_ms));
-      return insert.exec();
+      insert.bind(11, row.spec);
+      insert.exec();
+      tx.commit();
+      return true;
     });
   }
 
@@ -540,8 +564,8 @@ class SqliteStore final : public Store {
       if (workflows.empty()) return std::nullopt;
       Cached query(
           this,
-          "SELECT min(due_at) FROM runs WHERE status IN ('pending', 'sleeping', 'waiting', "
-          "'running') "
+          "SELECT min(due_at) FROM runs INDEXED BY runs_claimable WHERE status IN ('pending', "
+          "'sleeping', 'waiting', 'running') "
           "AND workflow IN (" +
               placeholders(workflows.size()) + ") AND id NOT IN (" +
               placeholders(executing.size()) + ")");
@@ -746,12 +770,31 @@ class SqliteStore final : public Store {
         skip.push_back(due.back().first);
       }
     }
-    // A batch may fill up with the runs of a workflow at its limit: those are skipped, the
-    // workflow dropped, and the query made again for the others.
+    // Then runs whose owner's lease lapsed (a hung or partitioned owner elsewhere): also
+    // takeovers, so a workflow at its limit gets them too.
+    if (due.size() < request.limit) {
+      Cached lapsed(
+          this, "SELECT id FROM runs WHERE status = 'running' AND due_at <= ? AND workflow IN (" +
+                    placeholders(request.workflows.size()) + ") AND id NOT IN (" +
+                    placeholders(skip.size()) + ") ORDER BY due_at LIMIT ?");
+      int j = 1;
+      lapsed.bind(j++, static_cast<int64_t>(request.now_ms));
+      for (const auto& name : request.workflows) lapsed.bind(j++, name);
+      for (const auto& id : skip) lapsed.bind(j++, id);
+      lapsed.bind(j, static_cast<int64_t>(request.limit - due.size()));
+      while (lapsed.executeStep()) {
+        due.emplace_back(lapsed.getColumn(0).getString(), Status::running);
+        skip.push_back(due.back().first);
+      }
+    }
+    // Then due runs to start or wake, within the limits. A batch may fill up with the runs of a
+    // workflow at its limit: those are skipped, the workflow dropped, and the query made again.
     while (due.size() < request.limit && !workflows.empty()) {
       Cached query(this,
-                   "SELECT id, status, workflow FROM runs WHERE status IN ('pending', 'sleeping', "
-                   "'waiting', 'running') AND due_at <= ? AND workflow IN (" +
+                   // Read in due order from the partial index: no sort of every due run.
+                   "SELECT id, status, workflow FROM runs INDEXED BY runs_claimable WHERE status "
+                   "IN ('pending', 'sleeping', 'waiting', 'running') AND status != 'running' AND "
+                   "due_at <= ? AND workflow IN (" +
                        placeholders(workflows.size()) + ") AND id NOT IN (" +
                        placeholders(skip.size()) + ") ORDER BY due_at LIMIT ?");
       int i = 1;
@@ -767,7 +810,7 @@ class SqliteStore final : public Store {
             status_from_string(query.getColumn(1).getString()).value_or(Status::pending);
         const auto limited = room.find(query.getColumn(2).getString());
         skip.push_back(id);
-        if (limited != room.end() && status != Status::running) {  // a takeover adds none
+        if (limited != room.end()) {
           if (limited->second <= 0) {
             full = true;
             continue;
@@ -982,7 +1025,7 @@ class SqliteStore final : public Store {
       failure.message = "child run " + id + " of '" + workflow + "' " +
                         (status == Status::cancelled ? "was cancelled" : "failed") +
                         (failure.message.empty() ? "" : ": " + failure.message);
-      if (status == Status::cancelled) failure.type = "durable::Cancelled";
+      if (status == Status::cancelled) failure.type = "durable::Error";
       failure.step_id = key;
       failure.attempts = 1;
       update.bind(1, "failed");

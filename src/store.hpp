@@ -48,6 +48,7 @@ struct ScheduleRow {
   std::optional<int> remaining;
   std::int64_t next_at = 0;
   int fired = 0;
+  std::string spec;  ///< what the schedule was made from, to tell a repeated schedule() call
 };
 
 /// Runs that are due and not yet claimed: how many, and since when the oldest is due.
@@ -145,11 +146,14 @@ class Store {
   virtual Published publish(const NewEvent& event) = 0;
   /// The sequence number of the last event stored (0: none).
   virtual std::int64_t event_horizon() = 0;
-  /// Records that events of this name start runs of this workflow.
-  virtual void add_trigger(const std::string& event, const std::string& workflow) = 0;
+  /// Records that events of these names, and no others, start runs of this workflow (the
+  /// last add() of a workflow says which).
+  virtual void set_triggers(const std::string& workflow,
+                            const std::vector<std::string>& events) = 0;
 
-  /// Inserts or replaces a schedule.
-  virtual void put_schedule(const ScheduleRow& schedule, std::int64_t now_ms) = 0;
+  /// Inserts or replaces a schedule. A schedule stored with the same id and spec is kept as it
+  /// is (its next time and count go on); returns whether anything was written.
+  virtual bool put_schedule(const ScheduleRow& schedule, std::int64_t now_ms) = 0;
   virtual bool remove_schedule(const std::string& id) = 0;
   virtual std::vector<ScheduleInfo> list_schedules() = 0;
   virtual std::optional<std::int64_t> next_schedule_at() = 0;

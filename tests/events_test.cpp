@@ -439,3 +439,44 @@ TEST_CASE("retry of a parent whose child failed starts a new child") {
   CHECK(runtime->list({.workflow = "flaky_child"}).size() == 2);
   CHECK(runtime->steps(id).at(0).attempts == 1);  // retry() gives failed steps fresh attempts
 }
+
+TEST_CASE("the last add() of a workflow says which events start it") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  const auto greet = [](std::vector<std::string> events) {
+    return Workflow("greet", [](Step&, const json&) -> json { return 1; },
+                    {.events = std::move(events)});
+  };
+  {
+    auto before = test::runtime_on(dir.file("db"), clock);
+    before->add(greet({"user.created", "user.invited"}));
+  }
+  auto after = test::runtime_on(dir.file("db"), clock);  // a deploy dropped user.invited
+  after->add(greet({"user.created"}));
+  after->send_event("user.invited");
+  CHECK(after->list({.workflow = "greet"}).empty());
+  after->send_event("user.created");
+  CHECK(after->list({.workflow = "greet"}).size() == 1);
+}
+
+TEST_CASE("an oversized step.send_event or step.invoke input fails the run and sends nothing") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock, {.max_output_bytes = 64});
+  runtime->add(Workflow("loud", [](Step& step, const json&) -> json {
+    step.send_event("big", "e", {{"blob", std::string(100, 'x')}});
+    return 1;
+  }));
+  runtime->add(Workflow("caller", [](Step& step, const json&) -> json {
+    return step.invoke("c", "loud", {{"blob", std::string(100, 'x')}});
+  }));
+  for (const char* name : {"loud", "caller"}) {
+    const std::string id = runtime->start(name);
+    runtime->run_until_idle();
+    const RunInfo run = runtime->get(id);
+    CHECK(run.status == Status::failed);
+    CHECK(run.error->message.find("the limit is 64 bytes") != std::string::npos);
+  }
+  CHECK(count_rows(dir.file("db"), "SELECT count(*) FROM events") == 0);
+  CHECK(runtime->list({.workflow = "loud"}).size() == 1);  // the caller started no child
+}

@@ -168,3 +168,31 @@ TEST_CASE("bad schedules are clear errors and store nothing") {
                        doctest::Contains("cannot be stored"), Error);
   CHECK(runtime->schedules().empty());
 }
+
+TEST_CASE("schedule() repeated with the same id and spec keeps the schedule going") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  runtime->add(remind());
+  const Schedule daily{.id = "daily", .every = 24h, .count = 3};
+  runtime->schedule("remind", {{"to", "ada"}}, daily);
+  clock.advance(24h);
+  runtime->run_until_idle();
+  clock.advance(12h);
+  // A program that calls schedule() at each start, restarted more often than every.
+  runtime = test::runtime_on(dir.file("db"), clock);
+  runtime->add(remind());
+  runtime->schedule("remind", {{"to", "ada"}}, daily);
+  REQUIRE(runtime->schedules().size() == 1);
+  CHECK(runtime->schedules()[0].remaining == 2);
+  CHECK(runtime->schedules()[0].fired == 1);
+  const auto next = runtime->schedules()[0].next_at;
+  clock.advance(12h);
+  CHECK(next == clock.now());
+  runtime->run_until_idle();
+  CHECK(runs_of(*runtime) == 2);
+  // Another spec under the same id replaces it.
+  runtime->schedule("remind", {{"to", "bob"}}, daily);
+  CHECK(runtime->schedules()[0].remaining == 3);
+  CHECK(runtime->schedules()[0].fired == 0);
+}

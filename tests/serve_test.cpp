@@ -1,6 +1,7 @@
 // serve() and stop(), timers, work from other runtimes, concurrency limits, cancel and retry
 // across runtimes, and telemetry: log lines, counters and backlog signals.
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -315,4 +316,21 @@ TEST_CASE("backlog signals: pending depth and the oldest pending age cross their
   CHECK(old[0].at("oldest_pending_age_ms").get<int>() >= 150);
   CHECK(lines.with_event("workflow.backlog_cleared").size() == 1);
   CHECK(lines.with_event("workflow.backlog_age_cleared").size() == 1);
+}
+
+TEST_CASE("a workflow at its concurrency limit still takes over a run whose lease lapsed") {
+  test::TempDir dir;
+  Runtime runtime({.database = dir.file("db")});
+  runtime.add(Workflow(
+      "single", [](Step& step, const json&) -> json { return step.run("a", [] { return 1; }); },
+      {.concurrency = 1}));
+  const std::string id = runtime.start("single");
+  {
+    // An owner on another host that hung: running, its lease long lapsed.
+    SQLite::Database db(dir.file("db"), SQLite::OPEN_READWRITE);
+    db.exec("UPDATE runs SET status = 'running', owner = 'ghost', due_at = 1 WHERE id = '" + id +
+            "'");
+  }
+  runtime.run_until_idle();
+  CHECK(runtime.get(id).status == Status::completed);
 }

@@ -205,3 +205,26 @@ TEST_CASE(
   for (const Body& body : read_bodies(log)) first_bodies += body.step == "begin-first";
   CHECK(first_bodies == 1);
 }
+
+TEST_CASE("a second SIGTERM during a graceful stop exits at once") {
+  test::TempDir dir;
+  const std::string db = dir.file("db"), log = dir.file("bodies");
+  auto runtime = client(db, log);
+  const std::string id = runtime->start("slow");
+  const pid_t worker = spawn_worker(db, log);
+  REQUIRE(wait_until(
+      [&] {
+        for (const Body& body : read_bodies(log)) {
+          if (body.step == "begin-first") return true;
+        }
+        return false;
+      },
+      20s));
+  const auto signalled = std::chrono::steady_clock::now();
+  kill(worker, SIGTERM);
+  std::this_thread::sleep_for(50ms);
+  kill(worker, SIGTERM);
+  CHECK(reap(worker) == 128 + SIGTERM);
+  CHECK(std::chrono::steady_clock::now() - signalled < 500ms);  // the 600 ms body was cut short
+  CHECK(runtime->steps(id).empty());
+}
