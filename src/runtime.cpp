@@ -286,53 +286,68 @@ json RuntimeCore::run_fields(const RunState& run) const {
 void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* entries,
                          const RunWrite* write) {
   const std::int64_t now = now_ms();
+  // The fields are made only for a line that is written: this runs for every step.
+  const auto fields_of = [&](const JournalEntry* e) {
+    json fields = run_fields(run);
+    if (e != nullptr) {
+      fields["step"] = e->key;
+      fields["kind"] = to_string(e->kind);
+      if (e->state == StepState::retrying || e->state == StepState::failed) {
+        fields["attempt"] = e->attempts;
+        if (e->error) fields["error"] = e->error->type + ": " + e->error->message;
+      }
+    }
+    return fields;
+  };
+  const auto log = [&](LogLevel level, std::string_view event, std::string_view message,
+                       const JournalEntry* e) {
+    if (logger_.enabled(level)) logger_.write(level, event, message, fields_of(e), now);
+  };
   if (entries != nullptr) {
     for (const EntryWrite& w : *entries) {
       const JournalEntry& e = w.entry;
       if (w.is_new) ++counters_.steps;
-      json fields = run_fields(run);
-      fields["step"] = e.key;
-      fields["kind"] = to_string(e.kind);
       switch (e.state) {
         case StepState::retrying:
           ++counters_.retries;
-          fields["attempt"] = e.attempts;
-          if (e.error) fields["error"] = e.error->type + ": " + e.error->message;
-          logger_.write(LogLevel::warn, "step.retrying", "attempt failed; will be retried", fields,
-                        now);
+          log(LogLevel::warn, "step.retrying", "attempt failed; will be retried", &e);
           break;
         case StepState::failed:
-          fields["attempt"] = e.attempts;
-          if (e.error) fields["error"] = e.error->type + ": " + e.error->message;
-          logger_.write(LogLevel::error, "step.failed", "step failed for good", fields, now);
+          log(LogLevel::error, "step.failed", "step failed for good", &e);
           break;
         default:
           if (e.kind == StepKind::send) {
             ++counters_.events_sent;
-            fields["event_name"] = e.output.value("name", "");
-            logger_.write(LogLevel::info, "event.sent", "event sent by a step", fields, now);
-          } else {
-            logger_.write(LogLevel::debug, "step." + std::string(to_string(e.state)), "journaled",
-                          fields, now);
+            if (logger_.enabled(LogLevel::info)) {
+              json fields = fields_of(&e);
+              fields["event_name"] = e.output.value("name", "");
+              logger_.write(LogLevel::info, "event.sent", "event sent by a step", fields, now);
+            }
+          } else if (logger_.enabled(LogLevel::debug)) {
+            log(LogLevel::debug, "step." + std::string(to_string(e.state)), "journaled", &e);
           }
       }
     }
   }
   if (write == nullptr || !write->status) return;
-  json fields = run_fields(run);
   switch (*write->status) {
     case Status::completed:
       ++counters_.runs_completed;
-      logger_.write(LogLevel::info, "run.completed", write->reason, fields, now);
+      log(LogLevel::info, "run.completed", write->reason, nullptr);
       break;
     case Status::failed:
       ++counters_.runs_failed;
-      if (write->error) fields["error"] = write->error->type + ": " + write->error->message;
-      logger_.write(LogLevel::error, "run.failed", write->reason, fields, now);
+      if (logger_.enabled(LogLevel::error)) {
+        json fields = fields_of(nullptr);
+        if (write->error) fields["error"] = write->error->type + ": " + write->error->message;
+        logger_.write(LogLevel::error, "run.failed", write->reason, fields, now);
+      }
       break;
     default:
-      logger_.write(LogLevel::debug, "run." + std::string(to_string(*write->status)), write->reason,
-                    fields, now);
+      if (logger_.enabled(LogLevel::debug)) {
+        log(LogLevel::debug, "run." + std::string(to_string(*write->status)), write->reason,
+            nullptr);
+      }
   }
 }
 

@@ -849,13 +849,17 @@ class SqliteStore final : public Store {
     claim.run.invocations = update.getColumn(3).getInt();
     while (update.executeStep()) {
     }
-    Cached end_sleeps(this,
-                      "UPDATE steps SET state = 'completed', updated_at = ?1 "
-                      "WHERE run_id = ?2 AND state = 'sleeping' AND wake_at <= ?1");
-    end_sleeps.bind(1, static_cast<int64_t>(request.now_ms));
-    end_sleeps.bind(2, id);
-    end_sleeps.exec();
-    time_out_waits(id, request.now_ms);
+    // Sleep entries are left sleeping by a sleeping run, or by a resident one (running) that
+    // slept in place; wait entries only by a waiting run. A pending run has neither.
+    if (before == Status::sleeping || before == Status::running) {
+      Cached end_sleeps(this,
+                        "UPDATE steps SET state = 'completed', updated_at = ?1 "
+                        "WHERE run_id = ?2 AND state = 'sleeping' AND wake_at <= ?1");
+      end_sleeps.bind(1, static_cast<int64_t>(request.now_ms));
+      end_sleeps.bind(2, id);
+      end_sleeps.exec();
+    }
+    if (before == Status::waiting) time_out_waits(id, request.now_ms);
     for (JournalEntry& entry : load_journal(id)) {
       claim.run.invocations = std::max(claim.run.invocations, entry.invocation);
       claim.run.journal.append(std::move(entry));
