@@ -68,13 +68,30 @@ void RuntimeCore::serve() {
     // A start, event, cancel or stop in this process: look for work now, not at the timer.
     serve_wake_ = [&io, &timer] { asio::post(io, [&timer] { timer.cancel(); }); };
   }
+  // Declared after io and timer, so destroyed before them: no wake is posted to a dead loop.
+  struct ForgetWake {
+    RuntimeCore* core;
+    ~ForgetWake() {
+      std::lock_guard lock(core->serve_mutex_);
+      core->serve_wake_ = nullptr;
+    }
+  } forget_wake{this};
   logger_.write(LogLevel::info, "serve.started", "serving", {{"worker", worker_.id}}, now_ms());
 
   std::function<void()> pump = [&] {
     if (stop_requested_) return io.stop();
     const std::uint64_t seen = wake_generation();
-    run_due(std::nullopt, kClaimBatch);
-    check_backlog();
+    try {
+      run_due(std::nullopt, kClaimBatch);
+      check_backlog();
+    } catch (const std::exception& e) {
+      // A busy or full database: the loop goes on after a pause. Runs of the batch that failed
+      // stay claimed by this runtime until their lease lapses, then any runtime takes them.
+      logger_.write(LogLevel::error, "serve.error", e.what(), json::object(), now_ms());
+      timer.expires_after(options_.poll_interval);
+      timer.async_wait([&](const boost::system::error_code&) { pump(); });
+      return;
+    }
     if (stop_requested_) return io.stop();
     if (wake_generation() != seen) return asio::post(io, pump);  // woken while it ran
     std::optional<std::int64_t> due;
@@ -107,6 +124,10 @@ void RuntimeCore::stop() {
 // The backlog signals: runs due and not yet claimed, by count and by the age of the oldest.
 // Looked at once per poll_interval at most; each signal is logged when crossed and when cleared.
 void RuntimeCore::check_backlog() {
+  // serve() calls this from its thread; a wait() or run_until_idle() on another thread while it
+  // serves does too. One look at a time; the other skips.
+  std::unique_lock guard(backlog_mutex_, std::try_to_lock);
+  if (!guard.owns_lock()) return;
   const std::int64_t now = now_ms();
   if (now < next_backlog_check_ms_) return;
   next_backlog_check_ms_ = now + options_.poll_interval.count();

@@ -307,6 +307,7 @@ void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* ent
     for (const EntryWrite& w : *entries) {
       const JournalEntry& e = w.entry;
       if (w.is_new) ++counters_.steps;
+      if (e.kind == StepKind::invoke && e.state == StepState::waiting) ++counters_.runs_started;
       switch (e.state) {
         case StepState::retrying:
           ++counters_.retries;
@@ -354,7 +355,6 @@ void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* ent
 std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
                                  std::size_t batch) {
   start_heartbeat();
-  fire_schedules();
   std::size_t invocations = 0;
   const std::vector<std::string> names = workflow_names();
   std::map<std::string, int> limits;
@@ -365,7 +365,8 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
     }
   }
   while ((!deadline || std::chrono::steady_clock::now() < *deadline) && !stopping()) {
-    if (serving_) check_backlog();  // also while a deep queue keeps this loop busy
+    fire_schedules();               // also while a steady stream of work keeps this loop busy
+    if (serving_) check_backlog();  // and the same for the backlog signals
     std::vector<Claim> claims;
     {
       std::lock_guard lock(store_mutex_);
@@ -616,7 +617,8 @@ std::int64_t RuntimeCore::RunHost::park_until(std::int64_t wake_ms) {
                        std::chrono::milliseconds(50);
   std::int64_t now = core_->now_ms();
   FiberScheduler* scheduler = FiberScheduler::current();
-  while (now < wake_ms && std::chrono::steady_clock::now() < give_up) {
+  // Stopping: give up at once; the run is written sleeping and any runtime wakes it on time.
+  while (now < wake_ms && std::chrono::steady_clock::now() < give_up && !core_->stopping()) {
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(std::min<std::int64_t>(wake_ms - now, 10));
     if (scheduler != nullptr) {

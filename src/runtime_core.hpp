@@ -171,6 +171,7 @@ class RuntimeCore {
   std::atomic<bool> stop_requested_{false};
   std::mutex serve_mutex_;            // guards serve_wake_
   std::function<void()> serve_wake_;  // while serving: makes the loop look for work now
+  std::mutex backlog_mutex_;          // guards the three below
   std::int64_t next_backlog_check_ms_ = 0;
   bool backlog_deep_ = false, backlog_old_ = false;  // signals raised and not yet cleared
 

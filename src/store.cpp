@@ -466,7 +466,8 @@ class SqliteStore final : public Store {
   std::vector<ScheduleInfo> list_schedules() override {
     return guarded([&] {
       std::vector<ScheduleInfo> schedules;
-      Cached query(this, std::string(kScheduleColumns) + " ORDER BY next_at, id");
+      Cached query(this, std::string(kScheduleColumns) + " WHERE next_at < ? ORDER BY next_at, id");
+      query.bind(1, static_cast<int64_t>(kNever));  // used-up schedules are kept, not listed
       while (query.executeStep()) {
         const ScheduleRow row = read_schedule(query);
         ScheduleInfo info;
@@ -486,7 +487,8 @@ class SqliteStore final : public Store {
 
   std::optional<std::int64_t> next_schedule_at() override {
     return guarded([&]() -> std::optional<std::int64_t> {
-      Cached query(this, "SELECT min(next_at) FROM schedules");
+      Cached query(this, "SELECT min(next_at) FROM schedules WHERE next_at < ?");
+      query.bind(1, static_cast<int64_t>(kNever));
       if (!query.executeStep() || query.getColumn(0).isNull()) return std::nullopt;
       return query.getColumn(0).getInt64();
     });
@@ -510,25 +512,24 @@ class SqliteStore final : public Store {
         run.id = new_id();
         run.workflow = row.workflow;
         run.correlation_id = new_id();
-        // One run per due time, whichever runtime fires it.
-        run.idempotency_key = "schedule:" + row.id + ":" + std::to_string(row.next_at);
+        // One run per due time of this version of the schedule, whichever runtime fires it.
+        run.idempotency_key = "schedule:" + row.id + ":" + std::to_string(row.created_at) + ":" +
+                              std::to_string(row.next_at);
         run.input = row.input;
         run.now_ms = run.due_ms = now_ms;
         run.reason = "started by schedule '" + row.id + "'";
-        started.push_back(insert_run(run));
+        if (insert_run(run) == run.id) started.push_back(run.id);
         ++row.fired;
         if (row.remaining) --*row.remaining;
         const std::optional<std::int64_t> after = next(row, now_ms);
-        if ((row.remaining && *row.remaining <= 0) || !after) {
-          Cached remove(this, "DELETE FROM schedules WHERE id = ?");
-          remove.bind(1, row.id);
-          remove.exec();
-          continue;
-        }
+        // Used up: kept with a next time that never comes, so that a schedule() repeated with
+        // the same id and spec (at each start of a program) does not start it over.
+        const std::int64_t next_at =
+            (row.remaining && *row.remaining <= 0) || !after ? kNever : *after;
         Cached update(this,
                       "UPDATE schedules SET next_at = ?, remaining = ?, fired = ?, updated_at = ? "
                       "WHERE id = ?");
-        update.bind(1, static_cast<int64_t>(*after));
+        update.bind(1, static_cast<int64_t>(next_at));
         if (row.remaining)
           update.bind(2, *row.remaining);
         else
@@ -719,7 +720,8 @@ class SqliteStore final : public Store {
       "max(invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = r.id)), "
       "created_at, updated_at, due_at, coalesce(parent_id, '')";
   static constexpr const char* kScheduleColumns =
-      "SELECT id, workflow, input, every_ms, cron, remaining, next_at, fired FROM schedules";
+      "SELECT id, workflow, input, every_ms, cron, remaining, next_at, fired, created_at FROM "
+      "schedules";
 
   ScheduleRow read_schedule(Cached& q) {
     ScheduleRow row;
@@ -731,6 +733,7 @@ class SqliteStore final : public Store {
     if (!q.getColumn(5).isNull()) row.remaining = q.getColumn(5).getInt();
     row.next_at = q.getColumn(6).getInt64();
     row.fired = q.getColumn(7).getInt();
+    row.created_at = q.getColumn(8).getInt64();
     return row;
   }
 
@@ -1015,7 +1018,9 @@ class SqliteStore final : public Store {
     query.reset();
     Cached update(this,
                   "UPDATE steps SET state = ?, output = ?, error = ?, updated_at = ? "
-                  "WHERE run_id = ? AND key = ? AND state = 'waiting'");
+                  "WHERE run_id = ? AND key = ? AND state = 'waiting' "
+                  // a child of an earlier attempt of the step (before a retry) answers nothing
+                  "AND json_extract(output, '$.run') = ?");
     std::string what;
     if (status == Status::completed) {
       update.bind(1, "completed");
@@ -1040,6 +1045,7 @@ class SqliteStore final : public Store {
     update.bind(4, static_cast<int64_t>(now_ms));
     update.bind(5, parent);
     update.bind(6, key);
+    update.bind(7, id);
     if (update.exec() > 0) wake(parent, now_ms, "child run " + id + " " + what);
   }
 

@@ -46,8 +46,9 @@ struct ScheduleRow {
   std::int64_t every_ms = 0;
   std::string cron;
   std::optional<int> remaining;
-  std::int64_t next_at = 0;
+  std::int64_t next_at = 0;  ///< kNever: used up (kept so a repeated schedule() is a no-op)
   int fired = 0;
+  std::int64_t created_at = 0;
   std::string spec;  ///< what the schedule was made from, to tell a repeated schedule() call
 };
 

@@ -480,3 +480,43 @@ TEST_CASE("an oversized step.send_event or step.invoke input fails the run and s
   CHECK(count_rows(dir.file("db"), "SELECT count(*) FROM events") == 0);
   CHECK(runtime->list({.workflow = "loud"}).size() == 1);  // the caller started no child
 }
+
+TEST_CASE("a stale child of a retried invoke does not resolve the parent's new wait") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto calls = std::make_shared<int>(0);
+  runtime->add(Workflow("kid", [calls](Step& step, const json&) -> json {
+    const int n = step.run("work",
+                           [calls] {
+                             if (++*calls == 1) throw std::runtime_error("first try fails");
+                             return *calls;
+                           },
+                           {.retry = RetryPolicy{.max_attempts = 1}});
+    if (n == 2) step.sleep("slow", 1min);  // the second child takes a minute
+    return n;
+  }));
+  runtime->add(Workflow(
+      "strict", [](Step& step, const json&) -> json { return step.invoke("child", "kid"); }));
+  const std::string id = runtime->start("strict");
+  runtime->run_until_idle();
+  REQUIRE(runtime->get(id).status == Status::failed);
+  const std::string old_child = runtime->list({.workflow = "kid"}).at(0).id;
+
+  runtime->retry(id);  // a new child for the step
+  runtime->run_until_idle();
+  REQUIRE(runtime->get(id).status == Status::waiting);
+  std::string new_child;
+  for (const RunInfo& r : runtime->list({.workflow = "kid"}))
+    if (r.id != old_child) new_child = r.id;
+  REQUIRE(runtime->get(new_child).status == Status::sleeping);
+
+  runtime->retry(old_child);  // an operator retries the old failed child too
+  runtime->run_until_idle();
+  // The parent waits on the new child; the old one must not answer for it.
+  CHECK(runtime->get(id).status == Status::waiting);
+  CHECK(runtime->steps(id).at(0).output.value("run", "") == new_child);
+  clock.advance(1min);
+  runtime->run_until_idle();
+  CHECK(runtime->get(id).output == 2);
+}

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <thread>
+
 #include "support.hpp"
 
 using namespace durable;
@@ -195,4 +197,74 @@ TEST_CASE("schedule() repeated with the same id and spec keeps the schedule goin
   runtime->schedule("remind", {{"to", "bob"}}, daily);
   CHECK(runtime->schedules()[0].remaining == 3);
   CHECK(runtime->schedules()[0].fired == 0);
+}
+
+TEST_CASE("a schedule() repeated at program start does not start its count again") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  runtime->add(Workflow("remind", [](Step& step, const json&) -> json {
+    return step.run("send", [] { return 1; });
+  }));
+  // What docs/runtime.md advises: a program may call schedule() at every start.
+  const auto program_start = [&] {
+    runtime->schedule("remind", {}, {.id = "reminder:ada", .every = 24h, .count = 2});
+  };
+  program_start();
+  for (int day = 0; day < 3; ++day) {
+    clock.advance(24h);
+    runtime->run_until_idle();
+  }
+  REQUIRE(runtime->list({.workflow = "remind"}).size() == 2);  // count used up
+  program_start();                                             // the program restarts
+  for (int day = 0; day < 3; ++day) {
+    clock.advance(24h);
+    runtime->run_until_idle();
+  }
+  CHECK(runtime->list({.workflow = "remind"}).size() == 2);
+}
+
+TEST_CASE("a replaced schedule whose first start was already fired still starts it") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("db"), clock);
+  runtime->add(Workflow("remind", [](Step& step, const json& input) -> json {
+    return step.run("send", [input] { return input; });
+  }));
+  const auto first = clock.now() + 1h;
+  runtime->schedule("remind", {{"text", "old"}},
+                    {.id = "r", .every = 24h, .count = 2, .first = first});
+  clock.advance(1h);
+  runtime->run_until_idle();
+  REQUIRE(runtime->list({.workflow = "remind"}).size() == 1);
+  // The text was wrong: replace the schedule, same timing.
+  runtime->schedule("remind", {{"text", "new"}},
+                    {.id = "r", .every = 24h, .count = 2, .first = first});
+  runtime->run_until_idle();
+  // The replaced schedule starts at `first` (already past): a run with the new input is due.
+  CHECK(runtime->list({.workflow = "remind"}).size() == 2);
+}
+
+TEST_CASE("a schedule fires while a steady stream of work keeps serve() busy") {
+  test::TempDir dir;
+  Runtime runtime({.database = dir.file("db"), .poll_interval = 50ms, .log_level = LogLevel::off});
+  // Each run of "chain" sends the event that starts the next one: there is always work due.
+  runtime.add(Workflow("chain",
+                       [](Step& step, const json&) -> json {
+                         step.send_event("next", "tick");
+                         return 1;
+                       },
+                       {.events = {"tick"}}));
+  runtime.add(Workflow("remind", [](Step& step, const json&) -> json {
+    return step.run("send", [] { return 1; });
+  }));
+  runtime.send_event("tick");
+  runtime.schedule("remind", {}, {.id = "soon", .every = 100ms});
+  std::thread server([&] { runtime.serve(); });
+  std::this_thread::sleep_for(1500ms);
+  const std::size_t reminders = runtime.list({.workflow = "remind"}).size();
+  runtime.stop();
+  server.join();
+  MESSAGE("chain runs: " << runtime.list({.workflow = "chain", .limit = 100000}).size());
+  CHECK(reminders > 0);
 }

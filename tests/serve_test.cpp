@@ -334,3 +334,41 @@ TEST_CASE("a workflow at its concurrency limit still takes over a run whose leas
   runtime.run_until_idle();
   CHECK(runtime.get(id).status == Status::completed);
 }
+
+TEST_CASE("a notify while serve() tears down does not post to its destroyed io_context") {
+  for (int i = 0; i < 100; ++i) {
+    Runtime runtime({.database = ":memory:", .poll_interval = 1s});
+    std::atomic<bool> go{true};
+    std::thread server([&] { runtime.serve(); });
+    std::thread pester([&] {
+      while (go) runtime.stop();  // stop() (or start, send_event, cancel...) from another thread
+    });
+    server.join();
+    go = false;
+    pester.join();
+  }
+}
+
+TEST_CASE("stop() does not wait out a run's resident sleep") {
+  test::TempDir dir;
+  Runtime runtime({.database = dir.file("db"),
+                   .replay = Replay::on_recovery,
+                   .resident_sleep = 10s,
+                   .poll_interval = 50ms,
+                   .log_level = LogLevel::off});
+  std::atomic<bool> sleeping{false};
+  runtime.add(Workflow("napper", [&](Step& step, const json&) -> json {
+    step.run("a", [] { return 1; });
+    sleeping = true;
+    step.sleep("nap", 5s);  // within resident_sleep: waited out in place
+    return step.run("b", [] { return 2; });
+  }));
+  const std::string id = runtime.start("napper");
+  std::thread server([&] { runtime.serve(); });
+  while (!sleeping) std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(100ms);
+  const auto asked = std::chrono::steady_clock::now();
+  runtime.stop();
+  server.join();
+  CHECK(std::chrono::steady_clock::now() - asked < 1s);
+}
