@@ -78,28 +78,32 @@ void RuntimeCore::serve() {
   } forget_wake{this};
   logger_.write(LogLevel::info, "serve.started", "serving", {{"worker", worker_.id}}, now_ms());
 
-  std::function<void()> pump = [&] {
+  // One round: execute what is due, then set the timer for the next due time (capped by
+  // poll_interval). A database error is logged and the round tried again after poll_interval:
+  // runs of a batch it hit stay claimed by this runtime until their lease lapses, then any
+  // runtime takes them.
+  std::function<void()> pump;
+  const auto again_in = [&](std::chrono::milliseconds pause) {
+    timer.expires_after(pause);
+    timer.async_wait([&](const boost::system::error_code&) { pump(); });
+  };
+  pump = [&] {
     if (stop_requested_) return io.stop();
     const std::uint64_t seen = wake_generation();
+    std::optional<std::int64_t> due;
     try {
       run_due(std::nullopt, kClaimBatch);
       check_backlog();
-    } catch (const std::exception& e) {
-      // A busy or full database: the loop goes on after a pause. Runs of the batch that failed
-      // stay claimed by this runtime until their lease lapses, then any runtime takes them.
-      logger_.write(LogLevel::error, "serve.error", e.what(), json::object(), now_ms());
-      timer.expires_after(options_.poll_interval);
-      timer.async_wait([&](const boost::system::error_code&) { pump(); });
-      return;
-    }
-    if (stop_requested_) return io.stop();
-    if (wake_generation() != seen) return asio::post(io, pump);  // woken while it ran
-    std::optional<std::int64_t> due;
-    {
+      if (stop_requested_) return io.stop();
+      if (wake_generation() != seen) return asio::post(io, pump);  // woken while it ran
+      const std::vector<std::string> names = workflow_names();
       std::lock_guard lock(store_mutex_);
-      due = store_->next_due(workflow_names(), {executing_.begin(), executing_.end()});
+      due = store_->next_due(names, {executing_.begin(), executing_.end()});
       const std::optional<std::int64_t> fire = store_->next_schedule_at();
       if (fire) due = due ? std::min(*due, *fire) : fire;
+    } catch (const std::exception& e) {
+      logger_.write(LogLevel::error, "serve.error", e.what(), json::object(), now_ms());
+      return again_in(options_.poll_interval);
     }
     auto pause = options_.poll_interval;
     if (due) {
@@ -108,8 +112,7 @@ void RuntimeCore::serve() {
       const std::int64_t until = *due - now_ms();
       pause = std::min(pause, std::chrono::milliseconds(until > 0 ? until : 5 * kMinPause));
     }
-    timer.expires_after(pause);
-    timer.async_wait([&](const boost::system::error_code&) { pump(); });
+    again_in(pause);
   };
   asio::post(io, pump);
   io.run();
