@@ -155,7 +155,8 @@ class BodyScope {
     {
       BodyScope inner(*invocation_, p.key + "/");
       try {
-        p.result = invocation_->output_entry(p, p.body());
+        p.result =
+            invocation_->output_entry(p, invocation_->host_->call_body(p.key, p.attempt, p.body));
       } catch (const Postpone&) {
         throw;
       } catch (const Lost&) {
@@ -493,7 +494,7 @@ Outcome Invocation::evicted(std::int64_t wake_ms) const {
 void Invocation::run_body(Pending& p) {
   BodyScope scope(*this, p.key + "/");
   try {
-    p.result = output_entry(p, p.body());
+    p.result = output_entry(p, host_->call_body(p.key, p.attempt, p.body));
   } catch (const Postpone& postpone) {
     p.postponed_until = postpone.until_ms;
   } catch (const Lost&) {

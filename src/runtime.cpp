@@ -599,6 +599,11 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
   return !core_->stopping();  // stopping: the invocation ends here and the run is handed back
 }
 
+json RuntimeCore::RunHost::call_body(const std::string& key, int attempt, const Body& body) {
+  if (core_->body_hook_) return core_->body_hook_(run_->id, key, attempt, body);
+  return body();
+}
+
 std::int64_t RuntimeCore::RunHost::event_horizon() {
   std::lock_guard lock(core_->store_mutex_);
   return core_->store_->event_horizon();

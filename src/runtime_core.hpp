@@ -49,6 +49,11 @@ class RuntimeCore {
   /// Replaces the clock (tests), before any run is executed: every time the runtime reads or
   /// journals comes from it. It is read from the heartbeat thread too.
   void set_clock(std::function<Clock::time_point()> now) { now_ = std::move(now); }
+  /// What runs a step body instead of calling it (the test kit: mocks, injected failures, a
+  /// record of the bodies run); set before any run is executed. Called from step threads.
+  using BodyHook = std::function<json(const std::string& run_id, const std::string& key,
+                                      int attempt, const Body& body)>;
+  void set_body_hook(BodyHook hook) { body_hook_ = std::move(hook); }
   std::int64_t now_ms() const;
   std::size_t write_transactions() {
     std::lock_guard lock(store_mutex_);
@@ -115,6 +120,7 @@ class RuntimeCore {
     std::int64_t park_until(std::int64_t wake_ms) override;
     std::int64_t now_ms() override { return core_->now_ms(); }
     std::int64_t event_horizon() override;
+    json call_body(const std::string& key, int attempt, const Body& body) override;
     void check_child(std::string_view workflow, const json& input) override;
 
    private:
@@ -167,6 +173,7 @@ class RuntimeCore {
   std::map<std::string, std::shared_ptr<const Workflow>, std::less<>> workflows_;
 
   Logger logger_;
+  BodyHook body_hook_;
   std::atomic<bool> serving_{false};
   std::atomic<bool> stop_requested_{false};
   std::mutex serve_mutex_;            // guards serve_wake_

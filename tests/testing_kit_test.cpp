@@ -1,0 +1,136 @@
+// durable::testing::TestRuntime: virtual time, mocks, injected failures, the record of bodies.
+
+#include <doctest/doctest.h>
+
+#include <durable/testing.hpp>
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A day-long sleep, a month-long sleep_until and a step that fails five times with an hour of
+// backoff before it succeeds.
+Workflow slow_month(int* calls) {
+  RetryPolicy hourly;
+  hourly.max_attempts = 6;
+  hourly.initial_backoff = 1h;
+  hourly.multiplier = 1;
+  hourly.jitter = 0;
+  return Workflow("slow_month", [calls, hourly](Step& step, const json&) -> json {
+    step.run("a", [] { return 1; });
+    step.sleep("day", 24h);
+    step.sleep_until("month", Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::hours(24 * 365 * 60))));  // 2029-12
+    return step.run("flaky",
+                    [calls] {
+                      if (++*calls <= 5) throw std::runtime_error("not yet");
+                      return "done";
+                    },
+                    {.retry = hourly});
+  });
+}
+
+}  // namespace
+
+TEST_CASE(
+    "TestRuntime: a day's sleep, a month's sleep_until and five hourly retries pass at once") {
+  testing::TestRuntime kit;
+  int calls = 0;
+  kit.add(slow_month(&calls));
+  const auto started = std::chrono::steady_clock::now();
+  const testing::RunResult result = kit.run("slow_month");
+  const auto took = std::chrono::steady_clock::now() - started;
+  MESSAGE("wall time: " << std::chrono::duration<double, std::milli>(took).count() << " ms");
+  CHECK(took < 100ms);
+  CHECK(result.info.status == Status::completed);
+  CHECK(result.info.output == "done");
+  CHECK(result.executed ==
+        std::vector<std::string>{"a", "flaky", "flaky", "flaky", "flaky", "flaky", "flaky"});
+  CHECK(calls == 6);
+  CHECK(kit.now() >= Clock::time_point(std::chrono::hours(24 * 365 * 60)) + 5h);
+}
+
+TEST_CASE("TestRuntime: a mocked step returns its output and its body does not run") {
+  testing::TestRuntime kit;
+  int charged = 0;
+  kit.add(Workflow("checkout", [&charged](Step& step, const json&) -> json {
+    const json receipt = step.run("charge", [&] {
+      ++charged;
+      return json{{"id", "real"}};
+    });
+    return step.run("email", [receipt] { return receipt.at("id"); });
+  }));
+  kit.mock("charge", {{"id", "mocked"}});
+  const testing::RunResult result = kit.run("checkout");
+  CHECK(charged == 0);
+  CHECK(result.info.output == "mocked");
+  CHECK(result.executed == std::vector<std::string>{"email"});
+  CHECK(result.invocations == 3);
+}
+
+TEST_CASE("TestRuntime: fail() throws from a body for the given attempts, or always") {
+  testing::TestRuntime kit;
+  RetryPolicy three;
+  three.max_attempts = 3;
+  kit.add(Workflow("w",
+                   [](Step& step, const json&) -> json {
+                     try {
+                       return step.run("call", [] { return "ok"; });
+                     } catch (const StepFailed& failed) {
+                       return "gave up after " + std::to_string(failed.info.attempts) + ": " +
+                              failed.info.message;
+                     }
+                   },
+                   {.retry = three}));
+  kit.fail("call", "503 from the payment provider", 2);
+  CHECK(kit.run("w").info.output == "ok");
+  kit.fail("call", "503 from the payment provider");
+  const testing::RunResult always = kit.run("w");
+  CHECK(always.info.output == "gave up after 3: 503 from the payment provider");
+  CHECK(always.executed.size() == 3);
+  CHECK_THROWS_WITH_AS(kit.fail("call", "x", 0),
+                       "TestRuntime::fail('call'): times must be -1 (always) or 1 or more, not 0",
+                       Error);
+}
+
+TEST_CASE("TestRuntime: a run waiting for an event is blocked until send_event or a timeout") {
+  testing::TestRuntime kit;
+  kit.add(Workflow("approval", [](Step& step, const json&) -> json {
+    const auto ok = step.wait_for_event("approved", "order.approved", {.timeout = 48h});
+    return ok ? ok->at("by") : json("timed out");
+  }));
+  const testing::RunResult waiting = kit.run("approval");
+  CHECK(waiting.info.status == Status::waiting);
+  kit.send_event("order.approved", {{"by", "ada"}});
+  CHECK(kit.result(waiting.info.id).info.output == "ada");
+
+  const testing::RunResult second = kit.run("approval");
+  kit.advance(47h);
+  CHECK(kit.result(second.info.id).info.status == Status::waiting);
+  kit.advance(1h);
+  CHECK(kit.result(second.info.id).info.output == "timed out");
+}
+
+TEST_CASE("TestRuntime: delayed starts and child workflows are driven too") {
+  testing::TestRuntime kit;
+  kit.add(Workflow("child", [](Step& step, const json& input) -> json {
+    step.sleep("cool-down", 2h);
+    return step.run("double", [input] { return input.at("n").get<int>() * 2; });
+  }));
+  kit.add(Workflow("parent", [](Step& step, const json&) -> json {
+    return step.invoke("call", "child", {{"n", 21}});
+  }));
+  const testing::RunResult parent = kit.run("parent", {}, {.at = kit.now() + 24h});
+  CHECK(parent.info.output == 42);
+  CHECK(kit.runtime().list({.workflow = "child"}).at(0).status == Status::completed);
+}
+
+TEST_CASE("TestRuntime: on_recovery sleeps pass at once too") {
+  testing::TestRuntime kit({.replay = Replay::on_recovery});
+  int calls = 0;
+  kit.add(slow_month(&calls));
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(kit.run("slow_month").info.output == "done");
+  CHECK(std::chrono::steady_clock::now() - started < 100ms);
+}
