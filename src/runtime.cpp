@@ -364,7 +364,7 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
       if (wf->options().concurrency > 0) limits[name] = wf->options().concurrency;
     }
   }
-  while ((!deadline || std::chrono::steady_clock::now() < *deadline) && !stopping()) {
+  while ((!deadline || std::chrono::steady_clock::now() < *deadline) && !stopping() && !halted_) {
     fire_schedules();               // also while a steady stream of work keeps this loop busy
     if (serving_) check_backlog();  // and the same for the backlog signals
     std::vector<Claim> claims;
@@ -475,6 +475,7 @@ std::size_t RuntimeCore::drive(Claim claim) {
       hand_back(run);
       return made - 1;
     }
+    if (halted_) return made - 1;
     Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random, host).execute();
     ++run.invocations;
     if (outcome.kind == Outcome::Kind::lost) {
@@ -517,9 +518,14 @@ bool RuntimeCore::CommitGroup::flush() {
   std::vector<const RunWrite*> writes;
   for (const Waiter* w : waiting_) writes.push_back(w->write);
   try {
-    std::lock_guard lock(core_->store_mutex_);
-    const std::vector<bool> written = core_->store_->commit_all(writes);
-    for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->written = written[i];
+    if (!core_->halted_) {
+      std::lock_guard lock(core_->store_mutex_);
+      const std::vector<bool> written = core_->store_->commit_all(writes);
+      for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->written = written[i];
+    }
+    for (const Waiter* w : waiting_) {
+      if (w->written) core_->committed(w->write->run_id, w->write->entries);
+    }
   } catch (...) {
     for (Waiter* w : waiting_) w->error = std::current_exception();
   }
@@ -539,13 +545,19 @@ bool RuntimeCore::CommitGroup::wait(const RunWrite& write) {
 // A run's write: with other runs in flight on this thread's fibers, in their group's next
 // transaction; alone, at once.
 bool RuntimeCore::commit(const RunWrite& write) {
+  if (halted_) return false;
   FiberScheduler* scheduler = FiberScheduler::current();
   if (t_group != nullptr && scheduler != nullptr && scheduler->running() != nullptr &&
       scheduler->alive() > 1) {
     return t_group->wait(write);
   }
-  std::lock_guard lock(store_mutex_);
-  return store_->commit(write);
+  bool written = false;
+  {
+    std::lock_guard lock(store_mutex_);
+    written = store_->commit(write);
+  }
+  if (written) committed(write.run_id, write.entries);
+  return written;
 }
 
 RuntimeCore::RunHost::RunHost(RuntimeCore& core, RunState& run) : core_(&core), run_(&run) {}
@@ -567,9 +579,11 @@ bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
   write.now_ms = core_->now_ms();
   std::lock_guard lock(core_->store_mutex_);
   write.first_seq = run_->next_seq;
+  if (core_->halted_) return false;
   const bool written = core_->store_->commit(write);
   if (written) run_->next_seq += write.new_entries();
   if (written) core_->record(*run_, &entries, nullptr);
+  if (written) core_->committed(run_->id, &entries);
   return written;
 }
 
@@ -583,10 +597,11 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
   {
     std::lock_guard lock(core_->store_mutex_);
     write.first_seq = run_->next_seq;
-    if (!core_->store_->commit(write)) return false;
+    if (core_->halted_ || !core_->store_->commit(write)) return false;
     run_->next_seq += write.new_entries();
   }
   core_->record(*run_, &entries, nullptr);
+  core_->committed(run_->id, &entries);
   for (EntryWrite& w : entries) {
     w.entry.output_text = std::string();
     if (w.is_new) {

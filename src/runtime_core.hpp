@@ -54,6 +54,13 @@ class RuntimeCore {
   using BodyHook = std::function<json(const std::string& run_id, const std::string& key,
                                       int attempt, const Body& body)>;
   void set_body_hook(BodyHook hook) { body_hook_ = std::move(hook); }
+  /// Called after each write of journal entries that was committed (the crash sweep).
+  using CommitHook =
+      std::function<void(const std::string& run_id, const std::vector<EntryWrite>& entries)>;
+  void set_commit_hook(CommitHook hook) { commit_hook_ = std::move(hook); }
+  /// The crash sweep's crash: from here on nothing more is written and no invocation or claim
+  /// starts, as if the process had died at this point. Callable from any thread.
+  void halt() { halted_ = true; }
   std::int64_t now_ms() const;
   std::size_t write_transactions() {
     std::lock_guard lock(store_mutex_);
@@ -174,6 +181,11 @@ class RuntimeCore {
 
   Logger logger_;
   BodyHook body_hook_;
+  CommitHook commit_hook_;
+  std::atomic<bool> halted_{false};
+  void committed(const std::string& run_id, const std::vector<EntryWrite>* entries) {
+    if (commit_hook_ && entries != nullptr) commit_hook_(run_id, *entries);
+  }
   std::atomic<bool> serving_{false};
   std::atomic<bool> stop_requested_{false};
   std::mutex serve_mutex_;            // guards serve_wake_

@@ -1,8 +1,11 @@
 // The test kit: a Runtime on ":memory:" whose clock the kit moves, and a body hook for mocks,
 // injected failures and the record of the bodies that ran.
 
+#include <stdlib.h>
+
 #include <atomic>
 #include <durable/testing.hpp>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -116,11 +119,12 @@ Clock::time_point TestRuntime::now() const {
 
 Runtime& TestRuntime::runtime() { return state_->runtime; }
 
+namespace {
+
 // Executes what is due, then moves the clock to the next sleep, backoff or delayed start and
 // goes on, until every run is terminal or waits for something only the test brings (an event,
 // a child that is itself blocked, a schedule's next time).
-void TestRuntime::drive() {
-  Runtime& runtime = state_->runtime;
+void drive_runs(Runtime& runtime, std::atomic<Clock::rep>& ticks) {
   for (;;) {
     runtime.run_until_idle();
     std::optional<Clock::time_point> next;
@@ -130,10 +134,162 @@ void TestRuntime::drive() {
       }
     }
     // Nothing ahead, or a run due now that no claim took (a workflow not added, or at its
-    // concurrency limit): blocked until the test does something.
-    if (!next || *next <= now()) return;
-    state_->ticks = next->time_since_epoch().count();
+    // concurrency limit, or a crashed runtime): blocked until the test does something.
+    const Clock::time_point now{Clock::duration(ticks.load())};
+    if (!next || *next <= now) return;
+    ticks = next->time_since_epoch().count();
   }
+}
+
+// A fresh directory under the system's temporary one, removed with its files at the end.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "durable-crash-sweep-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw Error("crash_sweep: cannot make a temp dir");
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// One runtime of the sweep on the scratch file, with the shared virtual clock and a record of
+// the bodies it ran.
+struct SweepRuntime {
+  SweepRuntime(RuntimeOptions opts, std::atomic<Clock::rep>& ticks) : runtime(std::move(opts)) {
+    core().set_clock([&ticks] { return Clock::time_point(Clock::duration(ticks.load())); });
+  }
+  detail::RuntimeCore& core() { return detail::RuntimeAccess::core(runtime); }
+  Runtime runtime;
+  std::mutex mutex;
+  std::vector<std::string> executed;
+};
+
+}  // namespace
+
+void TestRuntime::drive() { drive_runs(state_->runtime, state_->ticks); }
+
+CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
+  opts.resident_sleep = std::chrono::milliseconds(0);
+  CrashSweep sweep;
+  {
+    TestRuntime clean(opts);
+    clean.add(wf);
+    sweep.expected = clean.run(wf.name(), input);
+  }
+  const std::vector<std::string>& bodies = sweep.expected.executed;
+  std::map<std::string, int> baseline;
+  for (const std::string& key : bodies) ++baseline[key];
+
+  for (std::size_t k = 0; k < bodies.size(); ++k) {
+    for (const bool before_commit : {true, false}) {
+      ScratchDir dir;
+      RuntimeOptions file = opts;
+      file.database = dir.file("sweep.db");
+      std::atomic<Clock::rep> ticks{Clock::now().time_since_epoch().count()};
+      std::atomic<bool> crashed{false};
+      std::string id;
+      std::vector<std::string> executed;
+      {
+        SweepRuntime first(file, ticks);
+        first.runtime.add(wf);
+        std::atomic<std::size_t> ran{0};
+        first.core().set_body_hook(
+            [&](const std::string&, const std::string& key, int, const detail::Body& body) -> json {
+              if (crashed) return json();  // a body still in flight dies with the process
+              {
+                std::lock_guard lock(first.mutex);
+                first.executed.push_back(key);
+              }
+              json out = body();
+              if (++ran == k + 1 && before_commit) {
+                crashed = true;
+                first.core().halt();
+              }
+              return out;
+            });
+        first.core().set_commit_hook(
+            [&](const std::string&, const std::vector<detail::EntryWrite>& entries) {
+              if (before_commit || crashed || ran < k + 1) return;
+              for (const detail::EntryWrite& w : entries) {
+                if (w.entry.key == bodies[k]) {
+                  crashed = true;
+                  first.core().halt();
+                }
+              }
+            });
+        id = first.runtime.start(wf.name(), input);
+        drive_runs(first.runtime, ticks);
+        executed = first.executed;
+      }
+      // The restart: a new runtime on the file, once the dead runtime's lease has lapsed.
+      ticks += std::chrono::duration_cast<Clock::duration>(opts.lease).count() + 1;
+      SweepRuntime second(file, ticks);
+      second.runtime.add(wf);
+      second.core().set_body_hook(
+          [&](const std::string&, const std::string& key, int, const detail::Body& body) {
+            {
+              std::lock_guard lock(second.mutex);
+              second.executed.push_back(key);
+            }
+            return body();
+          });
+      drive_runs(second.runtime, ticks);
+      const RunInfo after = second.runtime.get(id);
+
+      CrashCase c;
+      c.body = static_cast<int>(k);
+      c.step = bodies[k];
+      c.before_commit = before_commit;
+      c.status = after.status;
+      c.output = after.output;
+      c.error = after.error;
+      c.matches =
+          after.status == sweep.expected.info.status && after.output == sweep.expected.info.output;
+      std::map<std::string, int> total;
+      for (const std::string& key : executed) ++total[key];
+      for (const std::string& key : second.executed) ++total[key];
+      for (const auto& [key, n] : total) {
+        if (n > baseline[key]) c.ran_again.push_back(key);
+      }
+      sweep.cases.push_back(std::move(c));
+    }
+  }
+  return sweep;
+}
+
+bool CrashSweep::ok() const {
+  for (const CrashCase& c : cases) {
+    if (!c.matches) return false;
+  }
+  return true;
+}
+
+std::string CrashSweep::report() const {
+  std::string text = "crash-free run: " + std::string(to_string(expected.info.status)) + ", " +
+                     expected.info.output.dump() + "\n";
+  for (const CrashCase& c : cases) {
+    text += (c.matches ? "  ok    " : "  DIFF  ") + std::string("crash ") +
+            (c.before_commit ? "before the commit of '" : "after the commit of '") + c.step +
+            "' (body " + std::to_string(c.body + 1) + "): " + std::string(to_string(c.status)) +
+            ", " + c.output.dump();
+    if (c.error) text += " (" + c.error->type + ": " + c.error->message + ")";
+    if (!c.ran_again.empty()) {
+      text += "; ran again:";
+      for (const std::string& key : c.ran_again) text += " " + key;
+    }
+    text += "\n";
+  }
+  return text;
 }
 
 }  // namespace durable::testing

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <durable/durable.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,5 +58,36 @@ class TestRuntime {
   void drive();
   std::unique_ptr<State> state_;
 };
+
+/// One simulated crash of crash_sweep(): where it struck and what the restart made of it.
+struct CrashCase {
+  int body = 0;        ///< the crash-free run's n-th step body (0-based) it struck at
+  std::string step;    ///< that body's journal key
+  bool before_commit;  ///< true: after the body ran, before its result was journaled; false: just
+                       ///< after it was journaled, before anything else ran
+  Status status = Status::pending;  ///< the run's status once restarted and driven to the end
+  json output;                      ///< its output (or null)
+  std::optional<ErrorInfo> error;   ///< its error, if it failed
+  bool matches = false;             ///< status and output equal the crash-free run's
+  /// Step bodies that ran more often than in the crash-free run, across crash and restart:
+  /// those whose effects must be safe to repeat.
+  std::vector<std::string> ran_again;
+};
+
+/// What crash_sweep() found.
+struct CrashSweep {
+  RunResult expected;  ///< the crash-free run
+  std::vector<CrashCase> cases;
+  bool ok() const;             ///< every restarted run matched the crash-free one
+  std::string report() const;  ///< one line per case, for a test's failure message
+};
+
+/// Runs the workflow once without a crash, then once per step-body boundary with a crash there
+/// (after the body ran and before its commit, and just after its commit): each time the runtime
+/// stops writing as a killed process would, a new runtime opens the same database file and
+/// drives the run to its end, and the outcome is compared with the crash-free run's. Sleeps and
+/// backoffs pass at once, as in TestRuntime; every body must give the same result each time it
+/// runs for the comparison to hold. Files go to a temporary directory, removed afterwards.
+CrashSweep crash_sweep(const Workflow& wf, json input = json::object(), RuntimeOptions opts = {});
 
 }  // namespace durable::testing
