@@ -200,9 +200,9 @@ CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
       std::string id;
       std::vector<std::string> executed;
       {
+        std::atomic<std::size_t> ran{0};  // bodies finished; outlives the runtime using it
         SweepRuntime first(file, ticks);
         first.runtime.add(wf);
-        std::atomic<std::size_t> ran{0};
         first.core().set_body_hook(
             [&](const std::string&, const std::string& key, int, const detail::Body& body) -> json {
               if (crashed) return json();  // a body still in flight dies with the process
