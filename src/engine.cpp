@@ -35,6 +35,12 @@ struct Lost {};
 
 thread_local BodyScope* t_scope = nullptr;
 
+// " (at file:line)" of the step call being made, or nothing when unknown.
+std::string at_call_site() {
+  const std::string site = call_site();
+  return site.empty() ? std::string() : " (at " + site + ")";
+}
+
 // "a sleep", "an invoke": a journal entry's kind, for messages.
 std::string a_kind(StepKind kind) {
   switch (kind) {
@@ -131,11 +137,11 @@ class BodyScope {
     const JournalEntry* entry = invocation_->run_->journal.find(p.key);
     if (entry == nullptr) return p;
     if (entry->kind != StepKind::run) {
-      invocation_->diverged_ =
-          ErrorInfo{"durable::NonDeterminism",
-                    invocation_->step_label(entry->key) + " was journaled as " +
-                        a_kind(entry->kind) + ", but the code now calls step.run with it",
-                    entry->key, 0};
+      invocation_->diverged_ = ErrorInfo{
+          "durable::NonDeterminism",
+          invocation_->step_label(entry->key) + " was journaled as " + a_kind(entry->kind) +
+              ", but the code now calls step.run with it" + at_call_site(),
+          entry->key, 0};
       throw NonDeterminism(invocation_->diverged_->message);
     }
     if (entry->state == StepState::retrying) {
@@ -300,8 +306,9 @@ void Invocation::before_step_call() {
 void Invocation::diverge(const JournalEntry& entry, std::string_view tool) {
   diverged_ = ErrorInfo{"durable::NonDeterminism",
                         step_label(entry.key) + " was journaled as " + a_kind(entry.kind) +
-                            ", but the code now calls " + std::string(tool) +
-                            " with that id. Give the new step another id, or restore the old "
+                            ", but the code now calls " + std::string(tool) + " with that id" +
+                            at_call_site() +
+                            ". Give the new step another id, or restore the old "
                             "code; retry() resumes the run once fixed",
                         entry.key, 0};
   throw NonDeterminism(diverged_->message);

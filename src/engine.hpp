@@ -21,6 +21,10 @@
 
 namespace durable::detail {
 
+/// Where the step tool being called on this thread was called from, "file:line" (empty when
+/// unknown); set by the step tools.
+std::string call_site();
+
 /// What one run is, as the engine needs it across its invocations.
 struct RunState {
   std::string id, workflow, correlation_id;

@@ -7,6 +7,17 @@
 
 namespace durable {
 
+namespace detail {
+namespace {
+thread_local std::source_location t_where;
+}
+void note_call(const std::source_location& where) noexcept { t_where = where; }
+std::string call_site() {
+  if (t_where.line() == 0) return {};
+  return std::string(t_where.file_name()) + ":" + std::to_string(t_where.line());
+}
+}  // namespace detail
+
 const json* Step::begin_run(std::string_view id, const StepOptions& opts) {
   return invocation_->begin_run(id, opts);
 }
@@ -24,22 +35,29 @@ void Step::bad_conversion(const json& value, std::string_view type, const std::e
 void Step::sleep_for(std::string_view id, std::chrono::duration<double, std::milli> d) {
   invocation_->sleep_for(id, detail::whole_milliseconds(d));
 }
-void Step::sleep(std::string_view id, std::string_view d) {
+void Step::sleep(std::string_view id, std::string_view d, std::source_location where) {
+  detail::note_call(where);
   invocation_->sleep_for(id, detail::parse_duration(d));
 }
-void Step::sleep_until(std::string_view id, Clock::time_point t) {
+void Step::sleep_until(std::string_view id, Clock::time_point t, std::source_location where) {
+  detail::note_call(where);
   invocation_->sleep_until(
       id, std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
 }
 
 std::optional<json> Step::wait_for_event(std::string_view id, std::string_view event,
-                                         WaitOptions opts) {
+                                         WaitOptions opts, std::source_location where) {
+  detail::note_call(where);
   return invocation_->wait_for_event(id, event, opts);
 }
-void Step::send_event(std::string_view id, std::string_view event, json data) {
+void Step::send_event(std::string_view id, std::string_view event, json data,
+                      std::source_location where) {
+  detail::note_call(where);
   invocation_->send_event(id, event, std::move(data));
 }
-json Step::invoke(std::string_view id, std::string_view workflow, json input) {
+json Step::invoke(std::string_view id, std::string_view workflow, json input,
+                  std::source_location where) {
+  detail::note_call(where);
   return invocation_->invoke(id, workflow, std::move(input));
 }
 

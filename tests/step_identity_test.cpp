@@ -107,13 +107,18 @@ TEST_CASE("a journaled id reached with another kind fails the run with NonDeterm
         return nullptr;
       }));
   clock.advance(2h);
+  int line = 0;
   auto runtime = test::restart_with(dir.file("kind.db"), clock,
-                                    Workflow("flow", [](Step& step, const json&) -> json {
+                                    Workflow("flow", [&line](Step& step, const json&) -> json {
+                                      line = __LINE__ + 1;
                                       step.run("wait", [] { return 1; });
                                       return nullptr;
                                     }));
   runtime->run_until_idle();
   const RunInfo run = runtime->get(id);
+  // The message names where the diverging call is.
+  CHECK(run.error->message.find("step_identity_test.cpp:" + std::to_string(line) + ")") !=
+        std::string::npos);
   CHECK(run.status == Status::failed);
   REQUIRE(run.error);
   CHECK(run.error->type == "durable::NonDeterminism");
