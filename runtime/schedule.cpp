@@ -2,6 +2,7 @@
 // fired by whichever runtime looks first, once per due time.
 
 #include "cron.hpp"
+#include "durations.hpp"
 #include "errors_internal.hpp"
 #include "ids.hpp"
 #include "runtime_core.hpp"
@@ -10,10 +11,6 @@
 namespace durable::detail {
 
 namespace {
-
-std::int64_t to_ms(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
 
 // The next due time of a schedule after `now`: the first slot of its grid (interval) or the
 // first cron match after now. The slots it missed while no runtime was up are skipped: the run
@@ -44,13 +41,7 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
   if (!interval) cron = Cron::parse(when.cron);  // throws Error naming what is wrong
   wf->check_input(input);
   ScheduleRow row;
-  if (const auto problem = encode(input, row.input)) {
-    throw Error(label + ": the input cannot be stored: " + *problem);
-  }
-  if (row.input.size() > options_.max_output_bytes) {
-    throw Error(label + ": the input is " + human_bytes(row.input.size()) + "; the limit is " +
-                human_bytes(options_.max_output_bytes));
-  }
+  row.input = storable_text(input, label + ": the input", options_.max_output_bytes);
   const std::int64_t now = now_ms();
   row.id = when.id.empty() ? new_id() : when.id;
   row.workflow = std::string(workflow);

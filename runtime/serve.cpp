@@ -22,10 +22,6 @@ void RuntimeCore::serve() {
   struct Done {
     RuntimeCore* core;
     ~Done() {
-      {
-        std::lock_guard lock(core->serve_mutex_);
-        core->serve_wake_ = nullptr;
-      }
       core->serving_ = false;
       core->stop_requested_ = false;
     }

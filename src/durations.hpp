@@ -2,6 +2,7 @@
 // Durations written as text, for step.sleep("id", "1h30m").
 
 #include <chrono>
+#include <cstdint>
 #include <string_view>
 
 namespace durable::detail {
@@ -14,5 +15,10 @@ std::chrono::milliseconds parse_duration(std::string_view text);
 /// d rounded up to whole milliseconds. Throws Error when it is NaN or longer than 30,000 years
 /// (which a sleep has no use for, and which would overflow a time point).
 std::chrono::milliseconds whole_milliseconds(std::chrono::duration<double, std::milli> d);
+
+/// A time point as milliseconds since the Unix epoch, the unit of every time the store keeps.
+inline std::int64_t to_ms(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
 
 }  // namespace durable::detail

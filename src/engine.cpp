@@ -678,20 +678,6 @@ void Invocation::wait_on(const JournalEntry& entry, std::string reason,
   end(std::move(outcome));
 }
 
-namespace {
-// Checks that a value the workflow hands to the store can be journaled; throws Error if not.
-void check_storable(const json& value, const std::string& what,
-                    std::size_t limit = static_cast<std::size_t>(-1)) {
-  std::string text;
-  if (const auto problem = encode(value, text))
-    throw Error(what + " cannot be stored: " + *problem);
-  if (text.size() > limit) {
-    throw Error(what + " is " + human_bytes(text.size()) + "; the limit is " + human_bytes(limit) +
-                " (RuntimeOptions::max_output_bytes)");
-  }
-}
-}  // namespace
-
 std::optional<json> Invocation::wait_for_event(std::string_view id, std::string_view event,
                                                const WaitOptions& opts) {
   ReplayCursor::Match match;
@@ -706,7 +692,8 @@ std::optional<json> Invocation::wait_for_event(std::string_view id, std::string_
                   "'): match must be a JSON object of the fields to compare, not " +
                   lenient_dump(opts.match));
     }
-    check_storable(opts.match, "the match of step.wait_for_event('" + std::string(id) + "')");
+    storable_text(opts.match, "the match of step.wait_for_event('" + std::string(id) + "')",
+                  SIZE_MAX);
     JournalEntry wait = new_entry(match, id, StepKind::event);
     // Only events stored after this point count; the store checks the ones that came between
     // here and the commit of this wait, so an event racing with it is not lost.
@@ -740,8 +727,8 @@ void Invocation::send_event(std::string_view id, std::string_view event, json da
   ReplayCursor::Match match;
   if (begin_special(id, StepKind::send, "step.send_event", match) != nullptr) return;  // sent
   if (event.empty()) throw Error("step.send_event('" + std::string(id) + "') needs a name");
-  check_storable(data, "the data of step.send_event('" + std::string(id) + "')",
-                 config_->max_output_bytes);
+  storable_text(data, "the data of step.send_event('" + std::string(id) + "')",
+                config_->max_output_bytes);
   JournalEntry send = new_entry(match, id, StepKind::send);
   send.state = StepState::completed;
   // The store publishes the event in the transaction that journals this entry: exactly once.
@@ -759,8 +746,8 @@ json Invocation::invoke(std::string_view id, std::string_view workflow, json inp
   JournalEntry* entry = begin_special(id, StepKind::invoke, "step.invoke", match);
   // New, or retried (Runtime::retry of a run whose child failed): a new child run.
   if (entry == nullptr || entry->state == StepState::retrying) {
-    check_storable(input, "the input of step.invoke('" + std::string(id) + "')",
-                   config_->max_output_bytes);
+    storable_text(input, "the input of step.invoke('" + std::string(id) + "')",
+                  config_->max_output_bytes);
     host_->check_child(workflow, input);
     const bool is_new = entry == nullptr;
     if (!is_new) match.key = entry->key;

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "durations.hpp"
 #include "errors_internal.hpp"
 #include "ids.hpp"
 #include "retry.hpp"
@@ -15,10 +16,6 @@
 namespace durable::detail {
 
 namespace {
-
-std::int64_t to_ms(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
 
 // The start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), which
 // tells a live process from a new one that reused a dead one's pid. 0 when unknown.
@@ -144,16 +141,8 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
   const std::shared_ptr<const Workflow> wf = find_workflow(workflow);
   if (!wf) unknown_workflow(workflow);
   wf->check_input(input);
-  std::string text;
-  if (const auto problem = encode(input, text)) {
-    throw Error("the input of a run of '" + std::string(workflow) +
-                "' cannot be stored: " + *problem);
-  }
-  if (text.size() > options_.max_output_bytes) {
-    throw Error("the input of a run of '" + std::string(workflow) + "' is " +
-                human_bytes(text.size()) + "; the limit is " +
-                human_bytes(options_.max_output_bytes) + " (RuntimeOptions::max_output_bytes)");
-  }
+  std::string text = storable_text(input, "the input of a run of '" + std::string(workflow) + "'",
+                                   options_.max_output_bytes);
   NewRun run;
   run.id = new_id();
   run.workflow = std::string(workflow);
@@ -180,14 +169,8 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
 void RuntimeCore::send_event(std::string_view name, json data) {
   if (name.empty()) throw Error("an event needs a name");
   NewEvent event;
-  if (const auto problem = encode(data, event.data)) {
-    throw Error("the data of event '" + std::string(name) + "' cannot be stored: " + *problem);
-  }
-  if (event.data.size() > options_.max_output_bytes) {
-    throw Error("the data of event '" + std::string(name) + "' is " +
-                human_bytes(event.data.size()) + "; the limit is " +
-                human_bytes(options_.max_output_bytes) + " (RuntimeOptions::max_output_bytes)");
-  }
+  event.data = storable_text(data, "the data of event '" + std::string(name) + "'",
+                             options_.max_output_bytes);
   event.id = new_id();
   event.name = std::string(name);
   event.now_ms = now_ms();

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "errors_internal.hpp"
+
 namespace durable::detail {
 
 namespace {
@@ -36,6 +38,17 @@ std::optional<std::string> encode(const json& value, std::string& text) {
 
 std::string lenient_dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string storable_text(const json& value, const std::string& what, std::size_t limit) {
+  std::string text;
+  if (const auto problem = encode(value, text))
+    throw Error(what + " cannot be stored: " + *problem);
+  if (text.size() > limit) {
+    throw Error(what + " is " + human_bytes(text.size()) + "; the limit is " + human_bytes(limit) +
+                " (RuntimeOptions::max_output_bytes)");
+  }
+  return text;
 }
 
 }  // namespace durable::detail

@@ -1,6 +1,7 @@
 #pragma once
 // JSON text of journaled values, with the cases JSON cannot hold made explicit.
 
+#include <cstddef>
 #include <durable/options.hpp>
 #include <optional>
 #include <string>
@@ -11,6 +12,11 @@ namespace durable::detail {
 /// a string that is not valid UTF-8, or a NaN or infinite number (JSON has none; written, it
 /// would read back as null).
 std::optional<std::string> encode(const json& value, std::string& text);
+
+/// The JSON text of a value handed to the store (a run's input, an event's data). Throws Error
+/// "<what> cannot be stored: ..." when encode() refuses it, and "<what> is N; the limit is M
+/// (RuntimeOptions::max_output_bytes)" when the text is longer than `limit`.
+std::string storable_text(const json& value, const std::string& what, std::size_t limit);
 
 /// JSON text that never throws: invalid UTF-8 is replaced. For diagnostics (error messages may
 /// carry any bytes), not for step results.

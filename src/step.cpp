@@ -41,8 +41,7 @@ void Step::sleep(std::string_view id, std::string_view d, std::source_location w
 }
 void Step::sleep_until(std::string_view id, Clock::time_point t, std::source_location where) {
   detail::note_call(where);
-  invocation_->sleep_until(
-      id, std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
+  invocation_->sleep_until(id, detail::to_ms(t));
 }
 
 std::optional<json> Step::wait_for_event(std::string_view id, std::string_view event,

@@ -59,6 +59,14 @@ std::vector<Body> read_bodies(const std::string& path) {
   return bodies;
 }
 
+// Whether a body logged this step.
+bool logged(const std::string& log, const std::string& step) {
+  for (const Body& body : read_bodies(log)) {
+    if (body.step == step) return true;
+  }
+  return false;
+}
+
 // The test process's view of the database: it starts runs and reads them, executing nothing.
 std::unique_ptr<Runtime> client(const std::string& db, const std::string& log) {
   auto runtime = std::make_unique<Runtime>(RuntimeOptions{.database = db});
@@ -173,14 +181,7 @@ TEST_CASE(
   auto runtime = client(db, log);
   const std::string id = runtime->start("slow");
   const pid_t worker = spawn_worker(db, log);
-  REQUIRE(wait_until(
-      [&] {
-        for (const Body& body : read_bodies(log)) {
-          if (body.step == "begin-first") return true;
-        }
-        return false;
-      },
-      20s));
+  REQUIRE(wait_until([&] { return logged(log, "begin-first"); }, 20s));
   const auto signalled = std::chrono::steady_clock::now();
   kill(worker, SIGTERM);
   CHECK(reap(worker) == 0);
@@ -212,14 +213,7 @@ TEST_CASE("a second SIGTERM during a graceful stop exits at once") {
   auto runtime = client(db, log);
   const std::string id = runtime->start("slow");
   const pid_t worker = spawn_worker(db, log);
-  REQUIRE(wait_until(
-      [&] {
-        for (const Body& body : read_bodies(log)) {
-          if (body.step == "begin-first") return true;
-        }
-        return false;
-      },
-      20s));
+  REQUIRE(wait_until([&] { return logged(log, "begin-first"); }, 20s));
   const auto signalled = std::chrono::steady_clock::now();
   kill(worker, SIGTERM);
   std::this_thread::sleep_for(50ms);
