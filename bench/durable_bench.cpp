@@ -13,7 +13,6 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
-#include <sys/vfs.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,15 +30,13 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "engine.hpp"
 #include "journal.hpp"
 
 namespace {
 
-namespace fs = std::filesystem;
-using durable::Durability;
-using durable::json;
-using Stopwatch = std::chrono::steady_clock;
+using namespace durable::bench;
 
 // ---- settings ---------------------------------------------------------------------------------
 
@@ -68,126 +65,11 @@ Sizes quick_sizes() {
   return s;
 }
 
-std::string_view name_of(Durability d) { return d == Durability::full ? "full" : "normal"; }
 std::string_view name_of(durable::Replay r) {
   return r == durable::Replay::on_recovery ? "on_recovery" : "every_step";
 }
 
-double seconds_since(Stopwatch::time_point start) {
-  return std::chrono::duration<double>(Stopwatch::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t half = values.size() / 2;
-  return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
-}
-
-// ---- the scratch directory --------------------------------------------------------------------
-
-// Hands out fresh database paths in one directory and removes each database with its WAL and
-// shared-memory files once measured; a directory it created is removed as a whole at the end.
-class Scratch {
- public:
-  explicit Scratch(std::string dir) {
-    if (dir.empty()) {
-      std::string pattern = (fs::temp_directory_path() / "durable-bench-XXXXXX").string();
-      if (mkdtemp(pattern.data()) == nullptr)
-        throw std::runtime_error("mkdtemp failed for " + pattern);
-      dir_ = pattern;
-      owned_ = true;
-    } else {
-      dir_ = fs::absolute(dir);
-      fs::create_directories(dir_);
-    }
-  }
-  ~Scratch() {
-    std::error_code ignored;
-    if (owned_) fs::remove_all(dir_, ignored);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-
-  const fs::path& dir() const { return dir_; }
-
-  /// A path no file occupies, for a database of this label.
-  std::string fresh(std::string_view label) {
-    std::string path =
-        (dir_ / ("bench-" + std::string(label) + "-" + std::to_string(++count_) + ".db")).string();
-    remove(path);
-    return path;
-  }
-  static void remove(const std::string& db) {
-    std::error_code ignored;
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(db + suffix, ignored);
-  }
-
- private:
-  fs::path dir_;
-  bool owned_ = false;
-  int count_ = 0;
-};
-
-std::string file_system_of(const fs::path& dir) {
-  struct statfs info {};
-  if (statfs(dir.c_str(), &info) != 0) return "unknown fs";
-  switch (static_cast<unsigned long>(info.f_type)) {
-    case 0xEF53:
-      return "ext4";
-    case 0x01021994:
-      return "tmpfs";
-    case 0x58465342:
-      return "xfs";
-    case 0x9123683E:
-      return "btrfs";
-    case 0x794C7630:
-      return "overlayfs";
-    case 0x2FC12FC1:
-      return "zfs";
-    default: {
-      char hex[32];
-      std::snprintf(hex, sizeof hex, "fs 0x%lx", static_cast<unsigned long>(info.f_type));
-      return hex;
-    }
-  }
-}
-
-// ---- 1. raw SQLite ------------------------------------------------------------------------------
-
-// Rows per second of single-row INSERT + COMMIT into a fresh WAL file, each row its own IMMEDIATE
-// transaction, into a table shaped like durable's journal: a (text, text) primary key without
-// rowid and a small JSON value.
-double raw_insert_rate(Scratch& scratch, Durability durability, int rows) {
-  const std::string path = scratch.fresh("raw-" + std::string(name_of(durability)));
-  double elapsed = 0;
-  {
-    SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    db.exec("PRAGMA journal_mode=WAL");
-    db.exec(durability == Durability::full ? "PRAGMA synchronous=FULL"
-                                           : "PRAGMA synchronous=NORMAL");
-    db.exec(
-        "CREATE TABLE steps (run_id TEXT NOT NULL, key TEXT NOT NULL, output TEXT, "
-        "PRIMARY KEY (run_id, key)) WITHOUT ROWID");
-    SQLite::Statement insert(db, "INSERT INTO steps (run_id, key, output) VALUES (?, ?, ?)");
-    const std::string run_id = "0192f3a4b5c6d7e8f90a1b2c3d4e5f60";  // ~30 bytes, like a run id
-    const auto start = Stopwatch::now();
-    for (int i = 0; i < rows; ++i) {
-      SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
-      insert.bind(1, run_id);
-      insert.bind(2, "s#" + std::to_string(i + 1));
-      insert.bind(3, json{{"i", i}, {"ok", true}}.dump());
-      insert.exec();
-      insert.reset();
-      tx.commit();
-    }
-    elapsed = seconds_since(start);
-  }
-  Scratch::remove(path);
-  return rows / elapsed;
-}
-
-// ---- 2. durable journaled steps -----------------------------------------------------------------
+// ---- 1. durable journaled steps -----------------------------------------------------------------
 
 // A workflow of input {"steps": n} that runs n trivial steps under one repeated id (s, s#2, ...).
 durable::Workflow loop_workflow() {
@@ -259,7 +141,8 @@ double durable_fanout_rate(Scratch& scratch, Durability durability, int runs, in
                          json{{"width", width}});
 }
 
-// ---- 3. replay ----------------------------------------------------------------------------------
+// ---- 2. replay
+// -----------------------------------------------------------------------------------
 
 // A run whose journal holds `steps` completed run steps under the given keys and ids.
 durable::detail::RunState journaled_run(const std::vector<std::string>& keys,
@@ -337,20 +220,6 @@ double replay_ns_per_step(int steps, int reps, bool repeated_ids) {
 
 // ---- the table ----------------------------------------------------------------------------------
 
-struct Row {
-  std::string scenario, durable, raw, ratio, target;
-};
-
-std::string with_commas(double value) {
-  const std::string digits = std::to_string(static_cast<long long>(value + 0.5));
-  std::string text;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) text += ',';
-    text += digits[i];
-  }
-  return text;
-}
-
 std::string percent(double ratio) {
   char text[16];
   std::snprintf(text, sizeof text, "%.0f%%", ratio * 100);
@@ -361,24 +230,6 @@ std::string fixed(double value, const char* unit) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f %s", value, unit);
   return text;
-}
-
-void print_table(const Row& head, const std::vector<Row>& rows) {
-  std::size_t w[5] = {};
-  auto widen = [&](const Row& r) {
-    const std::string* cells[5] = {&r.scenario, &r.durable, &r.raw, &r.ratio, &r.target};
-    for (int i = 0; i < 5; ++i) w[i] = std::max(w[i], cells[i]->size());
-  };
-  widen(head);
-  for (const Row& r : rows) widen(r);
-  auto print = [&](const Row& r) {
-    std::printf("%-*s  %*s  %*s  %*s  %s\n", static_cast<int>(w[0]), r.scenario.c_str(),
-                static_cast<int>(w[1]), r.durable.c_str(), static_cast<int>(w[2]), r.raw.c_str(),
-                static_cast<int>(w[3]), r.ratio.c_str(), r.target.c_str());
-  };
-  print(head);
-  std::printf("%s\n", std::string(w[0] + w[1] + w[2] + w[3] + w[4] + 8, '-').c_str());
-  for (const Row& r : rows) print(r);
 }
 
 // Per repetition, seconds of the raw 1,000 one-row commits and of 1 run x 1,000 steps in each
@@ -499,15 +350,6 @@ std::vector<Row> replay_rows(const Sizes& sizes) {
                        text, "-", "-", ns <= 500 ? "<= 500 ns" : "<= 500 ns (missed)"});
   }
   return rows;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%SZ", &utc);
-  return text;
 }
 
 int run(int argc, char** argv) {
