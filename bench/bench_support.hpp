@@ -26,6 +26,9 @@ using durable::json;
 using Stopwatch = std::chrono::steady_clock;
 
 inline std::string_view name_of(Durability d) { return d == Durability::full ? "full" : "normal"; }
+inline std::string_view name_of(durable::Replay r) {
+  return r == durable::Replay::on_recovery ? "on_recovery" : "every_step";
+}
 
 inline double seconds_since(Stopwatch::time_point start) {
   return std::chrono::duration<double>(Stopwatch::now() - start).count();

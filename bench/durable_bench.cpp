@@ -65,10 +65,6 @@ Sizes quick_sizes() {
   return s;
 }
 
-std::string_view name_of(durable::Replay r) {
-  return r == durable::Replay::on_recovery ? "on_recovery" : "every_step";
-}
-
 // ---- 1. durable journaled steps -----------------------------------------------------------------
 
 // A workflow of input {"steps": n} that runs n trivial steps under one repeated id (s, s#2, ...).

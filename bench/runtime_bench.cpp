@@ -97,10 +97,6 @@ Sizes quick_sizes() {
 
 constexpr int kWarmupRuns = 16;  // memory: runs taken to sleep before the baseline is read
 
-std::string_view name_of(Replay r) {
-  return r == Replay::on_recovery ? "on_recovery" : "every_step";
-}
-
 durable::RuntimeOptions options_for(const std::string& path, Durability durability,
                                     Replay replay = Replay::every_step) {
   durable::RuntimeOptions options;
