@@ -41,19 +41,61 @@ std::string at_call_site() {
   return site.empty() ? std::string() : " (at " + site + ")";
 }
 
-// "a sleep", "an invoke": a journal entry's kind, for messages.
-std::string a_kind(StepKind kind) {
-  switch (kind) {
-    case StepKind::event:
-      return "an event wait";
-    case StepKind::invoke:
-      return "an invoke";
-    default:
-      return "a " + std::string(to_string(kind));
-  }
+// A JSON value for a message, cut to 200 characters.
+std::string shown(const json& value) {
+  std::string text = lenient_dump(value);
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  return text;
+}
+
+std::string error_text(const std::optional<ErrorInfo>& error) {
+  return error ? error->type + ": " + error->message : std::string("no error recorded");
 }
 
 }  // namespace
+
+std::string describe(const JournalEntry& e) {
+  const std::string attempts =
+      e.attempts == 1 ? "1 attempt" : std::to_string(e.attempts) + " attempts";
+  switch (e.kind) {
+    case StepKind::run:
+      switch (e.state) {
+        case StepState::completed:
+          return "a step.run that returned " + shown(e.output);
+        case StepState::failed:
+          return "a step.run that failed for good after " + attempts + " (" + error_text(e.error) +
+                 ")";
+        default:
+          return "a step.run retrying after " + attempts + " (" + error_text(e.error) + ")";
+      }
+    case StepKind::sleep: {
+      const std::string until = e.wake_at_ms ? " until " + format_time(*e.wake_at_ms) : "";
+      return "a step.sleep" + until + (e.state == StepState::completed ? ", over" : ", not over");
+    }
+    case StepKind::event:
+      if (e.state == StepState::waiting)
+        return "a step.wait_for_event of '" + e.output.value("event", "") + "', still waiting";
+      if (e.output.is_null()) return "a step.wait_for_event that timed out";
+      return "a step.wait_for_event that received '" + e.output.value("name", "") + "' with " +
+             shown(e.output.value("data", json()));
+    case StepKind::invoke: {
+      const std::string child = "a step.invoke of '" + e.output.value("workflow", "") +
+                                "' (child run " + e.output.value("run", "") + ")";
+      switch (e.state) {
+        case StepState::completed:
+          return child + " that returned " + shown(e.output.value("output", json()));
+        case StepState::failed:
+          return child + " that failed (" + error_text(e.error) + ")";
+        default:
+          return child + ", still running";
+      }
+    }
+    case StepKind::send:
+      return "a step.send_event of '" + e.output.value("name", "") + "' with " +
+             shown(e.output.value("data", json()));
+  }
+  return "an entry of an unknown kind";
+}
 
 // The context of a step body running on a step thread: its nested steps are keyed under the
 // body's own key and journaled at once, since they do not end the invocation.
@@ -137,11 +179,11 @@ class BodyScope {
     const JournalEntry* entry = invocation_->run_->journal.find(p.key);
     if (entry == nullptr) return p;
     if (entry->kind != StepKind::run) {
-      invocation_->diverged_ = ErrorInfo{
-          "durable::NonDeterminism",
-          invocation_->step_label(entry->key) + " was journaled as " + a_kind(entry->kind) +
-              ", but the code now calls step.run with it" + at_call_site(),
-          entry->key, 0};
+      invocation_->diverged_ =
+          ErrorInfo{"durable::NonDeterminism",
+                    invocation_->step_label(entry->key) + " was journaled as " + describe(*entry) +
+                        ", but the code now calls step.run with it" + at_call_site(),
+                    entry->key, 0};
       throw NonDeterminism(invocation_->diverged_->message);
     }
     if (entry->state == StepState::retrying) {
@@ -212,7 +254,9 @@ Invocation::Invocation(RunState& run, const Workflow& workflow, const EngineConf
       random_(&random),
       host_(&host),
       step_(*this),
-      cursor_(run.journal) {}
+      cursor_(run.journal) {
+  if (config.replay_only) cursor_.remember_met();
+}
 
 Invocation::~Invocation() = default;
 
@@ -273,6 +317,12 @@ Outcome Invocation::final_outcome(Outcome outcome) {
   return outcome;
 }
 
+void Invocation::note_new(std::string_view key, std::string_view tool,
+                          const JournalEntry* retrying) {
+  if (!config_->replay_only || first_new_) return;
+  first_new_ = NewCall{std::string(key), std::string(tool), call_site(), retrying};
+}
+
 void Invocation::end(Outcome outcome) {
   ending_ = std::move(outcome);
   throw Unwind{};
@@ -305,7 +355,7 @@ void Invocation::before_step_call() {
 
 void Invocation::diverge(const JournalEntry& entry, std::string_view tool) {
   diverged_ = ErrorInfo{"durable::NonDeterminism",
-                        step_label(entry.key) + " was journaled as " + a_kind(entry.kind) +
+                        step_label(entry.key) + " was journaled as " + describe(entry) +
                             ", but the code now calls " + std::string(tool) + " with that id" +
                             at_call_site() +
                             ". Give the new step another id, or restore the old "
@@ -335,6 +385,7 @@ const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) 
     throw StepFailed(entry->error.value_or(ErrorInfo{"unknown", "", entry->key, entry->attempts}));
   }
   if (entry == nullptr) check_step_id(id);
+  note_new(entry != nullptr ? std::string_view(entry->key) : match.key, "step.run", entry);
   // New, or due for another attempt: its body runs at the wait point run_new() makes.
   add_pending(std::move(match), std::string(id), opts, {}, entry);
   return nullptr;
@@ -362,6 +413,8 @@ std::size_t Invocation::start_step(std::string_view id, const StepOptions& opts,
     slots_.push_back(Slot{entry, {}});
     return slots_.size() - 1;
   }
+  note_new(entry != nullptr ? std::string_view(entry->key) : match.key,
+           item ? "step.map" : "step.start", entry);
   return add_pending(std::move(match), std::move(base), opts, std::move(body), entry);
 }
 
@@ -580,9 +633,7 @@ EntryWrite Invocation::attempt_failed(const Pending& p, std::exception_ptr error
 
 void Invocation::bad_conversion(const json& value, std::string_view type,
                                 const std::exception& error) {
-  std::string shown = lenient_dump(value);
-  if (shown.size() > 200) shown = shown.substr(0, 200) + "...";
-  throw Error(step_label(last_key_) + ": the journaled result " + shown + " (JSON " +
+  throw Error(step_label(last_key_) + ": the journaled result " + shown(value) + " (JSON " +
               value.type_name() + ") does not convert to the step's type " + std::string(type) +
               ": " + error.what() +
               ". Convert the old form in from_json, or give the changed step a new id");
@@ -597,6 +648,7 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
   flush();  // started steps complete before the run sleeps
   if (entry == nullptr) {
     check_step_id(id);
+    note_new(match.key, "step.sleep", nullptr);
     JournalEntry sleep;
     sleep.key = std::move(match.key);
     sleep.base = std::string(id);
@@ -651,7 +703,10 @@ JournalEntry* Invocation::begin_special(std::string_view id, StepKind kind, std:
   match = cursor_.next(id);
   JournalEntry* entry = match.entry;
   if (entry != nullptr && entry->kind != kind) diverge(*entry, tool);
-  if (entry == nullptr) check_step_id(id);
+  if (entry == nullptr) {
+    check_step_id(id);
+    note_new(match.key, tool, nullptr);
+  }
   flush();  // started steps complete before the run waits or sends
   return entry;
 }
@@ -750,7 +805,10 @@ json Invocation::invoke(std::string_view id, std::string_view workflow, json inp
                   config_->max_output_bytes);
     host_->check_child(workflow, input);
     const bool is_new = entry == nullptr;
-    if (!is_new) match.key = entry->key;
+    if (!is_new) {
+      match.key = entry->key;
+      note_new(entry->key, "step.invoke", entry);
+    }
     JournalEntry call = new_entry(match, id, StepKind::invoke);
     call.state = StepState::waiting;
     call.attempts = is_new ? 1 : entry->attempts + 1;

@@ -25,6 +25,10 @@ namespace durable::detail {
 /// unknown); set by the step tools.
 std::string call_site();
 
+/// What a journal entry holds, for messages: "a step.run that returned 42", "a step.sleep until
+/// 2026-11-21T09:00:00Z, over".
+std::string describe(const JournalEntry& entry);
+
 /// What one run is, as the engine needs it across its invocations.
 struct RunState {
   std::string id, workflow, correlation_id;
@@ -97,6 +101,9 @@ struct EngineConfig {
   /// invocation, and sleeps and backoffs up to resident_sleep_ms are waited out in place.
   bool resident = false;
   std::int64_t resident_sleep_ms = 1000;
+  /// testing::replay: the invocation remembers which journal entries the calls met and the
+  /// first call the journal does not hold, for the checks made after it.
+  bool replay_only = false;
 };
 
 class BodyScope;
@@ -129,6 +136,20 @@ class Invocation {
                                      const WaitOptions& opts);
   void send_event(std::string_view id, std::string_view event, json data);
   json invoke(std::string_view id, std::string_view workflow, json input);
+  /// A step call the journal does not hold, or holds as still to be retried: the code goes on
+  /// past what was recorded there.
+  struct NewCall {
+    std::string key;                         ///< the journal key the call makes
+    std::string tool;                        ///< "step.run", "step.sleep", ...
+    std::string site;                        ///< "file:line" of the call, or empty
+    const JournalEntry* retrying = nullptr;  ///< the entry, for a call the journal holds
+  };
+  /// EngineConfig::replay_only: the first such call of this invocation.
+  const std::optional<NewCall>& first_new() const { return first_new_; }
+  /// A call found the journal holding another kind of step under its id (the run fails).
+  bool diverged() const { return diverged_.has_value(); }
+  /// The cursor that matched this invocation's calls (EngineConfig::replay_only: which met what).
+  const ReplayCursor& cursor() const { return cursor_; }
   std::string_view run_id() const { return run_->id; }
   std::string_view correlation_id() const { return run_->correlation_id; }
   bool replaying() const { return cursor_.replaying(); }
@@ -183,6 +204,7 @@ class Invocation {
   Outcome evicted(std::int64_t wake_ms) const;
   std::string step_label(std::string_view key) const;
   Outcome final_outcome(Outcome outcome);
+  void note_new(std::string_view key, std::string_view tool, const JournalEntry* retrying);
   // A nested step call from a body running on a step thread; null when not inside a body of
   // this invocation.
   BodyScope* scope() const;
@@ -202,6 +224,7 @@ class Invocation {
   bool swallowed_ = false;             // a step call came after the unwinding began
   std::vector<EntryWrite> failed_;     // steps failed for good here, not yet in an outcome
   std::optional<ErrorInfo> diverged_;  // NonDeterminism met: the run fails whatever follows
+  std::optional<NewCall> first_new_;   // replay_only: the first call past the journal
   std::mutex nested_mutex_;            // the journal, while bodies run nested steps
   std::mutex random_mutex_;            // random_, used by bodies on several threads
 };

@@ -73,6 +73,7 @@ ReplayCursor::Match ReplayCursor::next(std::string_view id, bool check) {
       if (expected.base == id) {
         ++position_;
         ++matched_;
+        if (remember_) met_.insert(&expected);
         return {&expected, {}};
       }
       leave_track();
@@ -91,10 +92,18 @@ ReplayCursor::Match ReplayCursor::next(std::string_view id, bool check) {
   JournalEntry* entry = journal_->find(key);
   if (entry != nullptr) {
     ++matched_;
+    if (remember_) met_.insert(entry);
   } else {
     reached_new_ = true;
   }
   return {entry, entry != nullptr ? std::string() : std::move(key)};
+}
+
+const JournalEntry* ReplayCursor::first_unmet() const {
+  for (const JournalEntry& entry : journal_->entries()) {
+    if (!entry.nested && !met_.contains(&entry)) return &entry;
+  }
+  return nullptr;
 }
 
 void ReplayCursor::leave_track() {

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace durable::detail {
@@ -97,6 +98,12 @@ class ReplayCursor {
   /// Whether this invocation is still re-executing journaled code: no call so far was new, and
   /// some journaled entry of the workflow's own is still ahead.
   bool replaying() const { return !reached_new_ && matched_ < journal_->top_level(); }
+  /// From now on, remembers the entries calls meet, for first_unmet(). Off by default: only the
+  /// test kit's replay asks.
+  void remember_met() { remember_ = true; }
+  /// The first of the workflow's own entries, in journal order, that no call met (with
+  /// remember_met() on since the first call); null when every one was.
+  const JournalEntry* first_unmet() const;
 
  private:
   Match next(std::string_view id, bool check);
@@ -107,6 +114,8 @@ class ReplayCursor {
   std::size_t matched_ = 0;   // entries met so far in this invocation
   bool on_track_ = true;
   bool reached_new_ = false;  // a call found no entry: the code is past its journal
+  bool remember_ = false;
+  std::unordered_set<const JournalEntry*> met_;
   std::unordered_map<std::string, int> uses_;   // off track: uses so far per id
   std::unordered_map<std::string, int> fresh_;  // on track past the journal: new uses per id
 };

@@ -67,6 +67,11 @@ class RuntimeCore {
     return store_->write_transactions();
   }
   const std::string& worker_id() const { return worker_.id; }
+  /// The test kit's TestRuntime::save.
+  void copy_database(const std::string& path) {
+    std::lock_guard lock(store_mutex_);
+    store_->copy_to(path);
+  }
 
  private:
   // Runs due work in claims of `batch` runs until none is due or the deadline passed.

@@ -176,6 +176,24 @@ class SqliteStore final : public Store {
                                             : "PRAGMA synchronous=NORMAL");
   }
 
+  /// Opens the file through a read-only connection and writes nothing, not even beside it.
+  struct ReadOnly {};
+  SqliteStore(const std::string& path, ReadOnly)
+      : path_(path), schema_version_(0), db_(open_read_only(path)) {
+    db_.setBusyTimeout(10'000);
+    try {
+      schema_version_ = check_file(db_, path);
+    } catch (const SQLite::Exception& e) {
+      fail(std::string("not a durable database, or a corrupt one (") + e.what() + ")");
+    }
+    if (schema_version_ == 0) fail("holds no durable runs (an empty database)");
+    if (schema_version_ != kSchemaVersion) {
+      fail("has schema version " + std::to_string(schema_version_) + "; reading it without " +
+           "writing needs version " + std::to_string(kSchemaVersion) +
+           ". Open a copy with a Runtime of this build once to migrate it");
+    }
+  }
+
   std::string create_run(const NewRun& run) override {
     return guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
@@ -217,6 +235,28 @@ class SqliteStore final : public Store {
       std::vector<RunInfo> runs;
       while (query.executeStep()) runs.push_back(read_run(query));
       return runs;
+    });
+  }
+
+  void copy_to(const std::string& path) override {
+    // VACUUM INTO wants a new file: copy beside the target, then rename over it.
+    const std::string part = path + ".part-" + new_id();
+    try {
+      SQLite::Statement vacuum(db_, "VACUUM INTO ?");
+      vacuum.bind(1, part);
+      vacuum.exec();
+      std::filesystem::rename(part, path);
+    } catch (const std::exception& e) {
+      std::error_code ignored;
+      std::filesystem::remove(part, ignored);
+      throw Error("could not copy database '" + path_ + "' to '" + path + "': " + e.what());
+    }
+  }
+
+  std::optional<std::vector<JournalEntry>> journal(const std::string& id) override {
+    return guarded([&]() -> std::optional<std::vector<JournalEntry>> {
+      if (!run_exists(id)) return std::nullopt;
+      return load_journal(id);
     });
   }
 
@@ -1163,6 +1203,33 @@ class SqliteStore final : public Store {
     }
   }
 
+  // A file with no -wal beside it is read as immutable, so that nothing is created next to it
+  // (a recorded database kept in a source tree stays alone). With a -wal another process may be
+  // writing to it: it is read through the WAL, as any reader would.
+  static SQLite::Database open_read_only(const std::string& path) {
+    std::error_code ignored;
+    if (!std::filesystem::is_regular_file(path, ignored)) {
+      throw Error("database '" + path + "' does not exist");
+    }
+    std::string uri = "file:";
+    for (const char c : path) {
+      if (c == '%' || c == '?' || c == '#') {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        uri += '%';
+        uri += kHex[static_cast<unsigned char>(c) >> 4];
+        uri += kHex[c & 0xF];
+      } else {
+        uri += c;
+      }
+    }
+    uri += std::filesystem::exists(path + "-wal", ignored) ? "?mode=ro" : "?immutable=1";
+    try {
+      return SQLite::Database(uri, SQLite::OPEN_READONLY | SQLite::OPEN_URI);
+    } catch (const SQLite::Exception& e) {
+      throw Error("cannot open database '" + path + "': " + e.what());
+    }
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     throw Error("database '" + path_ + "': " + what);
   }
@@ -1341,6 +1408,10 @@ class SqliteStore final : public Store {
 
 std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability) {
   return std::make_unique<SqliteStore>(path, durability);
+}
+
+std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path) {
+  return std::make_unique<SqliteStore>(path, SqliteStore::ReadOnly{});
 }
 
 }  // namespace durable::detail

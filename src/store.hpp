@@ -117,6 +117,8 @@ class Store {
   virtual std::vector<RunInfo> list_runs(const RunFilter& filter) = 0;
   /// The journal of a run in write order; nullopt for an unknown run.
   virtual std::optional<std::vector<StepInfo>> list_steps(const std::string& id) = 0;
+  /// The same journal as the engine reads it.
+  virtual std::optional<std::vector<JournalEntry>> journal(const std::string& id) = 0;
 
   /// Claims due runs (pending and sleeping runs whose time came, running runs whose lease
   /// lapsed or whose owner died) and loads their journals.
@@ -176,6 +178,10 @@ class Store {
   /// Owners of running runs other than `self`, with what is known of their process.
   virtual std::vector<Worker> running_owners(const std::string& self) = 0;
 
+  /// Writes a consistent copy of the whole database to `path`, replacing a file there only once
+  /// the copy is complete.
+  virtual void copy_to(const std::string& path) = 0;
+
   /// The SQLite synchronous level in force (1 NORMAL, 2 FULL); for the tests.
   virtual int synchronous() = 0;
   /// Run writes committed so far by commit() and commit_all(), one per transaction; for the
@@ -186,6 +192,11 @@ class Store {
 /// Opens or creates a SQLite store. Throws Error for a file that is not a durable database (left
 /// untouched), a corrupt one, or one written by a newer schema.
 std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability);
+
+/// Opens a durable database for reading only: nothing is written to the file or beside it.
+/// Throws Error for a missing file, one that is not a durable database, or one of another schema
+/// version. Its write operations fail.
+std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path);
 
 /// The schema version this build writes.
 inline constexpr int kSchemaVersion = 2;

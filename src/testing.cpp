@@ -119,6 +119,10 @@ Clock::time_point TestRuntime::now() const {
 
 Runtime& TestRuntime::runtime() { return state_->runtime; }
 
+void TestRuntime::save(const std::string& path) const {
+  detail::RuntimeAccess::core(state_->runtime).copy_database(path);
+}
+
 namespace {
 
 // Executes what is due, then moves the clock to the next sleep, backoff or delayed start and

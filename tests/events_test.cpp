@@ -405,7 +405,7 @@ TEST_CASE("a journaled invoke replayed as a run is NonDeterminism") {
   const RunInfo run = after->get(id);
   CHECK(run.status == Status::failed);
   CHECK(run.error->type == "durable::NonDeterminism");
-  CHECK(run.error->message.find("journaled as an invoke") != std::string::npos);
+  CHECK(run.error->message.find("journaled as a step.invoke of 'double'") != std::string::npos);
 }
 
 TEST_CASE("retry of a parent whose child failed starts a new child") {

@@ -123,7 +123,7 @@ TEST_CASE("a journaled id reached with another kind fails the run with NonDeterm
   REQUIRE(run.error);
   CHECK(run.error->type == "durable::NonDeterminism");
   CHECK(run.error->message.find("'wait'") != std::string::npos);
-  CHECK(run.error->message.find("journaled as a sleep") != std::string::npos);
+  CHECK(run.error->message.find("journaled as a step.sleep until ") != std::string::npos);
   CHECK(run.error->message.find("step.run") != std::string::npos);
 }
 

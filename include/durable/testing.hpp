@@ -52,6 +52,9 @@ class TestRuntime {
   Clock::time_point now() const;
   /// The runtime underneath: get, list, steps, cancel, retry, schedule, ...
   Runtime& runtime();
+  /// Writes the database as it now is to a file, replacing one there once the copy is complete:
+  /// a recording of its runs for replay() (a golden journal kept with the tests).
+  void save(const std::string& path) const;
 
  private:
   struct State;
@@ -89,5 +92,23 @@ struct CrashSweep {
 /// backoffs pass at once, as in TestRuntime; every body must give the same result each time it
 /// runs for the comparison to hold. Files go to a temporary directory, removed afterwards.
 CrashSweep crash_sweep(const Workflow& wf, json input = json::object(), RuntimeOptions opts = {});
+
+/// Runs the current code of `wf` against run `run_id` as recorded in the database file, running
+/// no step body and writing nothing to the file or beside it. Throws NonDeterminism naming the
+/// first divergence:
+/// - a call that finds the journal holding another kind of step under its id;
+/// - a call the journal does not hold while a journaled step was not called (an inserted,
+///   renamed or removed step), or the workflow ending without calling one;
+/// - for a run recorded completed or failed: a call past its journal, or another output or
+///   error than the recorded one.
+/// A run recorded in progress (pending, sleeping, waiting, running) or cancelled may go on past
+/// its journal. Steps are matched by id and use count, as the runtime matches them, so a change
+/// in the order of steps that keep their ids is not a divergence. Throws Error for a missing
+/// file, a file that is not a durable database, an unknown run, or a run of another workflow.
+void replay(const Workflow& wf, const std::string& database, std::string_view run_id);
+
+/// replay() of every run of `wf` in the database file, oldest first; returns how many. Throws
+/// Error when the file holds none (a golden test that checks nothing must not pass).
+std::size_t replay_all(const Workflow& wf, const std::string& database);
 
 }  // namespace durable::testing
