@@ -214,11 +214,19 @@ CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
                 std::lock_guard lock(first.mutex);
                 first.executed.push_back(key);
               }
-              json out = body();
+              // A failed attempt is a body of the sweep too: count it, then let it throw.
+              std::exception_ptr failure;
+              json out;
+              try {
+                out = body();
+              } catch (...) {
+                failure = std::current_exception();
+              }
               if (++ran == k + 1 && before_commit) {
                 crashed = true;
                 first.core().halt();
               }
+              if (failure) std::rethrow_exception(failure);
               return out;
             });
         first.core().set_commit_hook(

@@ -188,3 +188,38 @@ TEST_CASE("crash_sweep: a step whose result changes when it runs again is report
   CHECK(sweep.cases.at(1).matches);  // after its commit, the journaled number is used
   CHECK(sweep.report().find("DIFF  crash before the commit of 'allocate'") != std::string::npos);
 }
+
+TEST_CASE("crash_sweep: a failed attempt is a boundary of its own, and the crash lands there") {
+  // "flaky" fails its first attempt in each run and succeeds on the second.
+  auto tries = std::make_shared<std::map<std::string, int>>();
+  auto mutex = std::make_shared<std::mutex>();
+  const Workflow order("order", [tries, mutex](Step& step, const json&) -> json {
+    const std::string run(step.run_id());
+    step.run("a", [] { return 1; });
+    step.run(
+        "flaky",
+        [&] {
+          std::lock_guard lock(*mutex);
+          if (++(*tries)[run] == 1) throw std::runtime_error("first attempt fails");
+          return 2;
+        },
+        {.retry = RetryPolicy{.max_attempts = 3, .initial_backoff = 1ms}});
+    return step.run("c", [] { return 3; });
+  });
+  const testing::CrashSweep sweep = testing::crash_sweep(order);
+  INFO(sweep.report());
+  REQUIRE(sweep.expected.executed == std::vector<std::string>{"a", "flaky", "flaky", "c"});
+  REQUIRE(sweep.cases.size() == 8);
+  CHECK(sweep.ok());
+  // Before the commit of the failed attempt: the failure is lost, the retry runs as it would
+  // have, so no body runs more often than without the crash.
+  CHECK(sweep.cases.at(2).step == "flaky");
+  CHECK(sweep.cases.at(2).before_commit);
+  CHECK(sweep.cases.at(2).ran_again.empty());
+  // Before the commit of the successful attempt: that attempt is lost and runs again.
+  CHECK(sweep.cases.at(4).step == "flaky");
+  CHECK(sweep.cases.at(4).before_commit);
+  CHECK(sweep.cases.at(4).ran_again == std::vector<std::string>{"flaky"});
+  // Before the commit of "c": only "c" runs again.
+  CHECK(sweep.cases.at(6).ran_again == std::vector<std::string>{"c"});
+}

@@ -90,7 +90,9 @@ struct CrashSweep {
 /// stops writing as a killed process would, a new runtime opens the same database file and
 /// drives the run to its end, and the outcome is compared with the crash-free run's. Sleeps and
 /// backoffs pass at once, as in TestRuntime; every body must give the same result each time it
-/// runs for the comparison to hold. Files go to a temporary directory, removed afterwards.
+/// runs for the comparison to hold. A failed attempt is a boundary like a successful one. No
+/// event is sent: a run that waits for one is compared as it waits. Files go to a temporary
+/// directory, removed afterwards.
 CrashSweep crash_sweep(const Workflow& wf, json input = json::object(), RuntimeOptions opts = {});
 
 /// Runs the current code of `wf` against run `run_id` as recorded in the database file, running
