@@ -204,15 +204,20 @@ CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
       std::string id;
       std::vector<std::string> executed;
       {
-        std::atomic<std::size_t> ran{0};  // bodies finished; outlives the runtime using it
+        // Bodies are numbered as they start, as the crash-free run listed them; the crash
+        // strikes when body k finishes (an outer step finishes after its nested ones).
+        std::atomic<std::size_t> started{0};  // outlive the runtime whose hooks use them
+        std::atomic<bool> finished_k{false};
         SweepRuntime first(file, ticks);
         first.runtime.add(wf);
         first.core().set_body_hook(
             [&](const std::string&, const std::string& key, int, const detail::Body& body) -> json {
               if (crashed) return json();  // a body still in flight dies with the process
+              std::size_t index = 0;
               {
                 std::lock_guard lock(first.mutex);
                 first.executed.push_back(key);
+                index = started++;
               }
               // A failed attempt is a body of the sweep too: count it, then let it throw.
               std::exception_ptr failure;
@@ -222,16 +227,19 @@ CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
               } catch (...) {
                 failure = std::current_exception();
               }
-              if (++ran == k + 1 && before_commit) {
-                crashed = true;
-                first.core().halt();
+              if (index == k) {
+                finished_k = true;
+                if (before_commit) {
+                  crashed = true;
+                  first.core().halt();
+                }
               }
               if (failure) std::rethrow_exception(failure);
               return out;
             });
         first.core().set_commit_hook(
             [&](const std::string&, const std::vector<detail::EntryWrite>& entries) {
-              if (before_commit || crashed || ran < k + 1) return;
+              if (before_commit || crashed || !finished_k) return;
               for (const detail::EntryWrite& w : entries) {
                 if (w.entry.key == bodies[k]) {
                   crashed = true;

@@ -223,3 +223,22 @@ TEST_CASE("crash_sweep: a failed attempt is a boundary of its own, and the crash
   // Before the commit of "c": only "c" runs again.
   CHECK(sweep.cases.at(6).ran_again == std::vector<std::string>{"c"});
 }
+
+TEST_CASE("crash_sweep: a crash named after an outer step strikes when that step finishes") {
+  const Workflow report("report", [](Step& step, const json&) -> json {
+    const int total = step.run("outer", [&step] {
+      return step.run("inner", [] { return 20; }) + 1;
+    });
+    return step.run("after", [total] { return total + 1; });
+  });
+  const testing::CrashSweep sweep = testing::crash_sweep(report);
+  INFO(sweep.report());
+  REQUIRE(sweep.expected.executed == std::vector<std::string>{"outer", "outer/inner", "after"});
+  CHECK(sweep.ok());
+  // Before the commit of "outer": its nested step is journaled already, only "outer" runs again.
+  CHECK(sweep.cases.at(0).step == "outer");
+  CHECK(sweep.cases.at(0).ran_again == std::vector<std::string>{"outer"});
+  // Before the commit of "outer/inner": both run again.
+  CHECK(sweep.cases.at(2).step == "outer/inner");
+  CHECK(sweep.cases.at(2).ran_again == std::vector<std::string>{"outer", "outer/inner"});
+}

@@ -5,137 +5,19 @@
 // nesting and the replay mode are visible.
 //
 //   pipeline [--db FILE] [--regions N] [--replay every_step|on_recovery] [--threads N]
+//
+// The workflow and the stand-ins for its services are in pipeline.hpp, which the unit tests in
+// pipeline_test.cpp share.
 
-#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <durable/durable.hpp>
 #include <iostream>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
+
+#include "pipeline.hpp"
 
 namespace pipeline {
-using durable::json;
-using namespace std::chrono_literals;
-
-// The workflow's input.
-struct Slide {
-  std::string image;
-  int regions = 8;
-};
-void to_json(json& j, const Slide& s) { j = {{"image", s.image}, {"regions", s.regions}}; }
-void from_json(const json& j, Slide& s) {
-  j.at("image").get_to(s.image);
-  j.at("regions").get_to(s.regions);
-}
-
-// A tile of the slide, as the tiler describes it.
-struct Region {
-  int index = 0, x = 0, y = 0, size = 0;
-};
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Region, index, x, y, size)
-
-// The workflow's output.
-struct Report {
-  std::string image, url;
-  int regions = 0, annotations = 0, tumor_regions = 0;
-};
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Report, image, url, regions, annotations, tumor_regions)
-
-// Workflow code and step bodies (on the step threads) print at once: one line at a time, each
-// stamped with the milliseconds since the program started, so overlapping bodies show.
-void say(const std::string& line) {
-  static const auto start = std::chrono::steady_clock::now();
-  static std::mutex mutex;
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - start);
-  std::lock_guard lock(mutex);
-  std::cout << "[" << ms.count() << " ms] " << line << std::endl;
-}
-
-// Stand-ins for the real services: storage, the tiler, the model endpoint.
-std::vector<Region> cut_into_tiles(const Slide& slide) {
-  say("      -> cutting " + slide.image + " into " + std::to_string(slide.regions) + " regions");
-  std::vector<Region> regions;
-  for (int i = 0; i < slide.regions; ++i) regions.push_back({i, (i % 4) * 512, (i / 4) * 512, 512});
-  return regions;
-}
-
-json predict(const Region& region, int flaky_region) {
-  static std::atomic<bool> flaked{false};
-  const std::string name = "region " + std::to_string(region.index);
-  say("      -> " + name + ": model call starts");
-  std::this_thread::sleep_for(std::chrono::milliseconds(20 + 5 * (region.index % 4)));
-  if (region.index == flaky_region && !flaked.exchange(true)) {
-    say("      -> " + name + ": model endpoint timed out (transient)");
-    throw std::runtime_error("model endpoint timed out on " + name);
-  }
-  static const char* const kLabels[] = {"tumor", "stroma", "necrosis", "normal"};
-  const json prediction = {{"region", region.index},
-                           {"label", kLabels[(region.index * 3 + 1) % 4]},
-                           {"confidence", (60 + region.index * 37 % 40) / 100.0}};
-  say("      -> " + name + ": " + prediction.dump());
-  return prediction;
-}
-
-// Nested steps: post-process keeps the confident predictions, then merges them by label.
-json post_process(durable::Step& step, const std::vector<json>& predictions) {
-  const json kept = step.run("filter", [&] {
-    json confident = json::array();
-    for (const auto& p : predictions)
-      if (p["confidence"].get<double>() >= 0.7) confident.push_back(p);
-    say("      -> post-process/filter: kept " + std::to_string(confident.size()) + " of " +
-        std::to_string(predictions.size()));
-    return confident;
-  });
-  return step.run("merge", [&] {
-    json by_label = json::object();
-    for (const auto& p : kept) by_label[p["label"].get<std::string>()].push_back(p["region"]);
-    say("      -> post-process/merge: " + std::to_string(by_label.size()) + " annotations");
-    return by_label;
-  });
-}
-
-durable::RetryPolicy quick_retry() {
-  durable::RetryPolicy policy;
-  policy.max_attempts = 3;
-  policy.initial_backoff = 200ms;
-  policy.jitter = 0;
-  return policy;
-}
-
-durable::Workflow workflow() {
-  return durable::Workflow("tissue-analysis", [](durable::Step& step, const Slide& slide) {
-    static std::atomic<int> invocation{0};
-    say("invocation " + std::to_string(++invocation) + (step.replaying() ? " (replaying)" : ""));
-    const std::string uri = step.run("upload-image", [&] {
-      say("      -> uploading " + slide.image);
-      return "s3://slides/" + slide.image;
-    });
-    say("    upload-image   -> " + uri);
-    const auto regions = step.run("generate-tiles", [&] { return cut_into_tiles(slide); });
-    say("    generate-tiles -> " + std::to_string(regions.size()) + " regions");
-    const int flaky = slide.regions / 2;
-    const auto predictions =
-        step.map("predict", regions, [flaky](const Region& r) { return predict(r, flaky); },
-                 {.retry = quick_retry()});
-    say("    predict[0.." + std::to_string(regions.size() - 1) + "] -> " +
-        std::to_string(predictions.size()) + " predictions");
-    const json annotations =
-        step.run("post-process", [&] { return post_process(step, predictions); });
-    say("    post-process   -> " + annotations.dump());
-    const Report report = step.run("report", [&] {
-      say("      -> writing the report for " + uri);
-      const int tumor = annotations.contains("tumor") ? int(annotations["tumor"].size()) : 0;
-      return Report{slide.image, "reports/" + slide.image + ".pdf", int(regions.size()),
-                    int(annotations.size()), tumor};
-    });
-    say("    report         -> " + report.url);
-    return report;
-  });
-}
 
 void print_run(durable::Runtime& runtime, const durable::RunInfo& run) {
   std::cout << "\nrun " << run.id << ": " << durable::to_string(run.status) << " after "
@@ -184,8 +66,10 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    // The middle region's model call times out once. The services outlive the runtime.
+    pipeline::Services services(&std::cout, slide.regions / 2);
     durable::Runtime runtime(options);
-    runtime.add(pipeline::workflow());
+    runtime.add(pipeline::workflow(services));
     durable::StartOptions start;
     start.idempotency_key = slide.image + ":" + std::to_string(slide.regions);
     const std::string id = runtime.start("tissue-analysis", slide, start);
