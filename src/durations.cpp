@@ -3,6 +3,8 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <durable/errors.hpp>
 #include <string>
 #include <utility>
@@ -76,6 +78,20 @@ std::chrono::milliseconds whole_milliseconds(std::chrono::duration<double, std::
                 " ms is not a usable duration: it must be a number of at most 30,000 years");
   }
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(std::max(ms, -1.0))));
+}
+
+std::string utc_text(std::int64_t ms, bool with_ms) {
+  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[40];
+  const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  if (with_ms) {
+    std::snprintf(text + n, sizeof text - n, ".%03dZ", static_cast<int>(ms % 1000));
+  } else {
+    std::snprintf(text + n, sizeof text - n, "Z");
+  }
+  return text;
 }
 
 }  // namespace durable::detail

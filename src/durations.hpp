@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace durable::detail {
@@ -20,5 +21,9 @@ std::chrono::milliseconds whole_milliseconds(std::chrono::duration<double, std::
 inline std::int64_t to_ms(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
+
+/// A time in ms since the epoch as UTC text: "2026-11-21T05:00:00.123Z", or without the
+/// milliseconds "2026-11-21T05:00:00Z".
+std::string utc_text(std::int64_t ms, bool with_ms = true);
 
 }  // namespace durable::detail

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "durations.hpp"
 #include "errors_internal.hpp"
 #include "ids.hpp"
 #include "retry.hpp"
@@ -16,14 +17,7 @@ constexpr std::string_view kSwallowed =
     "workflow code swallowed it. Catch std::exception (or durable::StepFailed) instead, or "
     "rethrow with `throw;` inside catch (...)";
 
-std::string format_time(std::int64_t ms) {
-  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
+std::string format_time(std::int64_t ms) { return utc_text(ms, false); }
 
 // Thrown out of a step body when a nested step's retry is not due yet: the outer step's body
 // stops and runs again once it is. Not a std::exception, like the runtime's own unwinding.
@@ -202,9 +196,11 @@ class BodyScope {
   void run(Invocation::Pending& p) {
     {
       BodyScope inner(*invocation_, p.key + "/");
+      const std::int64_t began = invocation_->host_->now_ms();
       try {
         p.result =
             invocation_->output_entry(p, invocation_->host_->call_body(p.key, p.attempt, p.body));
+        p.result->entry.duration_ms = invocation_->host_->now_ms() - began;
       } catch (const Postpone&) {
         throw;
       } catch (const Lost&) {
@@ -212,6 +208,7 @@ class BodyScope {
         throw;
       } catch (...) {
         p.result = invocation_->attempt_failed(p, std::current_exception());
+        p.result->entry.duration_ms = invocation_->host_->now_ms() - began;
       }
     }
     if (!invocation_->host_->write_nested(*p.result)) {
@@ -553,14 +550,17 @@ Outcome Invocation::evicted(std::int64_t wake_ms) const {
 
 void Invocation::run_body(Pending& p) {
   BodyScope scope(*this, p.key + "/");
+  const std::int64_t began = host_->now_ms();
   try {
     p.result = output_entry(p, host_->call_body(p.key, p.attempt, p.body));
+    p.result->entry.duration_ms = host_->now_ms() - began;
   } catch (const Postpone& postpone) {
     p.postponed_until = postpone.until_ms;
   } catch (const Lost&) {
     p.lost = true;
   } catch (...) {
     p.result = attempt_failed(p, std::current_exception());
+    p.result->entry.duration_ms = host_->now_ms() - began;
   }
 }
 

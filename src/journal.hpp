@@ -40,6 +40,8 @@ struct JournalEntry {
   int attempts = 0;
   std::optional<std::int64_t> wake_at_ms;
   int invocation = 0;   ///< the invocation that last wrote it
+  std::int64_t updated_at_ms = 0;           ///< when it was last written (as loaded)
+  std::optional<std::int64_t> duration_ms;  ///< run: how long its last attempt's body took
   bool nested = false;  ///< a step of a step body (its base holds '/'); set by the Journal
 };
 

@@ -1,8 +1,6 @@
 #include "log.hpp"
 
-#include <cstdio>
-#include <ctime>
-
+#include "durations.hpp"
 #include "serialization.hpp"
 
 namespace durable::detail {
@@ -29,13 +27,8 @@ Logger::Logger(LogLevel level, std::function<void(std::string_view)> sink)
 void Logger::write(LogLevel level, std::string_view event, std::string_view message, json fields,
                    std::int64_t now_ms) {
   if (!enabled(level)) return;
-  const std::time_t seconds = static_cast<std::time_t>(now_ms / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char stamp[40];
-  const std::size_t n = std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &utc);
-  std::snprintf(stamp + n, sizeof stamp - n, ".%03dZ", static_cast<int>(now_ms % 1000));
-  json line = {{"ts", stamp}, {"level", to_string(level)}, {"event", event}, {"msg", message}};
+  json line = {
+      {"ts", utc_text(now_ms)}, {"level", to_string(level)}, {"event", event}, {"msg", message}};
   if (fields.is_object()) {
     for (auto& [key, value] : fields.items()) {
       if (value.is_string() && value.get_ref<const std::string&>().empty()) continue;

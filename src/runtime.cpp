@@ -113,7 +113,7 @@ void RuntimeCore::add(Workflow wf) {
     }
   }
   std::lock_guard lock(store_mutex_);
-  store_->set_triggers(name, events);
+  store_->register_workflow(name, events, now_ms());
 }
 
 std::shared_ptr<const Workflow> RuntimeCore::find_workflow(std::string_view name) {

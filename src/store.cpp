@@ -115,6 +115,13 @@ CREATE TABLE schedules (
   spec       TEXT NOT NULL
 );
 CREATE INDEX schedules_due ON schedules (next_at);
+)sql",
+                                                                 R"sql(
+ALTER TABLE steps ADD COLUMN duration_ms INTEGER;
+CREATE TABLE workflows (
+  name    TEXT PRIMARY KEY,
+  seen_at INTEGER NOT NULL
+) WITHOUT ROWID;
 )sql"};
 
 constexpr const char* kOwnerCheck = "SELECT status, coalesce(owner, '') FROM runs WHERE id = ?";
@@ -122,14 +129,16 @@ constexpr const char* kHistoryInsert =
     "INSERT INTO history (run_id, at, status, reason) VALUES (?, ?, ?, ?)";
 constexpr const char* kEntryInsert =
     "INSERT INTO steps (run_id, key, seq, base, kind, state, output, error, attempts, wake_at, "
-    "invocation, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+    "invocation, updated_at, duration_ms) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
 constexpr const char* kEntryUpdate =
     "UPDATE steps SET base = ?4, kind = ?5, state = ?6, output = ?7, error = ?8, attempts = ?9, "
-    "wake_at = ?10, invocation = ?11, updated_at = ?12 WHERE run_id = ?1 AND key = ?2 "
+    "wake_at = ?10, invocation = ?11, updated_at = ?12, duration_ms = coalesce(?13, duration_ms) "
+    "WHERE run_id = ?1 AND key = ?2 "
     "AND ?3 IS NOT NULL";
 constexpr const char* kJournalSelect =
-    "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation FROM steps "
-    "WHERE run_id = ? ORDER BY seq";
+    "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation, updated_at, "
+    "duration_ms FROM steps WHERE run_id = ? ORDER BY seq";
 
 json error_to_json(const ErrorInfo& e) {
   return {
@@ -187,12 +196,20 @@ class SqliteStore final : public Store {
       fail(std::string("not a durable database, or a corrupt one (") + e.what() + ")");
     }
     if (schema_version_ == 0) fail("holds no durable runs (an empty database)");
-    if (schema_version_ != kSchemaVersion) {
-      fail("has schema version " + std::to_string(schema_version_) + "; reading it without " +
-           "writing needs version " + std::to_string(kSchemaVersion) +
-           ". Open a copy with a Runtime of this build once to migrate it");
-    }
   }
+
+  /// The schema version of the file opened read-only.
+  std::int64_t schema_version() const { return schema_version_; }
+
+  /// Copies the database, as this read-only connection sees it, to a new file.
+  void snapshot_to(const std::string& path) {
+    SQLite::Statement vacuum(db_, "VACUUM INTO ?");
+    vacuum.bind(1, path);
+    vacuum.exec();
+  }
+
+  /// Removes the database file (and its -wal and -shm) once this store is closed.
+  void remove_on_close() { remover_.path = path_; }
 
   std::string create_run(const NewRun& run) override {
     return guarded([&] {
@@ -273,6 +290,8 @@ class SqliteStore final : public Store {
         info.error = e.error;
         info.attempts = e.attempts;
         if (e.wake_at_ms) info.wake_at = to_time(*e.wake_at_ms);
+        if (e.duration_ms) info.duration = std::chrono::milliseconds(*e.duration_ms);
+        info.updated_at = to_time(e.updated_at_ms);
         steps.push_back(std::move(info));
       }
       return steps;
@@ -424,9 +443,14 @@ class SqliteStore final : public Store {
     });
   }
 
-  void set_triggers(const std::string& workflow, const std::vector<std::string>& events) override {
+  void register_workflow(const std::string& workflow, const std::vector<std::string>& events,
+                         std::int64_t now_ms) override {
     guarded([&] {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      Cached known(this, "INSERT OR REPLACE INTO workflows (name, seen_at) VALUES (?, ?)");
+      known.bind(1, workflow);
+      known.bind(2, static_cast<int64_t>(now_ms));
+      known.exec();
       Cached remove(this, "DELETE FROM triggers WHERE workflow = ? AND event NOT IN (" +
                               placeholders(events.size()) + ")");
       remove.bind(1, workflow);
@@ -1348,6 +1372,10 @@ class SqliteStore final : public Store {
       s.bind(10);
     s.bind(11, e.invocation);
     s.bind(12, static_cast<int64_t>(w.now_ms));
+    if (e.duration_ms)
+      s.bind(13, static_cast<int64_t>(*e.duration_ms));
+    else
+      s.bind(13);
     s.exec();
   }
 
@@ -1371,6 +1399,8 @@ class SqliteStore final : public Store {
       e.attempts = q.getColumn(6).getInt();
       if (!q.getColumn(7).isNull()) e.wake_at_ms = q.getColumn(7).getInt64();
       e.invocation = q.getColumn(8).getInt();
+      e.updated_at_ms = q.getColumn(9).getInt64();
+      if (!q.getColumn(10).isNull()) e.duration_ms = q.getColumn(10).getInt64();
       entries.push_back(std::move(e));
     }
     return entries;
@@ -1397,6 +1427,17 @@ class SqliteStore final : public Store {
     return info;
   }
 
+  // Removes a file when destroyed; declared before db_, so it runs after db_ is closed.
+  struct FileRemover {
+    std::string path;
+    ~FileRemover() {
+      if (path.empty()) return;
+      std::error_code ignored;
+      for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ignored);
+    }
+  };
+
+  FileRemover remover_;
   std::string path_;
   std::int64_t schema_version_;  // as found on opening, before any migration
   std::size_t write_transactions_ = 0;
@@ -1411,7 +1452,23 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability dur
 }
 
 std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path) {
-  return std::make_unique<SqliteStore>(path, SqliteStore::ReadOnly{});
+  auto store = std::make_unique<SqliteStore>(path, SqliteStore::ReadOnly{});
+  if (store->schema_version() == kSchemaVersion) return store;
+  // An older file (a golden journal kept across upgrades): migrate a private copy of it.
+  const std::string copy =
+      (std::filesystem::temp_directory_path() / ("durable-snapshot-" + new_id() + ".db")).string();
+  try {
+    store->snapshot_to(copy);
+  } catch (const SQLite::Exception& e) {
+    std::error_code ignored;
+    std::filesystem::remove(copy, ignored);
+    throw Error("database '" + path + "': could not copy it to migrate the copy (" + e.what() +
+                ")");
+  }
+  store.reset();
+  auto migrated = std::make_unique<SqliteStore>(copy, Durability::normal);
+  migrated->remove_on_close();
+  return migrated;
 }
 
 }  // namespace durable::detail

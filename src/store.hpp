@@ -149,10 +149,10 @@ class Store {
   virtual Published publish(const NewEvent& event) = 0;
   /// The sequence number of the last event stored (0: none).
   virtual std::int64_t event_horizon() = 0;
-  /// Records that events of these names, and no others, start runs of this workflow (the
-  /// last add() of a workflow says which).
-  virtual void set_triggers(const std::string& workflow,
-                            const std::vector<std::string>& events) = 0;
+  /// Records that a worker has this workflow (operators see runs of names no worker knows), and
+  /// that events of these names, and no others, start its runs (the last add() says which).
+  virtual void register_workflow(const std::string& workflow,
+                                 const std::vector<std::string>& events, std::int64_t now_ms) = 0;
 
   /// Inserts or replaces a schedule. A schedule stored with the same id and spec is kept as it
   /// is (its next time and count go on); returns whether anything was written.
@@ -193,13 +193,15 @@ class Store {
 /// untouched), a corrupt one, or one written by a newer schema.
 std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability);
 
-/// Opens a durable database for reading only: nothing is written to the file or beside it.
-/// Throws Error for a missing file, one that is not a durable database, or one of another schema
-/// version. Its write operations fail.
+/// Opens a durable database for reading only: nothing is written to the file or beside it. A
+/// file of an older schema version is read from a migrated copy in the temporary directory,
+/// removed when the store closes. Throws Error for a missing file, one that is not a durable
+/// database, or one written by a newer durable. Its write operations fail (or, on a copy, are
+/// lost).
 std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path);
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "store.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -339,11 +340,14 @@ TEST_CASE("replay: bad input gets a clear error and the file is left as it was")
                        doctest::Contains("not a durable database, or a corrupt one"), Error);
   CHECK(read_all(notes).starts_with("not a database"));
 
-  const std::string older = dir.file("older.db");
-  std::filesystem::copy_file(path, older);
-  { SQLite::Database(older, SQLite::OPEN_READWRITE).exec("PRAGMA user_version = 1"); }
-  CHECK_THROWS_WITH_AS(replay(checkout(), older, id), doctest::Contains("has schema version 1"),
-                       Error);
+  const std::string newer = dir.file("newer.db");
+  std::filesystem::copy_file(path, newer);
+  {
+    SQLite::Database(newer, SQLite::OPEN_READWRITE)
+        .exec("PRAGMA user_version = " + std::to_string(detail::kSchemaVersion + 1));
+  }
+  CHECK_THROWS_WITH_AS(replay(checkout(), newer, id),
+                       doctest::Contains("written by a newer durable"), Error);
 
   const std::string odd = dir.file("100% #1?.db");  // characters a file: URI must escape
   std::filesystem::copy_file(path, odd);
@@ -361,4 +365,32 @@ TEST_CASE("TestRuntime::save replaces an existing file only with a complete copy
                        doctest::Contains("could not copy database"), Error);
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
                       std::filesystem::directory_iterator()) == 1);
+}
+
+TEST_CASE("replay: a file of an older schema replays from a migrated copy, left as it was") {
+  test::TempDir dir;
+  const std::string path = dir.file("golden-v2.db");
+  const std::string id = record_checkout(path);
+  {  // What schema version 2 looked like: no step durations, no registered workflows.
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    db.exec("ALTER TABLE steps DROP COLUMN duration_ms; DROP TABLE workflows; "
+            "PRAGMA user_version = 2");
+  }
+  const std::string before = read_all(path);
+  const auto snapshots = [] {
+    std::size_t n = 0;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+      n += entry.path().filename().string().starts_with("durable-snapshot-") ? 1 : 0;
+    }
+    return n;
+  };
+  const std::size_t snapshots_before = snapshots();
+  CHECK_NOTHROW(replay(checkout(), path, id));
+  CHECK(read_all(path) == before);
+  CHECK(snapshots() == snapshots_before);  // the migrated copy is gone
+  Workflow renamed("checkout", [](Step& step, const json&) -> json {
+    return step.run("reserve-stock", [] { return body(1); });
+  });
+  CHECK_THROWS_AS(replay(renamed, path, id), NonDeterminism);
 }

@@ -40,6 +40,8 @@ struct StepInfo {
   std::optional<ErrorInfo> error;  ///< while retrying or failed: the last failed attempt's error
   int attempts = 0;
   std::optional<Clock::time_point> wake_at;  ///< sleeping: wake time; retrying: next attempt
+  std::optional<std::chrono::milliseconds> duration{};  ///< run: its last attempt's body time
+  Clock::time_point updated_at{};                       ///< when the entry was last written
 };
 
 /// A schedule as the database holds it.
