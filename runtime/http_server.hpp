@@ -1,0 +1,99 @@
+#pragma once
+// A small HTTP/1.1 server on Boost.Beast that hands each request to one handler function. It
+// knows nothing of runs: the /v1 routes are written on top of it. Boost stays out of this header.
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace durable::ops {
+
+/// One request as the handler sees it. The path and query are percent-decoded; a request whose
+/// target does not decode never reaches the handler (it gets 400).
+struct HttpRequest {
+  std::string method;                        ///< "GET", "POST", ...
+  std::string path;                          ///< decoded path without the query: "/v1/runs/abc"
+  std::map<std::string, std::string> query;  ///< decoded query parameters (the last one wins)
+  std::string body;
+  std::string content_type;  ///< the Content-Type header, as sent; empty when absent
+};
+
+/// What the handler answers; sent as given. The server sets Content-Length and Connection itself.
+struct HttpResponse {
+  int status = 200;  ///< 100..599; anything else is a handler bug and is answered with 500
+  std::string content_type = "application/json";
+  std::string body;
+  /// Extra headers, sent in this order. A name or value holding CR or LF is a handler bug and is
+  /// answered with 500.
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// Called once per request, on one of the server's io threads, possibly on several at once:
+/// it must be safe to call concurrently. An exception it throws is answered with 500 (code
+/// internal, its what() as the message) and the server keeps serving. While it runs, its io
+/// thread serves no other connection, so keep it short or raise HttpOptions::threads.
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+struct HttpOptions {
+  /// What to bind: "127.0.0.1", "localhost" (binds 127.0.0.1), "::1", "0.0.0.0", "::", an IP
+  /// address of this host. No name is looked up.
+  std::string address = "127.0.0.1";
+  unsigned short port = 8080;  ///< 0: an ephemeral port (see HttpServer::port())
+  /// The bearer token. Required when the address is not loopback (127.0.0.0/8, ::1, localhost).
+  /// When set, every request but those to public_paths needs `Authorization: Bearer <token>`.
+  std::string token{};
+  std::size_t max_body = 1 << 20;  ///< larger request bodies get 413
+  int threads = 2;                 ///< io threads (at least one)
+  /// Paths (decoded, exact match) served without the token: the dashboard page holds no data.
+  std::vector<std::string> public_paths = {"/"};
+  /// A connection is closed when no complete request arrives within this time after it opens
+  /// or after its last response (the keep-alive idle timeout); it also bounds reading one
+  /// request and writing one response, so a slow client cannot hold a connection forever.
+  std::chrono::milliseconds idle_timeout{30'000};
+};
+
+/// A JSON error as every error of this API reads: {"error": {"code": ..., "message": ...}}.
+/// The routes use it too, so that all errors share one shape.
+HttpResponse json_error(int status, std::string code, std::string message);
+
+/// Serves HTTP/1.0 and 1.1 (keep-alive, chunked request bodies, Expect: 100-continue) until
+/// stopped. Errors it answers itself, all as json_error: 400 bad_request (malformed HTTP, a
+/// target that does not decode), 401 unauthorized (with `WWW-Authenticate: Bearer`), 413
+/// payload_too_large, 500 internal (the handler threw).
+///
+/// Threading: the constructor starts HttpOptions::threads io threads that accept connections,
+/// read requests and call the handler; it returns once the server listens. stop() may be called
+/// from any thread, any number of times. Called from a thread other than the io threads, it
+/// returns after the io threads have ended, the listening socket and every connection are
+/// closed, and no handler call is running or will start. Called from inside the handler, it
+/// only makes the io threads end (no new handler call starts after the current ones return);
+/// the destructor finishes the job. The destructor stops; it must not run on an io thread (not
+/// from inside the handler) and never throws. port() and url() may be called from any thread.
+class HttpServer {
+ public:
+  /// Binds, listens and starts serving. Throws durable::Error for a non-loopback address
+  /// without a token, an address that does not parse, or an address and port it cannot listen
+  /// on (in use, not local); the message names the address and port.
+  HttpServer(HttpOptions options, HttpHandler handler);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  /// The bound port (the ephemeral one chosen when HttpOptions::port was 0).
+  unsigned short port() const;
+  /// Where the server listens: "http://127.0.0.1:PORT", "http://[::1]:PORT".
+  std::string url() const;
+  /// Stops serving; see the threading contract above. Idempotent.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace durable::ops
