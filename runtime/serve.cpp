@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "api.hpp"
 #include "runtime_core.hpp"
 
 namespace durable::detail {
@@ -72,7 +73,30 @@ void RuntimeCore::serve() {
       core->serve_wake_ = nullptr;
     }
   } forget_wake{this};
-  logger_.write(LogLevel::info, "serve.started", "serving", {{"worker", worker_.id}}, now_ms());
+  // The admin HTTP API and dashboard, when asked for: on threads of their own, while this
+  // serves. Declared after forget_wake, so stopped before the wake-up is forgotten.
+  std::unique_ptr<ops::Admin> admin;
+  std::unique_ptr<ops::HttpServer> http;
+  struct ForgetUrl {
+    RuntimeCore* core;
+    ~ForgetUrl() {
+      std::lock_guard lock(core->serve_mutex_);
+      core->http_url_.clear();
+    }
+  } forget_url{this};
+  if (!options_.http.address.empty()) {
+    admin = std::make_unique<ops::Admin>(
+        options_.database, [this] { notify_waiters(); }, [this] { return now_(); });
+    ops::HttpOptions listen;
+    listen.address = options_.http.address;
+    listen.port = options_.http.port;
+    listen.token = options_.http.token;
+    http = std::make_unique<ops::HttpServer>(listen, ops::api_handler(*admin));
+    std::lock_guard lock(serve_mutex_);
+    http_url_ = http->url();
+  }
+  logger_.write(LogLevel::info, "serve.started", "serving",
+                {{"worker", worker_.id}, {"http", http ? http->url() : ""}}, now_ms());
 
   // One round: execute what is due, then set the timer for the next due time (capped by
   // poll_interval). A database error is logged and the round tried again after poll_interval:

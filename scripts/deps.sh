@@ -1,11 +1,16 @@
+# shellcheck shell=bash
 # Sourced by scripts/demo and scripts/test: installs the Debian 12 packages durable builds with,
 # when any is missing. Needs root, or sudo.
 durable_packages=(g++ cmake ninja-build pkg-config libsqlite3-dev libsqlitecpp-dev
   nlohmann-json3-dev libboost-dev libboost-context-dev doctest-dev)
+# Only for tests: Chromium for the dashboard's browser test (tests/browser), wrk for the HTTP
+# load test. Node and npm are used as found; Debian's are installed when there are none.
+durable_test_packages=(chromium wrk)
 
-durable_install_deps() {
+# Installs the named Debian packages that are not installed yet.
+durable_apt_install() {
   local missing=()
-  for p in "${durable_packages[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -15,4 +20,23 @@ durable_install_deps() {
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+}
+
+durable_install_deps() {
+  durable_apt_install "${durable_packages[@]}"
+}
+
+# The test-only packages, and tests/browser/node_modules from its package-lock.json (npm ci,
+# again only when the lock file changed since the last install).
+durable_install_test_deps() {
+  local node=()
+  command -v node >/dev/null || node+=(nodejs)
+  command -v npm >/dev/null || node+=(npm)
+  durable_apt_install "${durable_test_packages[@]}" "${node[@]}"
+  local browser
+  browser="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/browser" && pwd)"
+  cmp -s "$browser/package-lock.json" "$browser/node_modules/.durable-installed-lock" && return 0
+  echo "== npm ci in tests/browser"
+  (cd "$browser" && npm ci --no-audit --no-fund --loglevel=error >/dev/null &&
+    cp package-lock.json node_modules/.durable-installed-lock)
 }

@@ -771,6 +771,7 @@ std::vector<ScheduleInfo> Runtime::schedules() const { return core_->schedules()
 void Runtime::unschedule(std::string_view schedule_id) { core_->unschedule(schedule_id); }
 void Runtime::serve() { core_->serve(); }
 void Runtime::stop() { core_->stop(); }
+std::string Runtime::http_url() const { return core_->http_url(); }
 Counters Runtime::counters() const { return core_->counters(); }
 
 }  // namespace durable

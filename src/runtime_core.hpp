@@ -45,6 +45,10 @@ class RuntimeCore {
   void serve();  // in runtime/serve.cpp
   void stop();
   Counters counters() const;
+  std::string http_url() const {
+    std::lock_guard lock(serve_mutex_);
+    return http_url_;
+  }
 
   /// Replaces the clock (tests), before any run is executed: every time the runtime reads or
   /// journals comes from it. It is read from the heartbeat thread too.
@@ -193,7 +197,8 @@ class RuntimeCore {
   }
   std::atomic<bool> serving_{false};
   std::atomic<bool> stop_requested_{false};
-  std::mutex serve_mutex_;            // guards serve_wake_
+  mutable std::mutex serve_mutex_;    // guards serve_wake_ and http_url_
+  std::string http_url_;
   std::function<void()> serve_wake_;  // while serving: makes the loop look for work now
   std::mutex backlog_mutex_;          // guards the three below
   std::int64_t next_backlog_check_ms_ = 0;

@@ -76,6 +76,13 @@ enum class Durability { normal, full };
 /// How much the runtime logs: each line is one JSON object on the log sink.
 enum class LogLevel { debug, info, warn, error, off };
 
+/// Where serve() serves the admin HTTP API, /metrics and the dashboard (docs/operations.md).
+struct HttpListen {
+  std::string address{};       ///< empty: no HTTP; "127.0.0.1", "::1", "0.0.0.0", a host IP
+  unsigned short port = 8080;  ///< 0: any free port (Runtime::http_url() tells which)
+  std::string token{};         ///< bearer token; required when the address is not loopback
+};
+
 /// Options of a Runtime.
 struct RuntimeOptions {
   std::string database = "durable.db";  ///< a file path, or ":memory:" for a throw-away runtime
@@ -101,6 +108,8 @@ struct RuntimeOptions {
   /// (0: never); each once when crossed, and again after it cleared.
   std::size_t backlog_warning = 1000;
   std::chrono::milliseconds backlog_age_breach{60'000};
+  /// The admin HTTP API and dashboard, served by serve() while it runs; needs a database file.
+  HttpListen http{};
 };
 
 /// When a schedule starts runs: every `every` or by a `cron` expression (one of the two), at

@@ -94,6 +94,9 @@ class Runtime {
 
   /// What this runtime has done so far.
   Counters counters() const;
+  /// Where serve() serves the admin HTTP API and dashboard (RuntimeOptions::http), as
+  /// "http://127.0.0.1:PORT"; empty when it does not, or not now.
+  std::string http_url() const;
 
  private:
   friend struct detail::RuntimeAccess;

@@ -1,0 +1,385 @@
+#include "admin.hpp"
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "durations.hpp"
+#include "ids.hpp"
+#include "ops_queries.hpp"
+#include "serialization.hpp"
+#include "store.hpp"
+
+namespace durable::ops {
+
+namespace {
+
+constexpr std::size_t kMaxDataBytes = 4u << 20;  // as RuntimeOptions::max_output_bytes
+constexpr std::int64_t kDayMs = 24 * 3600 * 1000;
+// Upper bounds of the step-duration histogram, in ms.
+const std::vector<std::int64_t> kDurationBoundsMs = {1,   5,    10,   25,   50,    100,   250,
+                                                     500, 1000, 2500, 5000, 10000, 30000, 60000};
+const Status kStatuses[] = {Status::pending,   Status::running, Status::sleeping, Status::waiting,
+                            Status::completed, Status::failed,  Status::cancelled};
+
+std::int64_t ms_of(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+std::string iso(std::int64_t ms) { return detail::utc_text(ms); }
+std::string iso(Clock::time_point t) { return iso(ms_of(t)); }
+
+json error_json(const ErrorInfo& e) {
+  return {
+      {"type", e.type}, {"message", e.message}, {"step_id", e.step_id}, {"attempts", e.attempts}};
+}
+
+json summary(const RunInfo& run, const std::set<std::string>& known) {
+  json j = {{"id", run.id},
+            {"workflow", run.workflow},
+            {"status", to_string(run.status)},
+            {"correlation_id", run.correlation_id},
+            {"created_at", iso(run.created_at)},
+            {"updated_at", iso(run.updated_at)},
+            {"invocations", run.invocations},
+            {"known", known.contains(run.workflow)}};
+  if (run.wake_at) j["wake_at"] = iso(*run.wake_at);
+  if (!run.parent_id.empty()) j["parent_id"] = run.parent_id;
+  if (run.error) j["error"] = error_json(*run.error);
+  return j;
+}
+
+json step_json(const StepInfo& s) {
+  json j = {{"id", s.id},         {"kind", s.kind},
+            {"status", s.status}, {"attempts", s.attempts},
+            {"output", s.output}, {"updated_at", iso(s.updated_at)}};
+  if (s.error) j["error"] = error_json(*s.error);
+  if (s.wake_at) j["wake_at"] = iso(*s.wake_at);
+  if (s.duration) j["duration_ms"] = s.duration->count();
+  return j;
+}
+
+json counts_json(const std::map<std::string, std::int64_t>& counts) {
+  json j = json::object();
+  std::int64_t total = 0;
+  for (const Status status : kStatuses) {
+    const auto it = counts.find(std::string(to_string(status)));
+    const std::int64_t n = it == counts.end() ? 0 : it->second;
+    j[std::string(to_string(status))] = n;
+    total += n;
+  }
+  return json{{"counts", j}, {"total", total}};
+}
+
+// What the command or the request may not ask for: a clear 400.
+template <class F>
+auto as_bad_request(F&& body) {
+  try {
+    return body();
+  } catch (const NotFound&) {
+    throw;
+  } catch (const BadRequest&) {
+    throw;
+  } catch (const Error& e) {
+    throw BadRequest(e.what());
+  }
+}
+
+}  // namespace
+
+Admin::Admin(const std::string& database, std::function<void()> on_change,
+             std::function<Clock::time_point()> clock)
+    : on_change_(std::move(on_change)), clock_(std::move(clock)) {
+  if (database.empty() || database == ":memory:") {
+    throw Error("the admin API needs a database file, not '" + database + "'");
+  }
+  // Absolute, so that the runbook's commands work from any directory.
+  std::error_code ignored;
+  database_ = std::filesystem::absolute(database, ignored).string();
+  if (database_.empty()) database_ = database;
+  store_ = detail::open_sqlite_store(database, Durability::normal);
+  queries_ = std::make_unique<detail::OpsQueries>(database);
+}
+
+Admin::~Admin() = default;
+
+std::int64_t Admin::now_ms() const { return ms_of(clock_ ? clock_() : Clock::now()); }
+
+void Admin::changed() const {
+  if (on_change_) on_change_();
+}
+
+std::set<std::string> Admin::known() {
+  const std::vector<std::string> names = queries_->known_workflows();
+  return {names.begin(), names.end()};
+}
+
+json Admin::list_runs(const RunQuery& query) {
+  std::lock_guard lock(mutex_);
+  RunFilter filter;
+  filter.status = query.status;
+  filter.workflow = query.workflow;
+  filter.limit = query.limit;
+  const std::set<std::string> names = known();
+  json runs = json::array();
+  for (const RunInfo& run : store_->list_runs(filter)) runs.push_back(summary(run, names));
+  json answer = counts_json(queries_->count_runs(query.workflow));
+  answer["runs"] = std::move(runs);
+  return answer;
+}
+
+json Admin::show_run(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  const std::optional<RunInfo> run = store_->get_run(std::string(id), true);
+  if (!run) throw NotFound("no run with id '" + std::string(id) + "'");
+  const std::vector<StepInfo> steps = store_->list_steps(run->id).value_or(std::vector<StepInfo>{});
+  json j = summary(*run, known());
+  j["input"] = run->input;
+  j["output"] = run->output;
+  j["history"] = json::array();
+  for (const Transition& t : run->history) {
+    j["history"].push_back(
+        {{"status", to_string(t.status)}, {"at", iso(t.at)}, {"reason", t.reason}});
+  }
+  j["steps"] = json::array();
+  for (const StepInfo& s : steps) j["steps"].push_back(step_json(s));
+  j["runbook"] = run->status == Status::failed ? runbook(*run, steps) : json();
+  return j;
+}
+
+// What failed, where, how often, what to check, and the commands that retry it.
+json Admin::runbook(const RunInfo& run, const std::vector<StepInfo>& steps) {
+  const ErrorInfo error = run.error.value_or(ErrorInfo{"unknown", "no error was recorded", {}, 0});
+  json book = {{"failed_step", error.step_id},
+               {"error", error_json(error)},
+               {"failed_at", iso(run.updated_at)},
+               {"retry_command", "durable --db " + database_ + " retry " + run.id},
+               {"retry_http", "POST /v1/runs/" + run.id + "/retry"}};
+  const auto step = std::find_if(steps.begin(), steps.end(),
+                                 [&](const StepInfo& s) { return s.id == error.step_id; });
+  const int attempts = step != steps.end() ? step->attempts : error.attempts;
+  book["step_kind"] = step != steps.end() ? json(step->kind) : json();
+  book["attempts"] = attempts;
+  const std::int64_t alike =
+      queries_->failures_alike(run.workflow, error.step_id, error.type, now_ms() - kDayMs, run.id);
+  book["similar_failures"] = alike;
+
+  std::vector<std::string> checks;
+  const std::string said = error.type + ": " + error.message;
+  if (error.type == "durable::NonDeterminism") {
+    book["summary"] = "the code no longer matches the run's journal: " + error.message;
+    checks.push_back(
+        "A deploy changed a step this run had already journaled. Restore the step's old id (or "
+        "kind) in the code, deploy, then retry: the run resumes where it stopped.");
+  } else if (error.step_id.empty()) {
+    book["summary"] = "the workflow function threw outside any step: " + said;
+    checks.push_back(
+        "The exception came from the workflow's own code, not from a step body: "
+        "fix it and deploy, then retry. Completed steps do not run again.");
+  } else {
+    book["summary"] = "step '" + error.step_id + "' failed for good after " +
+                      std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s") + ": " +
+                      said;
+    checks.push_back("The last attempt's error: " + said +
+                     ". Check the service or resource that step calls.");
+    if (error.type == "durable::NonRetryableError") {
+      checks.push_back(
+          "The step marked the failure permanent (NonRetryableError): fix its cause "
+          "(often the input) before retrying.");
+    }
+  }
+  if (alike > 0) {
+    checks.push_back(
+        std::to_string(alike) + " other run" + (alike == 1 ? "" : "s") + " of '" + run.workflow +
+        "' failed at this step with " + error.type +
+        " in the last 24 h: likely a dependency "
+        "outage or a bad deploy rather than this run's input. List them: durable --db " +
+        database_ + " runs --status failed --workflow " + run.workflow);
+  } else {
+    checks.push_back("No other run of '" + run.workflow + "' failed at this step with " +
+                     error.type + " in the last 24 h: look at this run's input.");
+  }
+  checks.push_back(
+      "Once the cause is fixed, retry: completed steps keep their results and only "
+      "the failed step runs again.");
+  book["checks"] = checks;
+  return book;
+}
+
+json Admin::run_steps(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  const auto steps = store_->list_steps(std::string(id));
+  if (!steps) throw NotFound("no run with id '" + std::string(id) + "'");
+  json list = json::array();
+  for (const StepInfo& s : *steps) list.push_back(step_json(s));
+  return {{"steps", std::move(list)}};
+}
+
+json Admin::start_run(const StartRequest& request) {
+  if (request.workflow.empty()) throw BadRequest("a run needs a workflow name");
+  detail::NewRun run;
+  run.input = as_bad_request([&] {
+    return detail::storable_text(request.input, "the input of a run of '" + request.workflow + "'",
+                                 kMaxDataBytes);
+  });
+  std::lock_guard lock(mutex_);
+  const bool is_known = known().contains(request.workflow);
+  if (!is_known && !request.queue_unknown) {
+    throw UnknownWorkflow("no worker has registered a workflow named '" + request.workflow +
+                          "'; start the worker that adds it first");
+  }
+  run.id = detail::new_id();
+  run.workflow = request.workflow;
+  run.correlation_id = request.correlation_id.empty() ? detail::new_id() : request.correlation_id;
+  run.idempotency_key = request.idempotency_key;
+  run.now_ms = now_ms();
+  run.due_ms = run.now_ms;
+  if (!is_known) {
+    run.reason = "started; no worker has registered workflow '" + request.workflow +
+                 "' yet: the run waits for one that has it";
+  }
+  const std::string id = store_->create_run(run);
+  changed();
+  return {{"id", id}, {"created", id == run.id}, {"known", is_known}};
+}
+
+json Admin::cancel_run(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  const auto before = store_->get_run(std::string(id), false);
+  if (!before) throw NotFound("no run with id '" + std::string(id) + "'");
+  if (before->status == Status::completed || before->status == Status::failed ||
+      before->status == Status::cancelled) {
+    throw Conflict("run " + std::string(id) + " already ended (" +
+                   std::string(to_string(before->status)) + "): there is nothing to cancel");
+  }
+  if (!store_->cancel(std::string(id), now_ms())) {
+    throw NotFound("no run with id '" + std::string(id) + "'");
+  }
+  changed();
+  const auto run = store_->get_run(std::string(id), false);
+  return {{"id", id}, {"status", run ? to_string(run->status) : "cancelled"}};
+}
+
+json Admin::retry_run(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  bool found = false;
+  try {
+    found = store_->retry(std::string(id), now_ms());
+  } catch (const Error& e) {
+    throw Conflict(e.what());
+  }
+  if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
+  changed();
+  const auto run = store_->get_run(std::string(id), false);
+  return {{"id", id}, {"status", run ? to_string(run->status) : "pending"}};
+}
+
+json Admin::send_event(std::string_view name, const json& data) {
+  if (name.empty()) throw BadRequest("an event needs a name");
+  detail::NewEvent event;
+  event.data = as_bad_request([&] {
+    return detail::storable_text(data, "the data of event '" + std::string(name) + "'",
+                                 kMaxDataBytes);
+  });
+  event.id = detail::new_id();
+  event.name = std::string(name);
+  std::lock_guard lock(mutex_);
+  event.now_ms = now_ms();
+  const detail::Published published = store_->publish(event);
+  changed();
+  return {{"id", event.id}, {"woken", published.woken}, {"started", published.started}};
+}
+
+json Admin::stats() {
+  std::lock_guard lock(mutex_);
+  const std::int64_t now = now_ms();
+  const std::map<std::string, std::int64_t> counts = queries_->count_runs("");
+  json j = counts_json(counts);
+  const detail::Backlog backlog = store_->backlog(now);
+  j["pending_depth"] = backlog.depth;
+  j["oldest_pending_age_seconds"] =
+      backlog.oldest_due_ms ? json(std::max<std::int64_t>(0, now - *backlog.oldest_due_ms) / 1000.0)
+                            : json();
+  const detail::StepTotals totals = queries_->step_totals({});
+  j["steps"] = totals.steps;
+  j["retries"] = totals.retries;
+  j["failed_steps"] = totals.failed_steps;
+  j["failed_runs"] = j["counts"]["failed"];
+  j["workers"] = queries_->workers();
+  j["workflows"] = queries_->known_workflows();
+  return j;
+}
+
+json Admin::list_schedules() {
+  std::lock_guard lock(mutex_);
+  json list = json::array();
+  for (const ScheduleInfo& s : store_->list_schedules()) {
+    list.push_back({{"id", s.id},
+                    {"workflow", s.workflow},
+                    {"input", s.input},
+                    {"every_ms", s.every.count()},
+                    {"cron", s.cron},
+                    {"remaining", s.remaining ? json(*s.remaining) : json()},
+                    {"next_at", iso(s.next_at)},
+                    {"fired", s.fired}});
+  }
+  return {{"schedules", std::move(list)}};
+}
+
+void Admin::remove_schedule(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  if (!store_->remove_schedule(std::string(id))) {
+    throw NotFound("no schedule with id '" + std::string(id) + "'");
+  }
+  changed();
+}
+
+std::string Admin::metrics() {
+  std::lock_guard lock(mutex_);
+  const std::int64_t now = now_ms();
+  const std::map<std::string, std::int64_t> counts = queries_->count_runs("");
+  const detail::Backlog backlog = store_->backlog(now);
+  const detail::StepTotals totals = queries_->step_totals(kDurationBoundsMs);
+  std::ostringstream out;
+  const auto family = [&out](const char* name, const char* type, const char* help) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  };
+  family("durable_runs", "gauge", "Runs in the database by status.");
+  for (const Status status : kStatuses) {
+    const auto it = counts.find(std::string(to_string(status)));
+    out << "durable_runs{status=\"" << to_string(status) << "\"} "
+        << (it == counts.end() ? 0 : it->second) << '\n';
+  }
+  // Read from the journals as they are now: a retried run's failed step starts over, so these
+  // can go down, and are gauges.
+  family("durable_steps", "gauge", "step.run entries in the journals.");
+  out << "durable_steps " << totals.steps << '\n';
+  family("durable_step_retries", "gauge", "Failed step attempts retried, as the journals record.");
+  out << "durable_step_retries " << totals.retries << '\n';
+  family("durable_step_failures", "gauge", "Steps failed for good and not retried since.");
+  out << "durable_step_failures " << totals.failed_steps << '\n';
+  family("durable_pending_depth", "gauge", "Runs due now and not yet claimed.");
+  out << "durable_pending_depth " << backlog.depth << '\n';
+  family("durable_oldest_pending_age_seconds", "gauge",
+         "How long the oldest due, unclaimed run has waited (0 when none).");
+  out << "durable_oldest_pending_age_seconds "
+      << (backlog.oldest_due_ms ? std::max<std::int64_t>(0, now - *backlog.oldest_due_ms) / 1000.0
+                                : 0.0)
+      << '\n';
+  family("durable_workers", "gauge", "Runtimes registered on the database.");
+  out << "durable_workers " << queries_->workers() << '\n';
+  family("durable_step_duration_seconds", "histogram",
+         "Time the last attempt of each step body took.");
+  for (std::size_t i = 0; i < kDurationBoundsMs.size(); ++i) {
+    out << "durable_step_duration_seconds_bucket{le=\"" << kDurationBoundsMs[i] / 1000.0 << "\"} "
+        << totals.at_or_under[i] << '\n';
+  }
+  out << "durable_step_duration_seconds_bucket{le=\"+Inf\"} " << totals.duration_count << '\n';
+  out << "durable_step_duration_seconds_sum " << totals.duration_sum_ms / 1000.0 << '\n';
+  out << "durable_step_duration_seconds_count " << totals.duration_count << '\n';
+  return out.str();
+}
+
+}  // namespace durable::ops

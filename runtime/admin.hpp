@@ -1,0 +1,115 @@
+#pragma once
+// What operators do with a database: list and show runs, start, cancel, retry, send events,
+// stats, schedules and metrics. Shared by the `durable` command and the HTTP API, so that both
+// answer the same question the same way. Every answer is JSON in the shapes the HTTP API
+// returns (docs/operations.md); the command renders it for people or prints it with --json.
+//
+// An Admin opens its own connection to the database file: it works beside serving workers in
+// other processes, or in the same one (a Runtime serving HTTP), as any SQLite reader and
+// writer does. Thread-safe: calls are serialized on one connection.
+
+#include <chrono>
+#include <durable/durable.hpp>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace durable::detail {
+class Store;
+class OpsQueries;
+}  // namespace durable::detail
+
+namespace durable::ops {
+
+/// A request that cannot be carried out as asked (HTTP 400): a bad status name, malformed
+/// input, a missing field.
+struct BadRequest : Error {
+  using Error::Error;
+};
+/// A request that conflicts with the run's state (HTTP 409): retry of a run that is not failed.
+struct Conflict : Error {
+  using Error::Error;
+};
+
+/// The filter of list_runs().
+struct RunQuery {
+  std::optional<Status> status{};
+  std::string workflow{};  ///< empty: any
+  std::size_t limit = 50;
+};
+
+/// What start_run() is asked to start.
+struct StartRequest {
+  std::string workflow{};
+  json input = json::object();
+  std::string idempotency_key{};
+  std::string correlation_id{};
+  /// False (the HTTP API): a workflow no worker has registered is refused with UnknownWorkflow.
+  /// True (the command): the run is queued for a worker that will have it, and flagged.
+  bool queue_unknown = false;
+};
+
+class Admin {
+ public:
+  /// Opens the database file (creating or migrating it as a Runtime would). `on_change` is
+  /// called after each write (start, cancel, retry, send, unschedule): a Runtime in the same
+  /// process passes its wake-up, so that it does not wait for its next poll.
+  explicit Admin(const std::string& database, std::function<void()> on_change = {},
+                 std::function<Clock::time_point()> clock = {});
+  ~Admin();
+  Admin(const Admin&) = delete;
+  Admin& operator=(const Admin&) = delete;
+
+  /// {"runs": [run summary...], "counts": {status: n, ... every status}, "total": n}, newest
+  /// first. A run summary: {"id", "workflow", "status", "correlation_id", "created_at",
+  /// "updated_at", "invocations", "known", and when set "wake_at", "parent_id", "error"}; times
+  /// are ISO 8601 UTC strings with milliseconds; "known": some worker registered the workflow.
+  json list_runs(const RunQuery& query);
+  /// A run summary with "input", "output", "history" [{"status", "at", "reason"}], "steps"
+  /// [step...] and "runbook" (null unless the run failed: see runbook()). Throws NotFound.
+  json show_run(std::string_view id);
+  /// {"steps": [step...]}: {"id", "kind", "status", "attempts", "output", "updated_at", and when
+  /// set "error", "wake_at", "duration_ms"}. Throws NotFound.
+  json run_steps(std::string_view id);
+  /// {"id", "created"}: created false when the idempotency key named an existing run; "known"
+  /// false when queued for a workflow no worker registered yet. Throws UnknownWorkflow,
+  /// BadRequest (input too large, or not storable).
+  json start_run(const StartRequest& request);
+  /// {"id", "status"} after the cancel. Throws NotFound.
+  json cancel_run(std::string_view id);
+  /// {"id", "status"} after the retry. Throws NotFound, Conflict (not failed).
+  json retry_run(std::string_view id);
+  /// {"id", "woken", "started": [run id...]}. Throws BadRequest (no name, data too large).
+  json send_event(std::string_view name, const json& data);
+  /// {"counts": {status: n}, "total", "pending_depth" (due and unclaimed),
+  ///  "oldest_pending_age_seconds" (null when none), "steps", "retries", "failed_runs",
+  ///  "failed_steps", "workers", "workflows": [known names]}.
+  json stats();
+  /// {"schedules": [{"id", "workflow", "input", "every_ms", "cron", "remaining", "next_at",
+  /// "fired"}]}.
+  json list_schedules();
+  /// Throws NotFound for an unknown schedule.
+  void remove_schedule(std::string_view id);
+  /// The Prometheus text exposition of the database's state (durable_* metrics).
+  std::string metrics();
+
+ private:
+  std::int64_t now_ms() const;
+  void changed() const;
+  std::set<std::string> known();
+  json runbook(const RunInfo& run, const std::vector<StepInfo>& steps);
+
+  std::unique_ptr<detail::Store> store_;
+  std::unique_ptr<detail::OpsQueries> queries_;
+  std::mutex mutex_;
+  std::function<void()> on_change_;
+  std::function<Clock::time_point()> clock_;
+  std::string database_;
+};
+
+}  // namespace durable::ops

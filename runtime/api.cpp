@@ -1,0 +1,168 @@
+#include "api.hpp"
+
+#include <charconv>
+
+namespace durable::ops {
+
+namespace {
+
+HttpResponse json_response(int status, const json& body) {
+  HttpResponse response;
+  response.status = status;
+  response.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  return response;
+}
+
+// The JSON object of a request body; an empty body is an empty object.
+json object_body(const HttpRequest& request) {
+  if (request.body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
+  json body;
+  try {
+    body = json::parse(request.body);
+  } catch (const json::parse_error& e) {
+    throw BadRequest(std::string("the request body is not valid JSON: ") + e.what());
+  }
+  if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
+  return body;
+}
+
+std::string string_field(const json& body, const char* name, bool required) {
+  const auto it = body.find(name);
+  if (it == body.end() || it->is_null()) {
+    if (required) throw BadRequest(std::string("the request body needs \"") + name + "\"");
+    return {};
+  }
+  if (!it->is_string()) throw BadRequest(std::string("\"") + name + "\" must be a string");
+  return it->get<std::string>();
+}
+
+RunQuery run_query(const HttpRequest& request) {
+  RunQuery query;
+  if (const auto it = request.query.find("status");
+      it != request.query.end() && !it->second.empty()) {
+    query.status = status_from_string(it->second);
+    if (!query.status) {
+      throw BadRequest("unknown status '" + it->second +
+                       "': pending, running, sleeping, waiting, completed, failed or cancelled");
+    }
+  }
+  if (const auto it = request.query.find("workflow"); it != request.query.end()) {
+    query.workflow = it->second;
+  }
+  if (const auto it = request.query.find("limit"); it != request.query.end()) {
+    std::size_t limit = 0;
+    const auto [end, error] =
+        std::from_chars(it->second.data(), it->second.data() + it->second.size(), limit);
+    if (error != std::errc() || end != it->second.data() + it->second.size() || limit == 0 ||
+        limit > 1000) {
+      throw BadRequest("limit must be a number from 1 to 1000, not '" + it->second + "'");
+    }
+    query.limit = limit;
+  }
+  return query;
+}
+
+HttpResponse method_not_allowed(const char* allowed) {
+  HttpResponse response = json_error(405, "method_not_allowed", std::string("use ") + allowed);
+  response.headers.emplace_back("Allow", allowed);
+  return response;
+}
+
+HttpResponse runs_route(Admin& admin, const HttpRequest& request) {
+  if (request.method == "GET") return json_response(200, admin.list_runs(run_query(request)));
+  if (request.method != "POST") return method_not_allowed("GET, POST");
+  const json body = object_body(request);
+  StartRequest start;
+  start.workflow = string_field(body, "workflow", true);
+  start.input = body.value("input", json::object());
+  start.idempotency_key = string_field(body, "idempotency_key", false);
+  start.correlation_id = string_field(body, "correlation_id", false);
+  const json started = admin.start_run(start);
+  return json_response(started.at("created").get<bool>() ? 201 : 200, started);
+}
+
+// /v1/runs/{id}, /v1/runs/{id}/steps, /v1/runs/{id}/cancel, /v1/runs/{id}/retry
+HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_view rest) {
+  const std::size_t slash = rest.find('/');
+  const std::string id(rest.substr(0, slash));
+  const std::string_view action = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
+  if (id.empty()) return json_error(404, "not_found", "no route " + request.path);
+  if (action.empty()) {
+    if (request.method != "GET") return method_not_allowed("GET");
+    return json_response(200, admin.show_run(id));
+  }
+  if (action == "steps") {
+    if (request.method != "GET") return method_not_allowed("GET");
+    return json_response(200, admin.run_steps(id));
+  }
+  if (action == "cancel" || action == "retry") {
+    if (request.method != "POST") return method_not_allowed("POST");
+    return json_response(200, action == "cancel" ? admin.cancel_run(id) : admin.retry_run(id));
+  }
+  return json_error(404, "not_found", "no route " + request.path);
+}
+
+HttpResponse dispatch(Admin& admin, const HttpRequest& request) {
+  const std::string_view path = request.path;
+  constexpr std::string_view kRun = "/v1/runs/", kSchedule = "/v1/schedules/";
+  if (path == "/") {
+    if (request.method != "GET") return method_not_allowed("GET");
+    HttpResponse page;
+    page.content_type = "text/html; charset=utf-8";
+    page.body = std::string(dashboard_page());
+    page.headers.emplace_back("Cache-Control", "no-store");
+    return page;
+  }
+  if (path == "/metrics") {
+    if (request.method != "GET") return method_not_allowed("GET");
+    HttpResponse metrics;
+    metrics.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    metrics.body = admin.metrics();
+    return metrics;
+  }
+  if (path == "/v1/runs") return runs_route(admin, request);
+  if (path.starts_with(kRun)) return run_route(admin, request, path.substr(kRun.size()));
+  if (path == "/v1/events") {
+    if (request.method != "POST") return method_not_allowed("POST");
+    const json body = object_body(request);
+    const std::string name = string_field(body, "name", true);
+    return json_response(202, admin.send_event(name, body.value("data", json::object())));
+  }
+  if (path == "/v1/stats") {
+    if (request.method != "GET") return method_not_allowed("GET");
+    return json_response(200, admin.stats());
+  }
+  if (path == "/v1/schedules") {
+    if (request.method != "GET") return method_not_allowed("GET");
+    return json_response(200, admin.list_schedules());
+  }
+  if (path.starts_with(kSchedule) && path.size() > kSchedule.size()) {
+    if (request.method != "DELETE") return method_not_allowed("DELETE");
+    const std::string id(path.substr(kSchedule.size()));
+    admin.remove_schedule(id);
+    return json_response(200, {{"id", id}, {"removed", true}});
+  }
+  return json_error(404, "not_found", "no route " + request.path);
+}
+
+}  // namespace
+
+HttpHandler api_handler(Admin& admin) {
+  return [&admin](const HttpRequest& request) -> HttpResponse {
+    try {
+      return dispatch(admin, request);
+    } catch (const BadRequest& e) {
+      return json_error(400, "bad_request", e.what());
+    } catch (const NotFound& e) {
+      return json_error(404, "not_found", e.what());
+    } catch (const UnknownWorkflow& e) {
+      return json_error(422, "unknown_workflow", e.what());
+    } catch (const Conflict& e) {
+      return json_error(409, "conflict", e.what());
+    } catch (const Error& e) {
+      return json_error(503, "unavailable", e.what());  // the database: busy, full, unreadable
+    }
+  };
+}
+
+}  // namespace durable::ops

@@ -1,0 +1,55 @@
+#pragma once
+// Read-only queries operators ask of a durable database: counts by status, the workflows
+// workers registered, step totals and durations, failures alike. On a connection of their own,
+// so that they never hold up the store's writes. SQLite only, like the store beside it.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace SQLite {
+class Database;
+}
+
+namespace durable::detail {
+
+/// Journal totals over every run.
+struct StepTotals {
+  std::int64_t steps = 0;         ///< step.run entries
+  std::int64_t retries = 0;       ///< failed attempts that were tried again
+  std::int64_t failed_steps = 0;  ///< step.run entries failed for good
+  /// Bodies with a measured duration: count at or under each bound (cumulative), sum and count.
+  std::vector<std::int64_t> at_or_under;
+  std::int64_t duration_sum_ms = 0;
+  std::int64_t duration_count = 0;
+};
+
+class OpsQueries {
+ public:
+  /// Opens a read connection to a database the store has already created or migrated.
+  explicit OpsQueries(const std::string& path);
+  ~OpsQueries();
+  OpsQueries(const OpsQueries&) = delete;
+  OpsQueries& operator=(const OpsQueries&) = delete;
+
+  /// Runs per status (every status present has an entry), of one workflow or of all (empty).
+  std::map<std::string, std::int64_t> count_runs(const std::string& workflow);
+  /// Workflows some runtime added, by name.
+  std::vector<std::string> known_workflows();
+  /// Totals of the journal; duration buckets at these upper bounds (ms, ascending).
+  StepTotals step_totals(const std::vector<std::int64_t>& bounds_ms);
+  /// Failed runs of `workflow` that failed at step `step_id` with an error of `type` since
+  /// `since_ms`, `except` left out.
+  std::int64_t failures_alike(const std::string& workflow, const std::string& step_id,
+                              const std::string& type, std::int64_t since_ms,
+                              const std::string& except);
+  /// Registered workers (runtimes open now, or gone without a trace yet).
+  std::int64_t workers();
+
+ private:
+  std::unique_ptr<SQLite::Database> db_;
+};
+
+}  // namespace durable::detail

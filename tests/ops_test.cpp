@@ -1,0 +1,482 @@
+// The operations surface: the Admin queries and actions, the HTTP API on them, the metrics, and
+// the durable command with its exit codes.
+
+#include <arpa/inet.h>
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "admin.hpp"
+#include "api.hpp"
+#include "http_server.hpp"
+#include "support.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+
+RuntimeOptions quiet(const std::string& db) {
+  RuntimeOptions opts;
+  opts.database = db;
+  opts.log_level = LogLevel::off;
+  return opts;
+}
+
+RetryPolicy quick(int attempts) {
+  return RetryPolicy{.max_attempts = attempts, .initial_backoff = 1ms, .jitter = 0};
+}
+
+void add_workflows(Runtime& runtime) {
+  runtime.add(Workflow("signup", [](Step& step, const json& input) -> json {
+    const std::string email = input.value("email", "");
+    step.run("create", [] { return 1; });
+    return step.run("welcome", [email] { return "sent to " + email; });
+  }));
+  runtime.add(Workflow("checkout", [](Step& step, const json&) -> json {
+    step.run("reserve", [] { return 2; });
+    return step.run("charge", []() -> int { throw std::runtime_error("card declined (code 51)"); },
+                    {.retry = quick(3)});
+  }));
+  runtime.add(Workflow("approval", [](Step& step, const json&) -> json {
+    return step.wait_for_event("answer", "approved").value_or("none");
+  }));
+}
+
+// A database with a completed, a failed and a waiting run.
+struct Fixture {
+  test::TempDir dir;
+  std::string db = dir.file("ops.db");
+  std::string completed, failed, waiting;
+
+  Fixture() {
+    Runtime runtime(quiet(db));
+    add_workflows(runtime);
+    completed = runtime.start("signup", {{"email", "ada@example.com"}});
+    failed = runtime.start("checkout", {{"order", "o-1"}});
+    waiting = runtime.start("approval");
+    REQUIRE(runtime.wait(completed, 5s).status == Status::completed);
+    REQUIRE(runtime.wait(failed, 5s).status == Status::failed);
+    runtime.run_until_idle();
+    REQUIRE(runtime.get(waiting).status == Status::waiting);
+  }
+};
+
+// One HTTP/1.0 request to 127.0.0.1:port; returns the status code and the body.
+std::pair<int, std::string> http(unsigned short port, const std::string& method,
+                                 const std::string& target, const std::string& body = "",
+                                 const std::string& headers = "") {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  const std::string request = method + " " + target + " HTTP/1.0\r\nHost: localhost\r\n" + headers +
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  for (std::size_t sent = 0; sent < request.size();) {
+    const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  std::string response;
+  std::array<char, 8192> buffer{};
+  for (ssize_t n; (n = ::recv(fd, buffer.data(), buffer.size(), 0)) > 0;) {
+    response.append(buffer.data(), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  const std::size_t space = response.find(' ');
+  const std::size_t split = response.find("\r\n\r\n");
+  REQUIRE(space != std::string::npos);
+  REQUIRE(split != std::string::npos);
+  return {std::stoi(response.substr(space + 1, 3)), response.substr(split + 4)};
+}
+
+json body_of(const std::pair<int, std::string>& answer) { return json::parse(answer.second); }
+
+// Runs the durable command; returns its exit code and what it printed on stdout.
+std::pair<int, std::string> durable_cli(const std::string& args) {
+  const std::string command = std::string(DURABLE_CLI) + " " + args + " 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buffer{};
+  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) {
+    out.append(buffer.data(), n);
+  }
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+TEST_CASE("ops: runs are listed newest first with counts by status, filtered") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  const json all = admin.list_runs({});
+  CHECK(all.at("total") == 3);
+  CHECK(all.at("counts").at("completed") == 1);
+  CHECK(all.at("counts").at("failed") == 1);
+  CHECK(all.at("counts").at("waiting") == 1);
+  CHECK(all.at("counts").at("pending") == 0);
+  REQUIRE(all.at("runs").size() == 3);
+  CHECK(all.at("runs")[0].at("id") == f.waiting);
+  CHECK(all.at("runs")[0].at("known") == true);
+
+  const json failed = admin.list_runs({.status = Status::failed});
+  REQUIRE(failed.at("runs").size() == 1);
+  CHECK(failed.at("runs")[0].at("id") == f.failed);
+  CHECK(failed.at("runs")[0].at("error").at("step_id") == "charge");
+  const json signups = admin.list_runs({.workflow = "signup"});
+  CHECK(signups.at("total") == 1);
+  CHECK(signups.at("runs")[0].at("id") == f.completed);
+}
+
+TEST_CASE("ops: show gives the history, the step timeline and, for a failed run, a runbook") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  const json done = admin.show_run(f.completed);
+  CHECK(done.at("status") == "completed");
+  CHECK(done.at("output") == "sent to ada@example.com");
+  CHECK(done.at("input").at("email") == "ada@example.com");
+  CHECK(done.at("runbook").is_null());
+  REQUIRE(done.at("steps").size() == 2);
+  CHECK(done.at("steps")[0].at("id") == "create");
+  CHECK(done.at("steps")[0].contains("duration_ms"));
+  CHECK(done.at("history").front().at("reason") == "started");
+  CHECK(done.at("history").back().at("status") == "completed");
+
+  const json failed = admin.show_run(f.failed);
+  const json& charge = failed.at("steps")[1];
+  CHECK(charge.at("status") == "failed");
+  CHECK(charge.at("attempts") == 3);
+  CHECK(charge.at("error").at("message") == "card declined (code 51)");
+  const json& book = failed.at("runbook");
+  CHECK(book.at("failed_step") == "charge");
+  CHECK(book.at("attempts") == 3);
+  CHECK(book.at("similar_failures") == 0);
+  CHECK(book.at("summary").get<std::string>().find("failed for good after 3 attempts") !=
+        std::string::npos);
+  CHECK(book.at("retry_command").get<std::string>().ends_with(" retry " + f.failed));
+  CHECK(book.at("retry_http") == "POST /v1/runs/" + f.failed + "/retry");
+  CHECK(book.at("checks").size() >= 2);
+  CHECK_THROWS_AS(admin.show_run("no-such-run"), NotFound);
+}
+
+TEST_CASE("ops: the runbook counts other runs failed at the same step with the same error") {
+  Fixture f;
+  {
+    Runtime runtime(quiet(f.db));
+    add_workflows(runtime);
+    for (int i = 0; i < 2; ++i) runtime.wait(runtime.start("checkout"), 5s);
+  }
+  ops::Admin admin(f.db);
+  const json book = admin.show_run(f.failed).at("runbook");
+  CHECK(book.at("similar_failures") == 2);
+  CHECK(book.at("checks").dump().find("2 other runs of 'checkout' failed at this step") !=
+        std::string::npos);
+}
+
+TEST_CASE("ops: a run of a workflow no worker has is queued and flagged, then run by one") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  ops::StartRequest start{.workflow = "invoice", .input = {{"n", 2}}};
+  CHECK_THROWS_AS(admin.start_run(start), UnknownWorkflow);  // the HTTP API refuses it
+  start.queue_unknown = true;                                // the command queues it
+  const json queued = admin.start_run(start);
+  CHECK(queued.at("created") == true);
+  CHECK(queued.at("known") == false);
+  const std::string id = queued.at("id");
+  const json shown = admin.show_run(id);
+  CHECK(shown.at("status") == "pending");
+  CHECK(shown.at("known") == false);
+  CHECK(shown.at("history")[0].at("reason").get<std::string>().find("no worker has registered") !=
+        std::string::npos);
+
+  Runtime worker(quiet(f.db));
+  worker.add(Workflow("invoice", [](Step& step, const json& input) -> json {
+    return step.run("total", [input] { return input.at("n").get<int>() * 10; });
+  }));
+  CHECK(worker.wait(id, 5s).output == 20);
+  CHECK(admin.show_run(id).at("known") == true);
+}
+
+TEST_CASE("ops: start honours idempotency keys, and bad input is a BadRequest") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  const ops::StartRequest start{
+      .workflow = "signup", .input = {{"email", "x@y"}}, .idempotency_key = "order-7"};
+  const json first = admin.start_run(start);
+  const json second = admin.start_run(start);
+  CHECK(first.at("created") == true);
+  CHECK(second.at("created") == false);
+  CHECK(second.at("id") == first.at("id"));
+  CHECK_THROWS_AS(admin.start_run({.workflow = ""}), ops::BadRequest);
+  CHECK_THROWS_AS(admin.start_run({.workflow = "signup", .input = std::string(5u << 20, 'x')}),
+                  ops::BadRequest);
+}
+
+TEST_CASE("ops: retry, cancel and send act on the runs, and refusals say why") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  CHECK(admin.retry_run(f.failed).at("status") == "pending");
+  CHECK_THROWS_AS(admin.retry_run(f.completed), ops::Conflict);
+  CHECK_THROWS_AS(admin.retry_run("nope"), NotFound);
+  CHECK_THROWS_AS(admin.cancel_run(f.completed), ops::Conflict);
+  CHECK_THROWS_AS(admin.cancel_run("nope"), NotFound);
+
+  const json sent = admin.send_event("approved", {{"by", "ada"}});
+  CHECK(sent.at("woken") == 1);
+  CHECK_THROWS_AS(admin.send_event("", json::object()), ops::BadRequest);
+  {
+    Runtime worker(quiet(f.db));
+    add_workflows(worker);
+    CHECK(worker.wait(f.waiting, 5s).output == json{{"by", "ada"}});
+  }
+  const std::string id = admin.start_run({.workflow = "approval"}).at("id");
+  CHECK(admin.cancel_run(id).at("status") == "cancelled");
+}
+
+TEST_CASE("ops: stats and metrics read the database") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  admin.start_run({.workflow = "signup", .input = {{"email", "q@q"}}});  // due, not claimed
+  const json stats = admin.stats();
+  CHECK(stats.at("counts").at("pending") == 1);
+  CHECK(stats.at("pending_depth") == 1);
+  CHECK(stats.at("oldest_pending_age_seconds").is_number());
+  CHECK(stats.at("failed_runs") == 1);
+  CHECK(stats.at("failed_steps") == 1);
+  CHECK(stats.at("retries") == 2);  // charge: 3 attempts, the first two retried
+  CHECK(stats.at("steps") == 4);    // create, welcome, reserve, charge
+  CHECK(stats.at("workflows") == json{"approval", "checkout", "signup"});
+
+  const std::string metrics = admin.metrics();
+  for (const char* line :
+       {"durable_runs{status=\"failed\"} 1\n", "durable_runs{status=\"pending\"} 1\n",
+        "durable_steps 4\n", "durable_step_retries 2\n", "durable_step_failures 1\n",
+        "durable_pending_depth 1\n", "# TYPE durable_step_duration_seconds histogram\n",
+        "durable_step_duration_seconds_bucket{le=\"+Inf\"} 4\n",
+        "durable_step_duration_seconds_count 4\n"}) {
+    CHECK_MESSAGE(metrics.find(line) != std::string::npos, line);
+  }
+}
+
+TEST_CASE("ops: schedules are listed and removed") {
+  Fixture f;
+  {
+    Runtime runtime(quiet(f.db));
+    add_workflows(runtime);
+    runtime.schedule("signup", {{"email", "daily@x"}}, {.id = "daily", .every = 24h});
+  }
+  ops::Admin admin(f.db);
+  const json list = admin.list_schedules();
+  REQUIRE(list.at("schedules").size() == 1);
+  CHECK(list.at("schedules")[0].at("id") == "daily");
+  CHECK(list.at("schedules")[0].at("every_ms") == 86'400'000);
+  admin.remove_schedule("daily");
+  CHECK(admin.list_schedules().at("schedules").empty());
+  CHECK_THROWS_AS(admin.remove_schedule("daily"), NotFound);
+}
+
+TEST_CASE("http api: every endpoint answers, and bad requests get JSON 4xx") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  ops::HttpServer server({.port = 0, .max_body = 64 * 1024}, ops::api_handler(admin));
+  const unsigned short port = server.port();
+
+  auto answer = http(port, "GET", "/v1/runs?status=failed");
+  CHECK(answer.first == 200);
+  CHECK(body_of(answer).at("runs")[0].at("id") == f.failed);
+  CHECK(http(port, "GET", "/v1/runs?status=lost").first == 400);
+  CHECK(http(port, "GET", "/v1/runs?limit=0").first == 400);
+  CHECK(http(port, "GET", "/v1/runs?workflow=signup&limit=5").first == 200);
+
+  answer = http(port, "GET", "/v1/runs/" + f.failed);
+  CHECK(answer.first == 200);
+  CHECK(body_of(answer).at("runbook").at("failed_step") == "charge");
+  answer = http(port, "GET", "/v1/runs/nope");
+  CHECK(answer.first == 404);
+  CHECK(body_of(answer).at("error").at("code") == "not_found");
+  CHECK(body_of(http(port, "GET", "/v1/runs/" + f.completed + "/steps")).at("steps").size() == 2);
+
+  const std::string start =
+      R"({"workflow":"signup","input":{"email":"h@t"},"idempotency_key":"k"})";
+  answer = http(port, "POST", "/v1/runs", start);
+  CHECK(answer.first == 201);
+  const std::string id = body_of(answer).at("id");
+  answer = http(port, "POST", "/v1/runs", start);
+  CHECK(answer.first == 200);
+  CHECK(body_of(answer).at("id") == id);
+  answer = http(port, "POST", "/v1/runs", "{not json");
+  CHECK(answer.first == 400);
+  CHECK(body_of(answer).at("error").at("message").get<std::string>().find("not valid JSON") !=
+        std::string::npos);
+  CHECK(http(port, "POST", "/v1/runs", "[1]").first == 400);
+  CHECK(http(port, "POST", "/v1/runs", R"({"input":{}})").first == 400);
+  answer = http(port, "POST", "/v1/runs", R"({"workflow":"nobody-has-it"})");
+  CHECK(answer.first == 422);
+  CHECK(body_of(answer).at("error").at("code") == "unknown_workflow");
+  answer = http(port, "POST", "/v1/runs",
+                R"({"workflow":"signup","input":")" + std::string(70 * 1024, 'x') + "\"}");
+  CHECK(answer.first == 413);
+  CHECK(admin.list_runs({.workflow = "signup"}).at("total") == 2);  // nothing half-written
+
+  CHECK(http(port, "POST", "/v1/runs/" + f.failed + "/retry").first == 200);
+  answer = http(port, "POST", "/v1/runs/" + f.completed + "/retry");
+  CHECK(answer.first == 409);
+  CHECK(body_of(answer).at("error").at("code") == "conflict");
+  CHECK(http(port, "POST", "/v1/runs/" + id + "/cancel").first == 200);
+  CHECK(http(port, "POST", "/v1/runs/nope/cancel").first == 404);
+  CHECK(http(port, "GET", "/v1/runs/" + f.failed + "/retry").first == 405);
+
+  answer = http(port, "POST", "/v1/events", R"({"name":"approved","data":{"by":"bo"}})");
+  CHECK(answer.first == 202);
+  CHECK(body_of(answer).at("woken") == 1);
+  CHECK(http(port, "POST", "/v1/events", R"({"data":{}})").first == 400);
+
+  answer = http(port, "GET", "/v1/stats");
+  CHECK(answer.first == 200);
+  CHECK(body_of(answer).contains("pending_depth"));
+  CHECK(http(port, "GET", "/v1/schedules").first == 200);
+  CHECK(http(port, "DELETE", "/v1/schedules/none").first == 404);
+  answer = http(port, "GET", "/metrics");
+  CHECK(answer.first == 200);
+  CHECK(answer.second.find("durable_runs{status=\"completed\"}") != std::string::npos);
+  answer = http(port, "GET", "/");
+  CHECK(answer.first == 200);
+  CHECK(answer.second.find("<!doctype html>") != std::string::npos);
+  CHECK(http(port, "GET", "/v2/anything").first == 404);
+}
+
+TEST_CASE("http api: with a token, the API needs it and the page does not") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  ops::HttpServer server({.port = 0, .token = "t0ken"}, ops::api_handler(admin));
+  CHECK(http(server.port(), "GET", "/v1/stats").first == 401);
+  CHECK(http(server.port(), "GET", "/metrics").first == 401);
+  CHECK(http(server.port(), "GET", "/v1/stats", "", "Authorization: Bearer wrong\r\n").first ==
+        401);
+  CHECK(http(server.port(), "GET", "/v1/stats", "", "Authorization: Bearer t0ken\r\n").first ==
+        200);
+  CHECK(http(server.port(), "GET", "/").first == 200);
+}
+
+TEST_CASE("http api: a serving Runtime serves it when asked, and runs what it starts at once") {
+  test::TempDir dir;
+  RuntimeOptions opts = quiet(dir.file("served.db"));
+  opts.http.address = "127.0.0.1";
+  opts.http.port = 0;
+  opts.poll_interval = 10s;  // a start over HTTP must wake the loop, not wait for a poll
+  Runtime runtime(opts);
+  add_workflows(runtime);
+  CHECK(runtime.http_url().empty());
+  std::thread serving([&] { runtime.serve(); });
+  while (runtime.http_url().empty()) std::this_thread::sleep_for(5ms);
+  const std::string url = runtime.http_url();
+  const auto port = static_cast<unsigned short>(std::stoi(url.substr(url.rfind(':') + 1)));
+  const auto started = std::chrono::steady_clock::now();
+  const auto answer =
+      http(port, "POST", "/v1/runs", R"({"workflow":"signup","input":{"email":"s@t"}})");
+  REQUIRE(answer.first == 201);
+  const std::string id = body_of(answer).at("id");
+  while (runtime.get(id).status != Status::completed &&
+         std::chrono::steady_clock::now() - started < 5s) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(runtime.get(id).status == Status::completed);
+  CHECK(std::chrono::steady_clock::now() - started < 3s);
+  runtime.stop();
+  serving.join();
+  CHECK(runtime.http_url().empty());
+}
+
+TEST_CASE("durable command: each command, its --json answer and its exit code") {
+  Fixture f;
+  const std::string db = "--db '" + f.db + "' ";
+  auto [code, out] = durable_cli(db + "runs");
+  CHECK(code == 0);
+  CHECK(out.find("failed 1") != std::string::npos);
+  CHECK(out.find(f.completed) != std::string::npos);
+  std::tie(code, out) = durable_cli(db + "--json runs --status failed");
+  CHECK(code == 0);
+  CHECK(json::parse(out).at("runs")[0].at("id") == f.failed);
+  std::tie(code, out) = durable_cli(db + "show " + f.failed);
+  CHECK(code == 0);
+  CHECK(out.find("runbook") != std::string::npos);
+  CHECK(out.find("card declined (code 51)") != std::string::npos);
+  CHECK(out.find("retry " + f.failed) != std::string::npos);
+  std::tie(code, out) = durable_cli(db + "--json steps " + f.completed);
+  CHECK(code == 0);
+  CHECK(json::parse(out).at("steps").size() == 2);
+  CHECK(durable_cli(db + "stats").first == 0);
+  CHECK(json::parse(durable_cli(db + "--json stats").second).at("failed_runs") == 1);
+
+  CHECK(durable_cli(db + "show nope").first == 3);
+  CHECK(durable_cli(db + "retry " + f.completed).first == 4);
+  CHECK(durable_cli(db + "cancel " + f.completed).first == 4);
+  std::tie(code, out) = durable_cli(db + "retry " + f.failed);
+  CHECK(code == 0);
+  CHECK(out.find("is now pending") != std::string::npos);
+
+  std::tie(code, out) =
+      durable_cli(db + "--json start signup --input '{\"email\":\"c@l\"}' --key k9");
+  CHECK(code == 0);
+  const std::string id = json::parse(out).at("id");
+  CHECK(json::parse(durable_cli(db + "--json start signup --key k9").second).at("id") == id);
+  CHECK(durable_cli(db + "cancel " + id).first == 0);
+  std::tie(code, out) = durable_cli(db + "--json start not-deployed-yet");
+  CHECK(code == 0);  // queued for a worker that will have it, and flagged
+  CHECK(json::parse(out).at("known") == false);
+  CHECK(durable_cli(db + "start signup --input '{oops'").first == 2);
+  std::tie(code, out) = durable_cli(db + "--json send approved --data '{\"by\":\"cli\"}'");
+  CHECK(code == 0);
+  CHECK(json::parse(out).at("woken") == 1);
+  CHECK(durable_cli(db + "schedules").first == 0);
+  CHECK(durable_cli(db + "schedules remove none").first == 3);
+
+  CHECK(durable_cli(db + "frobnicate").first == 2);
+  CHECK(durable_cli(db + "runs --limit 0").first == 2);
+  CHECK(durable_cli(db + "runs --colour red").first == 2);
+  CHECK(durable_cli("--db '" + f.dir.file("typo.db") + "' runs").first == 1);
+  CHECK_FALSE(std::filesystem::exists(f.dir.file("typo.db")));  // no empty file left behind
+  CHECK(durable_cli("--help").first == 0);
+}
+
+TEST_CASE("durable serve: serves the API over the file until SIGTERM") {
+  Fixture f;
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::close(pipe_fds[0]);
+    ::execl(DURABLE_CLI, DURABLE_CLI, "--db", f.db.c_str(), "serve", "--port", "0", nullptr);
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  FILE* out = ::fdopen(pipe_fds[0], "r");
+  std::array<char, 512> line{};
+  REQUIRE(std::fgets(line.data(), line.size(), out) != nullptr);
+  const std::string first(line.data());
+  const std::size_t at = first.find("http://127.0.0.1:");
+  REQUIRE(at != std::string::npos);
+  const auto port = static_cast<unsigned short>(std::stoi(first.substr(at + 17)));
+  CHECK(body_of(http(port, "GET", "/v1/stats")).at("total") == 3);
+  CHECK(http(port, "POST", "/v1/runs/" + f.failed + "/retry").first == 200);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::fclose(out);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
