@@ -264,13 +264,16 @@ json Admin::cancel_run(std::string_view id) {
 
 json Admin::retry_run(std::string_view id) {
   std::lock_guard lock(mutex_);
-  bool found = false;
-  try {
-    found = store_->retry(std::string(id), now_ms());
-  } catch (const Error& e) {
-    throw Conflict(e.what());
+  const auto before = store_->get_run(std::string(id), false);
+  if (!before) throw NotFound("no run with id '" + std::string(id) + "'");
+  if (before->status != Status::failed) {
+    throw Conflict("run " + std::string(id) + " is " + std::string(to_string(before->status)) +
+                   "; only a failed run can be retried");
   }
-  if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
+  // A database error here is not the run's state: it stays an Error (HTTP 503, exit 1).
+  if (!store_->retry(std::string(id), now_ms())) {
+    throw NotFound("no run with id '" + std::string(id) + "'");
+  }
   changed();
   const auto run = store_->get_run(std::string(id), false);
   return {{"id", id}, {"status", run ? to_string(run->status) : "pending"}};
