@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <iomanip>
 #include <set>
 #include <sstream>
 
@@ -90,7 +91,7 @@ auto as_bad_request(F&& body) {
 }  // namespace
 
 Admin::Admin(const std::string& database, std::function<void()> on_change,
-             std::function<Clock::time_point()> clock)
+             std::function<Clock::time_point()> clock, Durability durability)
     : on_change_(std::move(on_change)), clock_(std::move(clock)) {
   if (database.empty() || database == ":memory:") {
     throw Error("the admin API needs a database file, not '" + database + "'");
@@ -99,7 +100,7 @@ Admin::Admin(const std::string& database, std::function<void()> on_change,
   std::error_code ignored;
   database_ = std::filesystem::absolute(database, ignored).string();
   if (database_.empty()) database_ = database;
-  store_ = detail::open_sqlite_store(database, Durability::normal);
+  store_ = detail::open_sqlite_store(database, durability);
   queries_ = std::make_unique<detail::OpsQueries>(database);
 }
 
@@ -380,7 +381,8 @@ std::string Admin::metrics() {
         << totals.at_or_under[i] << '\n';
   }
   out << "durable_step_duration_seconds_bucket{le=\"+Inf\"} " << totals.duration_count << '\n';
-  out << "durable_step_duration_seconds_sum " << totals.duration_sum_ms / 1000.0 << '\n';
+  out << "durable_step_duration_seconds_sum " << std::setprecision(15)
+      << totals.duration_sum_ms / 1000.0 << '\n';
   out << "durable_step_duration_seconds_count " << totals.duration_count << '\n';
   return out.str();
 }

@@ -58,9 +58,11 @@ class Admin {
  public:
   /// Opens the database file (creating or migrating it as a Runtime would). `on_change` is
   /// called after each write (start, cancel, retry, send, unschedule): a Runtime in the same
-  /// process passes its wake-up, so that it does not wait for its next poll.
+  /// process passes its wake-up, so that it does not wait for its next poll, and its clock and
+  /// durability, so that what the API writes is synced as the runtime's own writes are.
   explicit Admin(const std::string& database, std::function<void()> on_change = {},
-                 std::function<Clock::time_point()> clock = {});
+                 std::function<Clock::time_point()> clock = {},
+                 Durability durability = Durability::normal);
   ~Admin();
   Admin(const Admin&) = delete;
   Admin& operator=(const Admin&) = delete;

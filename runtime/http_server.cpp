@@ -144,6 +144,45 @@ std::optional<std::string> refuse_token(const HttpOptions& options, const std::s
   return std::nullopt;
 }
 
+// ---- Browsers on other sites ----------------------------------------------------------------
+
+bool is_loopback_name(std::string_view host) {
+  if (iequals(host, "localhost")) return true;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  beast::error_code error;
+  const asio::ip::address address = asio::ip::make_address(host, error);
+  return !error && address.is_loopback();
+}
+
+// "127.0.0.1:8080" -> "127.0.0.1"; "[::1]:8080" -> "[::1]".
+std::string_view without_port(std::string_view host) {
+  if (!host.empty() && host.front() == '[') return host.substr(0, host.find(']') + 1);
+  return host.substr(0, host.rfind(':'));
+}
+
+// A page on another site can make the operator's browser send requests here (a form, a no-cors
+// fetch), and, by rebinding its own name to 127.0.0.1, read the answers. Browsers say where a
+// request comes from, so refuse: an Origin that is not this server, and, on a loopback address,
+// a Host that is not a loopback name. Clients that are not browsers send no Origin.
+std::optional<std::string> refuse_cross_site(const HttpOptions& options, std::string_view host,
+                                             std::string_view origin) {
+  if (is_loopback_name(options.address) && !host.empty() && !is_loopback_name(without_port(host))) {
+    return "the Host header '" + std::string(host) +
+           "' does not name this loopback server: a page on another site cannot reach it";
+  }
+  if (origin.empty()) return std::nullopt;
+  const auto scheme_end = origin.find("://");
+  const std::string_view authority =
+      scheme_end == std::string_view::npos ? std::string_view() : origin.substr(scheme_end + 3);
+  if (authority.empty() || !iequals(authority, host)) {
+    return "the request comes from another site (Origin '" + std::string(origin) +
+           "'): the API answers only its own page and clients that are not browsers";
+  }
+  return std::nullopt;
+}
+
 // ---- Requests to responses -----------------------------------------------------------------
 
 HttpResponse call_handler(const HttpHandler& handler, const HttpRequest& request) {
@@ -162,6 +201,10 @@ HttpResponse answer(const Config& config, http::request<http::string_body>&& mes
   if (!decode_target(to_std(message.target()), request)) {
     return json_error(400, "bad_request",
                       "the request target is not a path and query in valid percent-encoding");
+  }
+  if (const auto foreign = refuse_cross_site(config.options, to_std(message[http::field::host]),
+                                             to_std(message[http::field::origin]))) {
+    return json_error(403, "forbidden", *foreign);
   }
   const auto refusal =
       refuse_token(config.options, request.path, to_std(message[http::field::authorization]));

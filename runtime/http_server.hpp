@@ -63,7 +63,9 @@ HttpResponse json_error(int status, std::string code, std::string message);
 
 /// Serves HTTP/1.0 and 1.1 (keep-alive, chunked request bodies, Expect: 100-continue) until
 /// stopped. Errors it answers itself, all as json_error: 400 bad_request (malformed HTTP, a
-/// target that does not decode), 401 unauthorized (with `WWW-Authenticate: Bearer`), 413
+/// target that does not decode), 401 unauthorized (with `WWW-Authenticate: Bearer`), 403
+/// forbidden (a browser request from another site: an Origin other than this server, or, on a
+/// loopback address, a Host that is not a loopback name, as DNS rebinding makes it), 413
 /// payload_too_large, 500 internal (the handler threw).
 ///
 /// Threading: the constructor starts HttpOptions::threads io threads that accept connections,

@@ -86,7 +86,8 @@ void RuntimeCore::serve() {
   } forget_url{this};
   if (!options_.http.address.empty()) {
     admin = std::make_unique<ops::Admin>(
-        options_.database, [this] { notify_waiters(); }, [this] { return now_(); });
+        options_.database, [this] { notify_waiters(); }, [this] { return now_(); },
+        options_.durability);
     ops::HttpOptions listen;
     listen.address = options_.http.address;
     listen.port = options_.http.port;

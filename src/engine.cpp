@@ -46,6 +46,16 @@ std::string error_text(const std::optional<ErrorInfo>& error) {
   return error ? error->type + ": " + error->message : std::string("no error recorded");
 }
 
+// A field of an entry's JSON output, whatever the output holds (a failed child leaves none).
+json field(const JournalEntry& e, const char* name, json fallback = "") {
+  return e.output.is_object() ? e.output.value(name, std::move(fallback)) : fallback;
+}
+
+std::string text_field(const JournalEntry& e, const char* name) {
+  const json value = field(e, name);
+  return value.is_string() ? value.get<std::string>() : lenient_dump(value);
+}
+
 }  // namespace
 
 std::string describe(const JournalEntry& e) {
@@ -68,16 +78,16 @@ std::string describe(const JournalEntry& e) {
     }
     case StepKind::event:
       if (e.state == StepState::waiting)
-        return "a step.wait_for_event of '" + e.output.value("event", "") + "', still waiting";
+        return "a step.wait_for_event of '" + text_field(e, "event") + "', still waiting";
       if (e.output.is_null()) return "a step.wait_for_event that timed out";
-      return "a step.wait_for_event that received '" + e.output.value("name", "") + "' with " +
-             shown(e.output.value("data", json()));
+      return "a step.wait_for_event that received '" + text_field(e, "name") + "' with " +
+             shown(field(e, "data", json()));
     case StepKind::invoke: {
-      const std::string child = "a step.invoke of '" + e.output.value("workflow", "") +
-                                "' (child run " + e.output.value("run", "") + ")";
+      const std::string child = "a step.invoke of '" + text_field(e, "workflow") + "' (child run " +
+                                text_field(e, "run") + ")";
       switch (e.state) {
         case StepState::completed:
-          return child + " that returned " + shown(e.output.value("output", json()));
+          return child + " that returned " + shown(field(e, "output", json()));
         case StepState::failed:
           return child + " that failed (" + error_text(e.error) + ")";
         default:
@@ -85,8 +95,8 @@ std::string describe(const JournalEntry& e) {
       }
     }
     case StepKind::send:
-      return "a step.send_event of '" + e.output.value("name", "") + "' with " +
-             shown(e.output.value("data", json()));
+      return "a step.send_event of '" + text_field(e, "name") + "' with " +
+             shown(field(e, "data", json()));
   }
   return "an entry of an unknown kind";
 }

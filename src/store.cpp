@@ -262,6 +262,8 @@ class SqliteStore final : public Store {
       SQLite::Statement vacuum(db_, "VACUUM INTO ?");
       vacuum.bind(1, part);
       vacuum.exec();
+      // A -wal or -shm left beside an older file there would be read over the new one.
+      for (const char* suffix : {"-wal", "-shm"}) std::filesystem::remove(path + suffix);
       std::filesystem::rename(part, path);
     } catch (const std::exception& e) {
       std::error_code ignored;
@@ -1433,7 +1435,8 @@ class SqliteStore final : public Store {
     ~FileRemover() {
       if (path.empty()) return;
       std::error_code ignored;
-      for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ignored);
+      for (const char* suffix : {"", "-wal", "-shm"})
+        std::filesystem::remove(path + suffix, ignored);
     }
   };
 
@@ -1466,9 +1469,15 @@ std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path) {
                 ")");
   }
   store.reset();
-  auto migrated = std::make_unique<SqliteStore>(copy, Durability::normal);
-  migrated->remove_on_close();
-  return migrated;
+  try {
+    auto migrated = std::make_unique<SqliteStore>(copy, Durability::normal);
+    migrated->remove_on_close();
+    return migrated;
+  } catch (...) {
+    std::error_code ignored;
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(copy + suffix, ignored);
+    throw;
+  }
 }
 
 }  // namespace durable::detail

@@ -109,7 +109,7 @@ class Client {
 std::string request_text(std::string_view method, std::string_view target,
                          std::string_view body = "", std::string_view headers = "") {
   std::string text =
-      std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: test\r\n";
+      std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: localhost\r\n";
   if (!body.empty()) text += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   return text + std::string(headers) + "\r\n" + std::string(body);
 }
@@ -289,7 +289,7 @@ TEST_CASE("http server: a body over max_body gets 413 payload_too_large") {
 
   SUBCASE("announced by Content-Length, refused before the body is sent") {
     const Response response =
-        client.exchange("POST /big HTTP/1.1\r\nHost: test\r\nContent-Length: 1025\r\n\r\n");
+        client.exchange("POST /big HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1025\r\n\r\n");
     CHECK(response.result_int() == 413);
     CHECK(error_code_of(response) == "payload_too_large");
   }
@@ -303,7 +303,7 @@ TEST_CASE("http server: a body over max_body gets 413 payload_too_large") {
     CHECK(error_code_of(response) == "payload_too_large");
   }
   SUBCASE("a chunked body that grows past the limit") {
-    client.send("POST /big HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n");
+    client.send("POST /big HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n");
     for (int i = 0; i < 4; ++i) client.send("200\r\n" + std::string(512, 'b') + "\r\n");
     client.send("0\r\n\r\n");
     const Response response = client.read_response();
@@ -365,11 +365,11 @@ TEST_CASE("http server: a slow client does not hold up others") {
   options.threads = 1;
   HttpServer server(options, echo);
   Client slow(server.port());
-  slow.send("POST /slow HTTP/1.1\r\nHost: te");
+  slow.send("POST /slow HTTP/1.1\r\nHost: local");
   Client idle(server.port());
   Client quick(server.port());
   for (int i = 0; i < 5; ++i) CHECK(quick.exchange(get("/quick")).result_int() == 200);
-  slow.send("st\r\nContent-Length: 4\r\n\r\nab");
+  slow.send("host\r\nContent-Length: 4\r\n\r\nab");
   CHECK(quick.exchange(get("/quick")).result_int() == 200);
   slow.send("cd");
   CHECK(json_of(slow.read_response())["body"] == "abcd");
@@ -395,7 +395,7 @@ TEST_CASE("http server: answers Expect: 100-continue before the body is sent") {
   HttpServer server(ephemeral(), echo);
   Client client(server.port());
   client.send(
-      "POST /e HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+      "POST /e HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
   CHECK(client.read_response().result_int() == 100);
   client.send("hello");
   CHECK(json_of(client.read_response())["body"] == "hello");

@@ -80,7 +80,8 @@ std::pair<int, std::string> http(unsigned short port, const std::string& method,
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  const std::string request = method + " " + target + " HTTP/1.0\r\nHost: localhost\r\n" + headers +
+  const std::string host = headers.find("Host:") == std::string::npos ? "Host: localhost\r\n" : "";
+  const std::string request = method + " " + target + " HTTP/1.0\r\n" + host + headers +
                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   for (std::size_t sent = 0; sent < request.size();) {
     const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
@@ -479,4 +480,26 @@ TEST_CASE("durable serve: serves the API over the file until SIGTERM") {
   std::fclose(out);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("http api: a browser request from another site is refused") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  ops::HttpServer server({.port = 0}, ops::api_handler(admin));
+  const unsigned short port = server.port();
+  const std::string self = "127.0.0.1:" + std::to_string(port);
+  const std::string event = R"({"name":"approved","data":{"by":"evil"}})";
+  // A page elsewhere posting a no-cors fetch: its Origin is not this server.
+  auto answer = http(port, "POST", "/v1/events", event, "Origin: https://evil.example\r\n");
+  CHECK(answer.first == 403);
+  CHECK(body_of(answer).at("error").at("code") == "forbidden");
+  // DNS rebinding: the page's own name, now pointing at 127.0.0.1.
+  CHECK(http(port, "GET", "/v1/stats", "", "Host: evil.example:" + std::to_string(port) + "\r\n")
+            .first == 403);
+  CHECK(admin.show_run(f.waiting).at("status") == "waiting");  // nothing was delivered
+  // The dashboard's own requests, and clients that are not browsers, pass.
+  CHECK(http(port, "GET", "/v1/stats", "", "Host: " + self + "\r\nOrigin: http://" + self + "\r\n")
+            .first == 200);
+  CHECK(http(port, "GET", "/v1/stats", "", "Host: localhost:" + std::to_string(port) + "\r\n")
+            .first == 200);
 }

@@ -358,7 +358,9 @@ TEST_CASE("TestRuntime::save replaces an existing file only with a complete copy
   test::TempDir dir;
   const std::string path = dir.file("golden.db");
   { std::ofstream(path) << "an older recording"; }
+  { std::ofstream(path + "-wal") << "a stale log, as a crashed sqlite3 shell leaves"; }
   const std::string id = record_checkout(path);  // saves over it
+  CHECK_FALSE(std::filesystem::exists(path + "-wal"));
   CHECK_NOTHROW(replay(checkout(), path, id));
   testing::TestRuntime kit;
   CHECK_THROWS_WITH_AS(kit.save(dir.file("no-such-dir/golden.db")),
@@ -373,24 +375,62 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
   const std::string id = record_checkout(path);
   {  // What schema version 2 looked like: no step durations, no registered workflows.
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
-    db.exec("ALTER TABLE steps DROP COLUMN duration_ms; DROP TABLE workflows; "
-            "PRAGMA user_version = 2");
+    db.exec(
+        "ALTER TABLE steps DROP COLUMN duration_ms; DROP TABLE workflows; "
+        "PRAGMA user_version = 2");
   }
   const std::string before = read_all(path);
-  const auto snapshots = [] {
-    std::size_t n = 0;
-    for (const auto& entry :
-         std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
-      n += entry.path().filename().string().starts_with("durable-snapshot-") ? 1 : 0;
-    }
-    return n;
-  };
-  const std::size_t snapshots_before = snapshots();
+  // The migrated copy goes to TMPDIR: a directory of this test's own, so that other tests
+  // running at the same time do not count.
+  test::TempDir tmp;
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string restore = old_tmpdir != nullptr ? old_tmpdir : "";
+  ::setenv("TMPDIR", tmp.path().c_str(), 1);
   CHECK_NOTHROW(replay(checkout(), path, id));
+  const bool empty = std::filesystem::is_empty(tmp.path());  // the migrated copy is gone
+  if (old_tmpdir != nullptr) {
+    ::setenv("TMPDIR", restore.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  CHECK(empty);
   CHECK(read_all(path) == before);
-  CHECK(snapshots() == snapshots_before);  // the migrated copy is gone
   Workflow renamed("checkout", [](Step& step, const json&) -> json {
     return step.run("reserve-stock", [] { return body(1); });
   });
   CHECK_THROWS_AS(replay(renamed, path, id), NonDeterminism);
+}
+
+TEST_CASE("replay: an id of a failed child's invoke reused for a step.run is NonDeterminism") {
+  test::TempDir dir;
+  const std::string path = dir.file("golden.db");
+  const Workflow child("flaky-child", [](Step& step, const json&) -> json {
+    return step.run("work", []() -> int { throw NonRetryableError("the child gives up"); });
+  });
+  const auto parent = [](bool as_run) {
+    return Workflow("parent", [as_run](Step& step, const json&) -> json {
+      if (as_run) return step.run("label", [] { return body(1); });
+      try {
+        return step.invoke("label", "flaky-child");
+      } catch (const StepFailed&) {
+        return "no label";
+      }
+    });
+  };
+  std::string id;
+  {
+    testing::TestRuntime kit;
+    kit.add(child);
+    kit.add(parent(false));
+    const testing::RunResult run = kit.run("parent");
+    REQUIRE(run.info.output == "no label");
+    kit.save(path);
+    id = run.info.id;
+  }
+  CHECK_NOTHROW(replay(parent(false), path, id));
+  const std::string message = divergence(parent(true), path, id);
+  INFO(message);
+  CHECK(has(message, "was journaled as a step.invoke"));
+  CHECK(has(message, "that failed (durable::NonRetryableError: child run "));
+  CHECK(has(message, "of 'flaky-child' failed: the child gives up)"));
 }
