@@ -248,15 +248,12 @@ json Admin::start_run(const StartRequest& request) {
 
 json Admin::cancel_run(std::string_view id) {
   std::lock_guard lock(mutex_);
-  const auto before = store_->get_run(std::string(id), false);
+  // The status is read in the cancel's own transaction: a run that ended meanwhile is refused.
+  const std::optional<Status> before = store_->cancel(std::string(id), now_ms());
   if (!before) throw NotFound("no run with id '" + std::string(id) + "'");
-  if (before->status == Status::completed || before->status == Status::failed ||
-      before->status == Status::cancelled) {
-    throw Conflict("run " + std::string(id) + " already ended (" +
-                   std::string(to_string(before->status)) + "): there is nothing to cancel");
-  }
-  if (!store_->cancel(std::string(id), now_ms())) {
-    throw NotFound("no run with id '" + std::string(id) + "'");
+  if (*before == Status::completed || *before == Status::failed || *before == Status::cancelled) {
+    throw Conflict("run " + std::string(id) + " already ended (" + std::string(to_string(*before)) +
+                   "): there is nothing to cancel");
   }
   changed();
   const auto run = store_->get_run(std::string(id), false);
@@ -265,16 +262,15 @@ json Admin::cancel_run(std::string_view id) {
 
 json Admin::retry_run(std::string_view id) {
   std::lock_guard lock(mutex_);
-  const auto before = store_->get_run(std::string(id), false);
-  if (!before) throw NotFound("no run with id '" + std::string(id) + "'");
-  if (before->status != Status::failed) {
-    throw Conflict("run " + std::string(id) + " is " + std::string(to_string(before->status)) +
-                   "; only a failed run can be retried");
+  // The state is checked in the retry's own transaction. A database error is not the run's
+  // state: it stays an Error (HTTP 503, exit 1).
+  bool found = false;
+  try {
+    found = store_->retry(std::string(id), now_ms());
+  } catch (const detail::RunStateRefused& e) {
+    throw Conflict(e.what());
   }
-  // A database error here is not the run's state: it stays an Error (HTTP 503, exit 1).
-  if (!store_->retry(std::string(id), now_ms())) {
-    throw NotFound("no run with id '" + std::string(id) + "'");
-  }
+  if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
   changed();
   const auto run = store_->get_run(std::string(id), false);
   return {{"id", id}, {"status", run ? to_string(run->status) : "pending"}};

@@ -658,13 +658,17 @@ class SqliteStore final : public Store {
     });
   }
 
-  bool cancel(const std::string& id, std::int64_t now_ms) override {
-    return guarded([&] {
+  std::optional<Status> cancel(const std::string& id, std::int64_t now_ms) override {
+    return guarded([&]() -> std::optional<Status> {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-      if (!run_exists(id)) return false;
+      Cached status(this, "SELECT status FROM runs WHERE id = ?");
+      status.bind(1, id);
+      if (!status.executeStep()) return std::nullopt;
+      const auto before = status_from_string(status.getColumn(0).getString());
+      status.reset();
       cancel_in(id, now_ms, "cancelled");
       tx.commit();
-      return true;
+      return before;
     });
   }
 
@@ -676,7 +680,8 @@ class SqliteStore final : public Store {
       if (!status.executeStep()) return false;
       const std::string current = status.getColumn(0).getString();
       if (current != "failed") {
-        throw Error("run " + id + " is " + current + "; only a failed run can be retried");
+        throw RunStateRefused("run " + id + " is " + current +
+                              "; only a failed run can be retried");
       }
       Cached steps(
           this,

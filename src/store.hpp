@@ -17,6 +17,12 @@
 
 namespace durable::detail {
 
+/// What a run's status refuses (retry of a run that is not failed), as opposed to a database
+/// error.
+struct RunStateRefused : Error {
+  using Error::Error;
+};
+
 struct NewRun {
   std::string id, workflow, correlation_id, idempotency_key;
   std::string input;  ///< JSON text
@@ -139,9 +145,11 @@ class Store {
   virtual void renew_leases(const std::string& owner, const std::vector<std::string>& ids,
                             std::int64_t until_ms) = 0;
 
-  /// False for an unknown run; a run that already ended is left as it is.
-  virtual bool cancel(const std::string& id, std::int64_t now_ms) = 0;
-  /// Requeues a failed run, its failed steps with fresh attempts. Throws Error when not failed.
+  /// Cancels the run; returns its status before, read in the same transaction (nullopt: an
+  /// unknown run). A run that already ended is left as it is.
+  virtual std::optional<Status> cancel(const std::string& id, std::int64_t now_ms) = 0;
+  /// Requeues a failed run, its failed steps with fresh attempts. False for an unknown run;
+  /// throws RunStateRefused when it is not failed.
   virtual bool retry(const std::string& id, std::int64_t now_ms) = 0;
 
   /// Stores an event, completes the waits it matches and starts the runs it triggers, in one
