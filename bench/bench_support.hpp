@@ -174,6 +174,23 @@ inline void print_table(const Row& head, const std::vector<Row>& rows) {
   for (const Row& r : rows) print(r);
 }
 
+// "12.3 ms": a value with its unit, to `decimals` places.
+inline std::string fixed(double value, const char* unit, int decimals = 1) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f %s", decimals, value, unit);
+  return text;
+}
+
+// A workflow of input {"steps": n} that runs n trivial steps under one repeated id (s, s#2, ...).
+inline durable::Workflow loop_workflow() {
+  return durable::Workflow("loop", [](durable::Step& step, const json& input) -> json {
+    const int steps = input.at("steps").get<int>();
+    long sum = 0;
+    for (int i = 0; i < steps; ++i) sum += step.run("s", [i] { return i; });
+    return sum;
+  });
+}
+
 inline std::string utc_now() {
   const std::time_t now = std::time(nullptr);
   std::tm utc{};

@@ -67,16 +67,6 @@ Sizes quick_sizes() {
 
 // ---- 1. durable journaled steps -----------------------------------------------------------------
 
-// A workflow of input {"steps": n} that runs n trivial steps under one repeated id (s, s#2, ...).
-durable::Workflow loop_workflow() {
-  return durable::Workflow("loop", [](durable::Step& step, const json& input) -> json {
-    const int steps = input.at("steps").get<int>();
-    long sum = 0;
-    for (int i = 0; i < steps; ++i) sum += step.run("s", [i] { return i; });
-    return sum;
-  });
-}
-
 // A workflow of input {"width": w} that maps w trivial parallel steps (part[0] .. part[w-1]) and
 // then runs one final step on their sum: w + 1 journaled steps.
 durable::Workflow fanout_workflow() {
@@ -219,12 +209,6 @@ double replay_ns_per_step(int steps, int reps, bool repeated_ids) {
 std::string percent(double ratio) {
   char text[16];
   std::snprintf(text, sizeof text, "%.0f%%", ratio * 100);
-  return text;
-}
-
-std::string fixed(double value, const char* unit) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f %s", value, unit);
   return text;
 }
 

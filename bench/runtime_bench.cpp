@@ -166,16 +166,6 @@ int reap(pid_t pid) {
 
 // ---- 1. concurrent runs under serve() ----------------------------------------------------------
 
-// A workflow of input {"steps": n} that runs n trivial steps under one repeated id (s, s#2, ...).
-durable::Workflow loop_workflow() {
-  return durable::Workflow("loop", [](durable::Step& step, const json& input) -> json {
-    const int steps = input.at("steps").get<int>();
-    long sum = 0;
-    for (int i = 0; i < steps; ++i) sum += step.run("s", [i] { return i; });
-    return sum;
-  });
-}
-
 // Throws unless exactly `expected` runs have this status.
 void check_status_count(const durable::Runtime& runtime, durable::Status status,
                         std::size_t expected) {
@@ -255,12 +245,6 @@ double serve_step_rate(Scratch& scratch, Durability durability, int runs, int st
 }
 
 // ---- the table ----------------------------------------------------------------------------------
-
-std::string fixed(double value, const char* unit, int decimals = 1) {
-  char text[48];
-  std::snprintf(text, sizeof text, "%.*f %s", decimals, value, unit);
-  return text;
-}
 
 std::string times(double ratio) {
   char text[32];
