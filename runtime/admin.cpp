@@ -25,17 +25,8 @@ const std::vector<std::int64_t> kDurationBoundsMs = {1,   5,    10,   25,   50, 
 const Status kStatuses[] = {Status::pending,   Status::running, Status::sleeping, Status::waiting,
                             Status::completed, Status::failed,  Status::cancelled};
 
-std::int64_t ms_of(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
 std::string iso(std::int64_t ms) { return detail::utc_text(ms); }
-std::string iso(Clock::time_point t) { return iso(ms_of(t)); }
-
-json error_json(const ErrorInfo& e) {
-  return {
-      {"type", e.type}, {"message", e.message}, {"step_id", e.step_id}, {"attempts", e.attempts}};
-}
+std::string iso(Clock::time_point t) { return iso(detail::to_ms(t)); }
 
 json summary(const RunInfo& run, const std::set<std::string>& known) {
   json j = {{"id", run.id},
@@ -48,7 +39,7 @@ json summary(const RunInfo& run, const std::set<std::string>& known) {
             {"known", known.contains(run.workflow)}};
   if (run.wake_at) j["wake_at"] = iso(*run.wake_at);
   if (!run.parent_id.empty()) j["parent_id"] = run.parent_id;
-  if (run.error) j["error"] = error_json(*run.error);
+  if (run.error) j["error"] = detail::error_to_json(*run.error);
   return j;
 }
 
@@ -56,7 +47,7 @@ json step_json(const StepInfo& s) {
   json j = {{"id", s.id},         {"kind", s.kind},
             {"status", s.status}, {"attempts", s.attempts},
             {"output", s.output}, {"updated_at", iso(s.updated_at)}};
-  if (s.error) j["error"] = error_json(*s.error);
+  if (s.error) j["error"] = detail::error_to_json(*s.error);
   if (s.wake_at) j["wake_at"] = iso(*s.wake_at);
   if (s.duration) j["duration_ms"] = s.duration->count();
   return j;
@@ -106,7 +97,7 @@ Admin::Admin(const std::string& database, std::function<void()> on_change,
 
 Admin::~Admin() = default;
 
-std::int64_t Admin::now_ms() const { return ms_of(clock_ ? clock_() : Clock::now()); }
+std::int64_t Admin::now_ms() const { return detail::to_ms(clock_ ? clock_() : Clock::now()); }
 
 void Admin::changed() const {
   if (on_change_) on_change_();
@@ -154,7 +145,7 @@ json Admin::show_run(std::string_view id) {
 json Admin::runbook(const RunInfo& run, const std::vector<StepInfo>& steps) {
   const ErrorInfo error = run.error.value_or(ErrorInfo{"unknown", "no error was recorded", {}, 0});
   json book = {{"failed_step", error.step_id},
-               {"error", error_json(error)},
+               {"error", detail::error_to_json(error)},
                {"failed_at", iso(run.updated_at)},
                {"retry_command", "durable --db " + database_ + " retry " + run.id},
                {"retry_http", "POST /v1/runs/" + run.id + "/retry"}};

@@ -35,71 +35,7 @@ std::string at_call_site() {
   return site.empty() ? std::string() : " (at " + site + ")";
 }
 
-// A JSON value for a message, cut to 200 characters.
-std::string shown(const json& value) {
-  std::string text = lenient_dump(value);
-  if (text.size() > 200) text = text.substr(0, 200) + "...";
-  return text;
-}
-
-std::string error_text(const std::optional<ErrorInfo>& error) {
-  return error ? error->type + ": " + error->message : std::string("no error recorded");
-}
-
-// A field of an entry's JSON output, whatever the output holds (a failed child leaves none).
-json field(const JournalEntry& e, const char* name, json fallback = "") {
-  return e.output.is_object() ? e.output.value(name, std::move(fallback)) : fallback;
-}
-
-std::string text_field(const JournalEntry& e, const char* name) {
-  const json value = field(e, name);
-  return value.is_string() ? value.get<std::string>() : lenient_dump(value);
-}
-
 }  // namespace
-
-std::string describe(const JournalEntry& e) {
-  const std::string attempts =
-      e.attempts == 1 ? "1 attempt" : std::to_string(e.attempts) + " attempts";
-  switch (e.kind) {
-    case StepKind::run:
-      switch (e.state) {
-        case StepState::completed:
-          return "a step.run that returned " + shown(e.output);
-        case StepState::failed:
-          return "a step.run that failed for good after " + attempts + " (" + error_text(e.error) +
-                 ")";
-        default:
-          return "a step.run retrying after " + attempts + " (" + error_text(e.error) + ")";
-      }
-    case StepKind::sleep: {
-      const std::string until = e.wake_at_ms ? " until " + format_time(*e.wake_at_ms) : "";
-      return "a step.sleep" + until + (e.state == StepState::completed ? ", over" : ", not over");
-    }
-    case StepKind::event:
-      if (e.state == StepState::waiting)
-        return "a step.wait_for_event of '" + text_field(e, "event") + "', still waiting";
-      if (e.output.is_null()) return "a step.wait_for_event that timed out";
-      return "a step.wait_for_event that received '" + text_field(e, "name") + "' with " +
-             shown(field(e, "data", json()));
-    case StepKind::invoke: {
-      const std::string child = "a step.invoke of '" + text_field(e, "workflow") + "' (child run " +
-                                text_field(e, "run") + ")";
-      switch (e.state) {
-        case StepState::completed:
-          return child + " that returned " + shown(field(e, "output", json()));
-        case StepState::failed:
-          return child + " that failed (" + error_text(e.error) + ")";
-        default:
-          return child + ", still running";
-      }
-    }
-    case StepKind::send:
-      return "a step.send_event of '" + text_field(e, "name") + "' with " +
-             shown(field(e, "data", json()));
-  }
-  return "an entry of an unknown kind";
-}
 
 // The context of a step body running on a step thread: its nested steps are keyed under the
 // body's own key and journaled at once, since they do not end the invocation.
@@ -643,9 +579,9 @@ EntryWrite Invocation::attempt_failed(const Pending& p, std::exception_ptr error
 
 void Invocation::bad_conversion(const json& value, std::string_view type,
                                 const std::exception& error) {
-  throw Error(step_label(last_key_) + ": the journaled result " + shown(value) + " (JSON " +
-              value.type_name() + ") does not convert to the step's type " + std::string(type) +
-              ": " + error.what() +
+  throw Error(step_label(last_key_) + ": the journaled result " + shortened_dump(value) +
+              " (JSON " + value.type_name() + ") does not convert to the step's type " +
+              std::string(type) + ": " + error.what() +
               ". Convert the old form in from_json, or give the changed step a new id");
 }
 

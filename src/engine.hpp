@@ -25,10 +25,6 @@ namespace durable::detail {
 /// unknown); set by the step tools.
 std::string call_site();
 
-/// What a journal entry holds, for messages: "a step.run that returned 42", "a step.sleep until
-/// 2026-11-21T09:00:00Z, over".
-std::string describe(const JournalEntry& entry);
-
 /// What one run is, as the engine needs it across its invocations.
 struct RunState {
   std::string id, workflow, correlation_id;

@@ -64,6 +64,10 @@ ErrorInfo describe(std::exception_ptr error) {
   return info;
 }
 
+std::string error_text(const std::optional<ErrorInfo>& error) {
+  return error ? error->type + ": " + error->message : std::string("no error recorded");
+}
+
 std::string human_bytes(std::size_t bytes) {
   char text[32];
   if (bytes < 1024) {

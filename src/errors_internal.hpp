@@ -3,6 +3,7 @@
 
 #include <durable/errors.hpp>
 #include <exception>
+#include <optional>
 #include <string>
 
 namespace durable::detail {
@@ -14,6 +15,9 @@ struct Unwind {};
 
 /// The type and message of an exception, however it was thrown (throw 42 included).
 ErrorInfo describe(std::exception_ptr error);
+
+/// "Type: message" of a recorded error, for messages.
+std::string error_text(const std::optional<ErrorInfo>& error);
 
 /// A demangled C++ type name.
 std::string demangle(const char* mangled);

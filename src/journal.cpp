@@ -2,12 +2,24 @@
 
 #include <array>
 
+#include "durations.hpp"
 #include "errors_internal.hpp"
 #include "ids.hpp"
+#include "serialization.hpp"
 
 namespace durable::detail {
 
 namespace {
+// A field of an entry's JSON output, whatever the output holds (a failed child leaves none).
+json field(const JournalEntry& e, const char* name, json fallback = "") {
+  return e.output.is_object() ? e.output.value(name, std::move(fallback)) : fallback;
+}
+
+std::string text_field(const JournalEntry& e, const char* name) {
+  const json value = field(e, name);
+  return value.is_string() ? value.get<std::string>() : lenient_dump(value);
+}
+
 constexpr std::array<std::string_view, 5> kKindNames = {"run", "sleep", "event", "invoke", "send"};
 constexpr std::array<std::string_view, 5> kStateNames = {"completed", "failed", "retrying",
                                                          "sleeping", "waiting"};
@@ -109,6 +121,49 @@ const JournalEntry* ReplayCursor::first_unmet() const {
 void ReplayCursor::leave_track() {
   on_track_ = false;
   for (std::size_t i = 0; i < position_; ++i) ++uses_[journal_->entries()[i].base];
+}
+
+std::string describe(const JournalEntry& e) {
+  const std::string attempts =
+      e.attempts == 1 ? "1 attempt" : std::to_string(e.attempts) + " attempts";
+  switch (e.kind) {
+    case StepKind::run:
+      switch (e.state) {
+        case StepState::completed:
+          return "a step.run that returned " + shortened_dump(e.output);
+        case StepState::failed:
+          return "a step.run that failed for good after " + attempts + " (" + error_text(e.error) +
+                 ")";
+        default:
+          return "a step.run retrying after " + attempts + " (" + error_text(e.error) + ")";
+      }
+    case StepKind::sleep: {
+      const std::string until = e.wake_at_ms ? " until " + utc_text(*e.wake_at_ms, false) : "";
+      return "a step.sleep" + until + (e.state == StepState::completed ? ", over" : ", not over");
+    }
+    case StepKind::event:
+      if (e.state == StepState::waiting)
+        return "a step.wait_for_event of '" + text_field(e, "event") + "', still waiting";
+      if (e.output.is_null()) return "a step.wait_for_event that timed out";
+      return "a step.wait_for_event that received '" + text_field(e, "name") + "' with " +
+             shortened_dump(field(e, "data", json()));
+    case StepKind::invoke: {
+      const std::string child = "a step.invoke of '" + text_field(e, "workflow") + "' (child run " +
+                                text_field(e, "run") + ")";
+      switch (e.state) {
+        case StepState::completed:
+          return child + " that returned " + shortened_dump(field(e, "output", json()));
+        case StepState::failed:
+          return child + " that failed (" + error_text(e.error) + ")";
+        default:
+          return child + ", still running";
+      }
+    }
+    case StepKind::send:
+      return "a step.send_event of '" + text_field(e, "name") + "' with " +
+             shortened_dump(field(e, "data", json()));
+  }
+  return "an entry of an unknown kind";
 }
 
 }  // namespace durable::detail

@@ -39,11 +39,15 @@ struct JournalEntry {
   std::optional<ErrorInfo> error;
   int attempts = 0;
   std::optional<std::int64_t> wake_at_ms;
-  int invocation = 0;   ///< the invocation that last wrote it
+  int invocation = 0;                       ///< the invocation that last wrote it
   std::int64_t updated_at_ms = 0;           ///< when it was last written (as loaded)
   std::optional<std::int64_t> duration_ms;  ///< run: how long its last attempt's body took
   bool nested = false;  ///< a step of a step body (its base holds '/'); set by the Journal
 };
+
+/// What a journal entry holds, for messages: "a step.run that returned 42", "a step.sleep until
+/// 2026-11-21T09:00:00Z, over".
+std::string describe(const JournalEntry& entry);
 
 /// The journal key of the n-th use of a step id in a run: "id" for n == 1, "id#n" after.
 std::string journal_key(std::string_view id, int n);

@@ -5,6 +5,8 @@
 #include <durable/testing.hpp>
 #include <limits>
 
+#include "durations.hpp"
+#include "errors_internal.hpp"
 #include "serialization.hpp"
 #include "store.hpp"
 
@@ -20,27 +22,15 @@ class ReplayHost final : public detail::Host {
   bool write_nested(const detail::EntryWrite& /*write*/) override { return false; }
   bool journal_now(std::vector<detail::EntryWrite>& /*entries*/) override { return false; }
   std::int64_t park_until(std::int64_t /*wake_ms*/) override { return now_ms(); }
-  std::int64_t now_ms() override {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
-        .count();
-  }
+  std::int64_t now_ms() override { return detail::to_ms(Clock::now()); }
   std::int64_t event_horizon() override { return 0; }
   void check_child(std::string_view /*workflow*/, const json& /*input*/) override {}
 };
 
-std::string cut(const json& value) {
-  std::string text = detail::lenient_dump(value);
-  if (text.size() > 200) text = text.substr(0, 200) + "...";
-  return text;
-}
-
-std::string error_text(const std::optional<ErrorInfo>& error) {
-  return error ? error->type + ": " + error->message : std::string("an unknown error");
-}
-
 // "returned 42" / "failed (Type: message)": how a run or an invocation ended.
 std::string ending(bool completed, const json& output, const std::optional<ErrorInfo>& error) {
-  return completed ? "returned " + cut(output) : "failed (" + error_text(error) + ")";
+  return completed ? "returned " + detail::shortened_dump(output)
+                   : "failed (" + detail::error_text(error) + ")";
 }
 
 // "step.run('charge#2') (at orders.cpp:41)"

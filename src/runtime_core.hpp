@@ -197,7 +197,7 @@ class RuntimeCore {
   }
   std::atomic<bool> serving_{false};
   std::atomic<bool> stop_requested_{false};
-  mutable std::mutex serve_mutex_;    // guards serve_wake_ and http_url_
+  mutable std::mutex serve_mutex_;  // guards serve_wake_ and http_url_
   std::string http_url_;
   std::function<void()> serve_wake_;  // while serving: makes the loop look for work now
   std::mutex backlog_mutex_;          // guards the three below

@@ -40,6 +40,22 @@ std::string lenient_dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+json error_to_json(const ErrorInfo& e) {
+  return {
+      {"type", e.type}, {"message", e.message}, {"step_id", e.step_id}, {"attempts", e.attempts}};
+}
+
+ErrorInfo error_from_json(const json& j) {
+  return {j.value("type", ""), j.value("message", ""), j.value("step_id", ""),
+          j.value("attempts", 0)};
+}
+
+std::string shortened_dump(const json& value, std::size_t limit) {
+  std::string text = lenient_dump(value);
+  if (text.size() > limit) text = text.substr(0, limit) + "...";
+  return text;
+}
+
 std::string storable_text(const json& value, const std::string& what, std::size_t limit) {
   std::string text;
   if (const auto problem = encode(value, text))

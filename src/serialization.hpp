@@ -2,6 +2,7 @@
 // JSON text of journaled values, with the cases JSON cannot hold made explicit.
 
 #include <cstddef>
+#include <durable/errors.hpp>
 #include <durable/options.hpp>
 #include <optional>
 #include <string>
@@ -21,5 +22,13 @@ std::string storable_text(const json& value, const std::string& what, std::size_
 /// JSON text that never throws: invalid UTF-8 is replaced. For diagnostics (error messages may
 /// carry any bytes), not for step results.
 std::string lenient_dump(const json& value);
+
+/// An ErrorInfo as JSON {"type", "message", "step_id", "attempts"}, as the store keeps it and
+/// the admin API shows it; and back.
+json error_to_json(const ErrorInfo& error);
+ErrorInfo error_from_json(const json& j);
+
+/// lenient_dump cut to `limit` characters, "..." marking a cut: a value in a message.
+std::string shortened_dump(const json& value, std::size_t limit = 200);
 
 }  // namespace durable::detail

@@ -140,14 +140,6 @@ constexpr const char* kJournalSelect =
     "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation, updated_at, "
     "duration_ms FROM steps WHERE run_id = ? ORDER BY seq";
 
-json error_to_json(const ErrorInfo& e) {
-  return {
-      {"type", e.type}, {"message", e.message}, {"step_id", e.step_id}, {"attempts", e.attempts}};
-}
-ErrorInfo error_from_json(const json& j) {
-  return {j.value("type", ""), j.value("message", ""), j.value("step_id", ""),
-          j.value("attempts", 0)};
-}
 Clock::time_point to_time(std::int64_t ms) {
   return Clock::time_point(std::chrono::milliseconds(ms));
 }
@@ -201,7 +193,7 @@ class SqliteStore final : public Store {
   /// The schema version of the file opened read-only.
   std::int64_t schema_version() const { return schema_version_; }
 
-  /// Copies the database, as this read-only connection sees it, to a new file.
+  /// Copies the database, as this connection sees it, to a new file (VACUUM INTO).
   void snapshot_to(const std::string& path) {
     SQLite::Statement vacuum(db_, "VACUUM INTO ?");
     vacuum.bind(1, path);
@@ -259,9 +251,7 @@ class SqliteStore final : public Store {
     // VACUUM INTO wants a new file: copy beside the target, then rename over it.
     const std::string part = path + ".part-" + new_id();
     try {
-      SQLite::Statement vacuum(db_, "VACUUM INTO ?");
-      vacuum.bind(1, part);
-      vacuum.exec();
+      snapshot_to(part);
       // A -wal or -shm left beside an older file there would be read over the new one.
       for (const char* suffix : {"-wal", "-shm"}) std::filesystem::remove(path + suffix);
       std::filesystem::rename(part, path);
