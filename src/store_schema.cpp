@@ -1,0 +1,112 @@
+// The SQLite store's schema, as the migrations that build it: docs/journal-format.md describes
+// each table. A new version appends a migration and raises kSchemaVersion; none is ever edited.
+
+#include "store_schema.hpp"
+
+namespace durable::detail {
+
+const std::array<const char*, kSchemaVersion> kMigrations = {R"sql(
+CREATE TABLE runs (
+  id              TEXT PRIMARY KEY,
+  workflow        TEXT NOT NULL,
+  correlation_id  TEXT NOT NULL,
+  idempotency_key TEXT,
+  status          TEXT NOT NULL,
+  input           TEXT NOT NULL,
+  output          TEXT,
+  error           TEXT,
+  invocations     INTEGER NOT NULL DEFAULT 0,
+  due_at          INTEGER,
+  owner           TEXT,
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL,
+  UNIQUE (workflow, idempotency_key)
+);
+CREATE INDEX runs_due ON runs (status, due_at);
+CREATE INDEX runs_workflow ON runs (workflow, status);
+CREATE TABLE steps (
+  run_id     TEXT NOT NULL,
+  key        TEXT NOT NULL,
+  seq        INTEGER NOT NULL,
+  base       TEXT NOT NULL,
+  kind       TEXT NOT NULL,
+  state      TEXT NOT NULL,
+  output     TEXT,
+  error      TEXT,
+  attempts   INTEGER NOT NULL DEFAULT 0,
+  wake_at    INTEGER,
+  invocation INTEGER NOT NULL DEFAULT 0,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE TABLE history (
+  id     INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  at     INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  reason TEXT NOT NULL
+);
+CREATE INDEX history_run ON history (run_id, id);
+CREATE TABLE workers (
+  id          TEXT PRIMARY KEY,
+  host        TEXT NOT NULL,
+  pid         INTEGER NOT NULL,
+  start_ticks INTEGER NOT NULL,
+  started_at  INTEGER NOT NULL
+);
+)sql",
+                                                             R"sql(
+ALTER TABLE runs ADD COLUMN parent_id TEXT;
+ALTER TABLE runs ADD COLUMN parent_step TEXT;
+CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX runs_claimable ON runs (due_at)
+  WHERE status IN ('pending', 'sleeping', 'waiting', 'running');
+CREATE TABLE events (
+  seq  INTEGER PRIMARY KEY,
+  id   TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  data TEXT NOT NULL,
+  at   INTEGER NOT NULL
+);
+CREATE INDEX events_name ON events (name, seq);
+CREATE TABLE waits (
+  run_id TEXT NOT NULL,
+  key    TEXT NOT NULL,
+  event  TEXT NOT NULL,
+  match  TEXT NOT NULL,
+  since  INTEGER NOT NULL,
+  PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE INDEX waits_event ON waits (event);
+CREATE TABLE triggers (
+  event    TEXT NOT NULL,
+  workflow TEXT NOT NULL,
+  PRIMARY KEY (event, workflow)
+) WITHOUT ROWID;
+CREATE TABLE schedules (
+  id         TEXT PRIMARY KEY,
+  workflow   TEXT NOT NULL,
+  input      TEXT NOT NULL,
+  every_ms   INTEGER NOT NULL,
+  cron       TEXT NOT NULL,
+  remaining  INTEGER,
+  next_at    INTEGER NOT NULL,
+  fired      INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  spec       TEXT NOT NULL
+);
+CREATE INDEX schedules_due ON schedules (next_at);
+)sql",
+                                                             R"sql(
+ALTER TABLE steps ADD COLUMN duration_ms INTEGER;
+CREATE TABLE workflows (
+  name    TEXT PRIMARY KEY,
+  seen_at INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql",
+                                                             R"sql(
+ALTER TABLE runs ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
+)sql"};
+
+}  // namespace durable::detail
