@@ -1,31 +1,51 @@
 // The HTTP server: one acceptor and one Session per connection, all on an io_context run by a few
-// threads. Each session lives on its own strand, so its handlers never run concurrently; its
+// io threads. Each session lives on its own strand, so its handlers never run concurrently; its
 // pending operations hold it (shared_from_this), and it ends when the last one completes.
 //
-// Stopping does not ask sessions to finish: the io threads end, then the io_context is destroyed,
-// which destroys every pending operation and so every session, closing its socket. This is what
-// makes stop() prompt whatever state a connection is in (idle, mid-request, mid-response).
+// The io threads never call the handler: a whole request is posted to a pool of handler
+// threads, and the response posted back to the session's strand. So a handler blocked on the
+// database holds up its own request, while the io threads go on accepting, refusing (503, 401,
+// 413) and answering. Each connection has at most one request in the pool (the next one is not
+// read before the response is sent), so the queue is bounded by max_connections.
+//
+// What a client can make the server hold is bounded: max_connections sessions, a header of
+// max_header bytes each, and request bodies of max_body each and max_body_bytes_in_flight in all.
+// A body is read only once its header has passed every check (target, Host, Origin, token) and
+// its bytes are reserved: an unauthenticated body is never buffered.
+//
+// Stopping does not ask sessions to finish: the io threads end, the handler pool finishes the
+// calls running and drops the queued ones, then the io_context is destroyed, which destroys
+// every pending operation and so every session, closing its socket. This is what makes stop()
+// prompt whatever state a connection is in (idle, mid-request, mid-response).
 
 #include "http_server.hpp"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <cstdint>
 #include <durable/errors.hpp>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
 #include <thread>
+#include <utility>
+
+#include "http_checks.hpp"
 
 namespace durable::ops {
 
@@ -35,153 +55,75 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using detail::iequals;
 
 // How long a connection that is being closed (after an error response, or Connection: close)
 // may keep sending before the socket is closed; see Session::linger.
 constexpr std::chrono::milliseconds kLingerTime{1000};
 // A pause before accepting again when accept fails (out of file descriptors): not a busy loop.
 constexpr std::chrono::milliseconds kAcceptRetry{50};
+// Connections over max_connections that are being answered 503 at once. Past this many, one
+// more is closed without an answer: a flood must not hold a descriptor per refusal either.
+constexpr std::size_t kMaxRefusing = 64;
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
-struct Config {
+// The server whose thread this is (io or handler), if any: stop() must not join the thread it
+// runs on.
+thread_local const void* serving_on_this_thread = nullptr;
+
+// One unit of a counter the server bounds (connections, refusals, body bytes), given back when
+// this is destroyed, whatever path the session or request ends by.
+class Held {
+ public:
+  Held() = default;
+  // Takes `amount` of `counter` if that keeps it at or under `limit`.
+  static std::optional<Held> take(std::atomic<std::size_t>& counter, std::size_t amount,
+                                  std::size_t limit) {
+    std::size_t now = counter.load();
+    do {
+      if (amount > limit || now > limit - amount) return std::nullopt;
+    } while (!counter.compare_exchange_weak(now, now + amount));
+    Held held;
+    held.counter_ = &counter;
+    held.amount_ = amount;
+    return held;
+  }
+  Held(Held&& other) noexcept
+      : counter_(std::exchange(other.counter_, nullptr)), amount_(other.amount_) {}
+  Held& operator=(Held&& other) noexcept {
+    if (this != &other) {
+      release();
+      counter_ = std::exchange(other.counter_, nullptr);
+      amount_ = other.amount_;
+    }
+    return *this;
+  }
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+  ~Held() { release(); }
+  void release() {
+    if (counter_ != nullptr) counter_->fetch_sub(amount_);
+    counter_ = nullptr;
+  }
+
+ private:
+  std::atomic<std::size_t>* counter_ = nullptr;
+  std::size_t amount_ = 0;
+};
+
+// What every session shares; owned by the server, which destroys every session before it.
+struct Shared {
   HttpOptions options;
   HttpHandler handler;
+  const void* server = nullptr;  // for serving_on_this_thread
+  std::optional<asio::thread_pool> handler_pool;
+  std::atomic<bool> stopping{false};
+  std::atomic<std::size_t> connections{0};
+  std::atomic<std::size_t> refusing{0};
+  std::atomic<std::size_t> body_bytes{0};
 };
 
 std::string_view to_std(beast::string_view text) { return {text.data(), text.size()}; }
-
-// ASCII case-insensitive equality, as HTTP compares header names and tokens.
-bool iequals(std::string_view a, std::string_view b) {
-  return beast::iequals(beast::string_view(a.data(), a.size()),
-                        beast::string_view(b.data(), b.size()));
-}
-
-// ---- Decoding the target -------------------------------------------------------------------
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX decoded; '+' is a space only in the query. nullopt for a '%' not followed by two hex digits.
-std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '+' && plus_is_space) {
-      out += ' ';
-    } else if (text[i] != '%') {
-      out += text[i];
-    } else {
-      if (i + 2 >= text.size()) return std::nullopt;
-      const int high = hex_digit(text[i + 1]);
-      const int low = hex_digit(text[i + 2]);
-      if (high < 0 || low < 0) return std::nullopt;
-      out += static_cast<char>(high * 16 + low);
-      i += 2;
-    }
-  }
-  return out;
-}
-
-bool decode_query(std::string_view query, std::map<std::string, std::string>& out) {
-  while (!query.empty()) {
-    const auto ampersand = query.find('&');
-    const std::string_view pair = query.substr(0, ampersand);
-    query = ampersand == std::string_view::npos ? std::string_view() : query.substr(ampersand + 1);
-    if (pair.empty()) continue;
-    const auto equals = pair.find('=');
-    auto name = percent_decode(pair.substr(0, equals), true);
-    auto value = percent_decode(
-        equals == std::string_view::npos ? std::string_view() : pair.substr(equals + 1), true);
-    if (!name || !value) return false;
-    out.insert_or_assign(std::move(*name), std::move(*value));
-  }
-  return true;
-}
-
-// Only the origin form ("/path?query") is served: no proxy (absolute) or OPTIONS (*) forms.
-bool decode_target(std::string_view target, HttpRequest& request) {
-  if (target.empty() || target.front() != '/') return false;
-  const auto question = target.find('?');
-  auto path = percent_decode(target.substr(0, question), false);
-  if (!path) return false;
-  request.path = std::move(*path);
-  return question == std::string_view::npos ||
-         decode_query(target.substr(question + 1), request.query);
-}
-
-// ---- The token -----------------------------------------------------------------------------
-
-// The time taken depends on the length of what the client sent, never on where it first differs
-// from the token, so the token cannot be guessed byte by byte.
-bool equal_in_constant_time(std::string_view given, std::string_view expected) {
-  unsigned char difference = given.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < given.size(); ++i) {
-    const char wanted = expected.empty() ? '\0' : expected[i % expected.size()];
-    difference |= static_cast<unsigned char>(given[i] ^ wanted);
-  }
-  return difference == 0;
-}
-
-// nullopt when the request may go on; otherwise why not.
-std::optional<std::string> refuse_token(const HttpOptions& options, const std::string& path,
-                                        std::string_view authorization) {
-  if (options.token.empty()) return std::nullopt;
-  const auto& open = options.public_paths;
-  if (std::find(open.begin(), open.end(), path) != open.end()) return std::nullopt;
-  constexpr std::string_view kScheme = "Bearer ";
-  if (authorization.size() < kScheme.size() ||
-      !iequals(authorization.substr(0, kScheme.size()), kScheme)) {
-    return "this server needs the header 'Authorization: Bearer <token>'";
-  }
-  std::string_view given = authorization.substr(kScheme.size());
-  while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
-  while (!given.empty() && given.back() == ' ') given.remove_suffix(1);
-  if (!equal_in_constant_time(given, options.token)) return "the bearer token is wrong";
-  return std::nullopt;
-}
-
-// ---- Browsers on other sites ----------------------------------------------------------------
-
-bool is_loopback_name(std::string_view host) {
-  if (iequals(host, "localhost")) return true;
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  beast::error_code error;
-  const asio::ip::address address = asio::ip::make_address(host, error);
-  return !error && address.is_loopback();
-}
-
-// "127.0.0.1:8080" -> "127.0.0.1"; "[::1]:8080" -> "[::1]".
-std::string_view without_port(std::string_view host) {
-  if (!host.empty() && host.front() == '[') return host.substr(0, host.find(']') + 1);
-  return host.substr(0, host.rfind(':'));
-}
-
-// A page on another site can make the operator's browser send requests here (a form, a no-cors
-// fetch), and, by rebinding its own name to 127.0.0.1, read the answers. Browsers say where a
-// request comes from, so refuse: an Origin that is not this server, and, on a loopback address,
-// a Host that is not a loopback name. Clients that are not browsers send no Origin.
-std::optional<std::string> refuse_cross_site(const HttpOptions& options, std::string_view host,
-                                             std::string_view origin) {
-  if (is_loopback_name(options.address) && !host.empty() && !is_loopback_name(without_port(host))) {
-    return "the Host header '" + std::string(host) +
-           "' does not name this loopback server: a page on another site cannot reach it";
-  }
-  if (origin.empty()) return std::nullopt;
-  const auto scheme_end = origin.find("://");
-  const std::string_view authority =
-      scheme_end == std::string_view::npos ? std::string_view() : origin.substr(scheme_end + 3);
-  if (authority.empty() || !iequals(authority, host)) {
-    return "the request comes from another site (Origin '" + std::string(origin) +
-           "'): the API answers only its own page and clients that are not browsers";
-  }
-  return std::nullopt;
-}
 
 // ---- Requests to responses -----------------------------------------------------------------
 
@@ -195,27 +137,43 @@ HttpResponse call_handler(const HttpHandler& handler, const HttpRequest& request
   }
 }
 
-HttpResponse answer(const Config& config, http::request<http::string_body>&& message) {
-  HttpRequest request;
-  request.method = std::string(to_std(message.method_string()));
-  if (!decode_target(to_std(message.target()), request)) {
+// On a handler thread. nullopt once the server stops: no handler call starts after that.
+std::optional<HttpResponse> handle(Shared& shared, const HttpRequest& request) {
+  if (shared.stopping) return std::nullopt;
+  serving_on_this_thread = shared.server;
+  HttpResponse response = call_handler(shared.handler, request);
+  serving_on_this_thread = nullptr;
+  return response;
+}
+
+HttpResponse overloaded(std::string code, std::string message) {
+  HttpResponse response = json_error(503, std::move(code), std::move(message));
+  response.headers.emplace_back("Retry-After", "1");
+  return response;
+}
+
+// Everything decided on the header alone, before a body byte is read: fills in the request's
+// method, path, query and content type, or answers why it is refused.
+std::optional<HttpResponse> refuse_header(const HttpOptions& options,
+                                          const http::request<http::string_body>& header,
+                                          HttpRequest& request) {
+  request.method = std::string(to_std(header.method_string()));
+  if (!detail::decode_target(to_std(header.target()), request.path, request.query)) {
     return json_error(400, "bad_request",
                       "the request target is not a path and query in valid percent-encoding");
   }
-  if (const auto foreign = refuse_cross_site(config.options, to_std(message[http::field::host]),
-                                             to_std(message[http::field::origin]))) {
+  if (const auto foreign = detail::refuse_cross_site(options, to_std(header[http::field::host]),
+                                                     to_std(header[http::field::origin]))) {
     return json_error(403, "forbidden", *foreign);
   }
-  const auto refusal =
-      refuse_token(config.options, request.path, to_std(message[http::field::authorization]));
-  if (refusal) {
+  if (const auto refusal =
+          detail::refuse_token(options, request.path, to_std(header[http::field::authorization]))) {
     HttpResponse response = json_error(401, "unauthorized", *refusal);
     response.headers.emplace_back("WWW-Authenticate", "Bearer");
     return response;
   }
-  request.content_type = std::string(to_std(message[http::field::content_type]));
-  request.body = std::move(message.body());
-  return call_handler(config.handler, request);
+  request.content_type = std::string(to_std(header[http::field::content_type]));
+  return std::nullopt;
 }
 
 bool holds_line_break(std::string_view text) {
@@ -250,6 +208,11 @@ http::response<http::string_body> to_message(HttpResponse response, unsigned ver
   message.result(static_cast<unsigned>(response.status));
   if (!response.content_type.empty()) message.set(http::field::content_type, response.content_type);
   for (const auto& [name, value] : response.headers) message.insert(name, value);
+  // No page of this server may be framed by another site (clickjacking the dashboard's Retry
+  // and Cancel). frame-ancestors only: the page's own policy (a meta tag) governs its scripts.
+  message.set("X-Frame-Options", "DENY");
+  message.set("Content-Security-Policy", "frame-ancestors 'none'");
+  message.set("X-Content-Type-Options", "nosniff");
   message.keep_alive(keep_alive);
   // A response to HEAD says how long the body would be, and sends none.
   message.content_length(response.body.size());
@@ -265,23 +228,52 @@ bool is_malformed(const beast::error_code& error) {
          error != http::error::partial_message;
 }
 
+HttpResponse malformed(const beast::error_code& error, const HttpOptions& options) {
+  if (error == http::error::body_limit) {
+    return json_error(
+        413, "payload_too_large",
+        "the request body is over the limit of " + std::to_string(options.max_body) + " bytes");
+  }
+  if (error == http::error::header_limit) {
+    return json_error(431, "header_too_large",
+                      "the request line and headers are over the limit of " +
+                          std::to_string(options.max_header) + " bytes");
+  }
+  return json_error(400, "bad_request", "malformed HTTP request: " + error.message());
+}
+
 // ---- One connection ------------------------------------------------------------------------
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const Config& config) : stream_(std::move(socket)), config_(config) {}
+  Session(tcp::socket socket, Shared& shared, Held slot)
+      : stream_(std::move(socket)), shared_(shared), slot_(std::move(slot)) {}
 
   void start() {
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
   }
 
+  // A connection over max_connections: answered 503 before anything is read, then closed.
+  void refuse() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      self->send(
+          overloaded("too_many_connections",
+                     "the server has " + std::to_string(self->shared_.options.max_connections) +
+                         " connections open, its limit (max_connections); try again"),
+          11, false, false);
+    });
+  }
+
  private:
-  // The header first, so that a body over the limit is refused before it is read and a client
-  // waiting for 100 Continue gets it.
+  // The header first, so that it is checked before the body is read, a body over the limit is
+  // refused unread, and a client waiting for 100 Continue gets it only once it may go on.
   void read_header() {
     parser_.emplace();
-    parser_->body_limit(config_.options.max_body);
-    stream_.expires_after(config_.options.idle_timeout);
+    parser_->header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(
+        shared_.options.max_header, std::numeric_limits<std::uint32_t>::max())));
+    parser_->body_limit(shared_.options.max_body);
+    request_ = HttpRequest{};
+    stream_.expires_after(shared_.options.idle_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code error, std::size_t) {
                               self->on_header(error);
@@ -291,6 +283,23 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_header(beast::error_code error) {
     if (error) return on_read_error(error);
     const auto& header = parser_->get();
+    if (auto refusal = refuse_header(shared_.options, header, request_)) {
+      return refuse_request(std::move(*refusal));
+    }
+    if (!parser_->is_done()) {
+      // A body of unknown length (chunked) may grow to max_body.
+      const std::size_t size = parser_->content_length()
+                                   ? static_cast<std::size_t>(*parser_->content_length())
+                                   : shared_.options.max_body;
+      auto bytes = Held::take(shared_.body_bytes, size, shared_.options.max_body_bytes_in_flight);
+      if (!bytes) {
+        return refuse_request(
+            overloaded("too_many_bodies",
+                       "the server is reading as many request-body bytes as it may hold "
+                       "at once (max_body_bytes_in_flight); try again"));
+      }
+      body_bytes_ = std::move(*bytes);
+    }
     const bool expects_continue = header.version() == 11 && !parser_->is_done() &&
                                   beast::iequals(header[http::field::expect], "100-continue");
     if (!expects_continue) return read_body();
@@ -299,6 +308,14 @@ class Session : public std::enable_shared_from_this<Session> {
                         if (write_error) return self->close();
                         self->read_body();
                       });
+  }
+
+  // Refused on its header: a request without a body keeps the connection as it asked; one with
+  // a body unread closes it, the body discarded by linger(), never buffered.
+  void refuse_request(HttpResponse response) {
+    const auto& header = parser_->get();
+    const bool keep_alive = parser_->is_done() && header.keep_alive();
+    send(std::move(response), header.version(), keep_alive, header.method() == http::verb::head);
   }
 
   void read_body() {
@@ -310,30 +327,39 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_request(beast::error_code error) {
     if (error) return on_read_error(error);
-    auto message = parser_->release();
-    const unsigned version = message.version();
-    const bool keep_alive = message.keep_alive();
-    const bool head = message.method() == http::verb::head;
-    send(answer(config_, std::move(message)), version, keep_alive, head);
+    auto& message = parser_->get();
+    request_.body = std::move(message.body());
+    hand_off(message.version(), message.keep_alive(), message.method() == http::verb::head);
+  }
+
+  // To a handler thread, and the response back to this session's strand. The task holds the
+  // session, its request and its body bytes until the handler returns; once the server stops,
+  // the pool drops it unrun (see handle()).
+  void hand_off(unsigned version, bool keep_alive, bool head) {
+    auto task = [self = shared_from_this(), request = std::move(request_),
+                 bytes = std::move(body_bytes_), version, keep_alive, head]() mutable {
+      std::optional<HttpResponse> response = handle(self->shared_, request);
+      request = HttpRequest{};
+      bytes.release();
+      if (!response) return;
+      const auto executor = self->stream_.get_executor();
+      asio::post(executor,
+                 [self = std::move(self), response = std::move(*response), version, keep_alive,
+                  head]() mutable { self->send(std::move(response), version, keep_alive, head); });
+    };
+    asio::post(*shared_.handler_pool, std::move(task));
   }
 
   // After a malformed request the stream is lost (where would the next request begin?), so the
   // error is answered and the connection closed.
   void on_read_error(beast::error_code error) {
     if (!is_malformed(error)) return close();
-    if (error == http::error::body_limit) {
-      return send(json_error(413, "payload_too_large",
-                             "the request body is over the limit of " +
-                                 std::to_string(config_.options.max_body) + " bytes"),
-                  11, false, false);
-    }
-    send(json_error(400, "bad_request", "malformed HTTP request: " + error.message()), 11, false,
-         false);
+    send(malformed(error, shared_.options), 11, false, false);
   }
 
   void send(HttpResponse response, unsigned version, bool keep_alive, bool head) {
     response_ = to_message(std::move(response), version, keep_alive, head);
-    stream_.expires_after(config_.options.idle_timeout);
+    stream_.expires_after(shared_.options.idle_timeout);
     http::async_write(stream_, response_,
                       [self = shared_from_this()](beast::error_code error, std::size_t) {
                         if (error) return self->close();
@@ -346,6 +372,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // response before the client reads it (a 413 while the client still sends its body). So:
   // send FIN, then read and discard until the client closes too, for at most kLingerTime.
   void linger() {
+    body_bytes_.release();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(kLingerTime);
@@ -367,14 +394,18 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream stream_;
-  const Config& config_;  // owned by the server, which destroys every session before it
+  Shared& shared_;
+  Held slot_;  // this connection's place in connections (or refusing)
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;  // a fresh one per request
-  http::response<http::string_body> response_;                     // kept alive while written
+  HttpRequest request_;                         // decoded from the header; its body once read
+  Held body_bytes_;                             // the body's share of max_body_bytes_in_flight
+  http::response<http::string_body> response_;  // kept alive while written
   std::array<char, 4096> discarded_;
 };
 
 tcp::endpoint endpoint_to_bind(const HttpOptions& options) {
+  if (const auto invalid = detail::invalid_token(options.token)) throw Error(*invalid);
   beast::error_code error;
   const asio::ip::address address = options.address == "localhost"
                                         ? asio::ip::address(asio::ip::address_v4::loopback())
@@ -433,7 +464,7 @@ struct HttpServer::Impl {
   void run_io();
   void stop();
 
-  Config config;
+  Shared shared;
   // Reset in this order by stop(), once no io thread runs: the io_context last.
   std::optional<asio::io_context> io;
   std::optional<tcp::acceptor> acceptor;
@@ -444,15 +475,12 @@ struct HttpServer::Impl {
   bool stopped = false;  // guarded by stop_mutex
 };
 
-namespace {
-// The server whose io thread this is, if any: stop() must not join the thread it runs on.
-thread_local const void* serving_on_this_thread = nullptr;
-}  // namespace
-
-HttpServer::Impl::Impl(HttpOptions options, HttpHandler handler)
-    : config{std::move(options), std::move(handler)} {
-  const tcp::endpoint wanted = endpoint_to_bind(config.options);
-  const int thread_count = std::max(1, config.options.threads);
+HttpServer::Impl::Impl(HttpOptions options, HttpHandler handler) {
+  shared.options = std::move(options);
+  shared.handler = std::move(handler);
+  shared.server = this;
+  const tcp::endpoint wanted = endpoint_to_bind(shared.options);
+  const int thread_count = std::max(1, shared.options.threads);
   io.emplace(thread_count);
   acceptor.emplace(*io);
   accept_retry.emplace(*io);
@@ -460,6 +488,8 @@ HttpServer::Impl::Impl(HttpOptions options, HttpHandler handler)
   endpoint = acceptor->local_endpoint();
   accept();
   try {
+    shared.handler_pool.emplace(
+        static_cast<std::size_t>(std::max(1, shared.options.handler_threads)));
     for (int i = 0; i < thread_count; ++i) {
       threads.emplace_back([this] { run_io(); });
     }
@@ -475,6 +505,8 @@ void HttpServer::Impl::accept() {
       [this](beast::error_code error, tcp::socket socket) { on_accept(error, std::move(socket)); });
 }
 
+// Accepts again at once, whatever happens to this connection: a refusal does not wait for the
+// refused client, and a flood of them does not starve the connections that fit.
 void HttpServer::Impl::on_accept(beast::error_code error, tcp::socket socket) {
   if (error == asio::error::operation_aborted) return;
   if (error) {
@@ -484,7 +516,11 @@ void HttpServer::Impl::on_accept(beast::error_code error, tcp::socket socket) {
     });
     return;
   }
-  std::make_shared<Session>(std::move(socket), config)->start();
+  if (auto slot = Held::take(shared.connections, 1, shared.options.max_connections)) {
+    std::make_shared<Session>(std::move(socket), shared, std::move(*slot))->start();
+  } else if (auto refusal = Held::take(shared.refusing, 1, kMaxRefusing)) {
+    std::make_shared<Session>(std::move(socket), shared, std::move(*refusal))->refuse();
+  }  // else the socket closes here, unanswered
   accept();
 }
 
@@ -502,6 +538,7 @@ void HttpServer::Impl::run_io() {
 }
 
 void HttpServer::Impl::stop() {
+  shared.stopping = true;  // before anything else: no handler call starts from now on
   if (serving_on_this_thread == this) {
     io->stop();
     return;
@@ -510,6 +547,11 @@ void HttpServer::Impl::stop() {
   if (stopped) return;
   io->stop();
   for (auto& thread : threads) thread.join();
+  if (shared.handler_pool) {
+    shared.handler_pool->stop();  // queued requests are dropped unrun
+    shared.handler_pool->join();  // the handler calls running return
+  }
+  shared.handler_pool.reset();  // destroys the dropped tasks, with the sessions they held
   accept_retry.reset();
   acceptor.reset();
   io.reset();  // destroys every session with its pending operations: closes all connections

@@ -33,10 +33,12 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-/// Called once per request, on one of the server's io threads, possibly on several at once:
-/// it must be safe to call concurrently. An exception it throws is answered with 500 (code
-/// internal, its what() as the message) and the server keeps serving. While it runs, its io
-/// thread serves no other connection, so keep it short or raise HttpOptions::threads.
+/// Called once per request, on one of the server's handler threads (HttpOptions::handler_threads),
+/// possibly on several at once: it must be safe to call concurrently. An exception it throws is
+/// answered with 500 (code internal, its what() as the message) and the server keeps serving.
+/// While it runs, the io threads go on accepting, reading and answering other connections; a
+/// handler that blocks holds up its own request and, once every handler thread is busy, the
+/// requests queued behind it.
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpOptions {
@@ -44,7 +46,8 @@ struct HttpOptions {
   /// address of this host. No name is looked up.
   std::string address = "127.0.0.1";
   unsigned short port = 8080;  ///< 0: an ephemeral port (see HttpServer::port())
-  /// The bearer token. Required when the address is not loopback (127.0.0.0/8, ::1, localhost).
+  /// The bearer token: empty (none), or visible ASCII, '!' to '~' (no space, no control
+  /// character). Required when the address is not loopback (127.0.0.0/8, ::1, localhost).
   /// When set, every request but those to public_paths needs `Authorization: Bearer <token>`.
   std::string token{};
   std::size_t max_body = 1 << 20;  ///< larger request bodies get 413
@@ -55,6 +58,17 @@ struct HttpOptions {
   /// or after its last response (the keep-alive idle timeout); it also bounds reading one
   /// request and writing one response, so a slow client cannot hold a connection forever.
   std::chrono::milliseconds idle_timeout{30'000};
+  /// Open connections served at once. One more is answered 503 too_many_connections (with
+  /// Retry-After) and closed, so that idle clients cannot use up the process's file descriptors.
+  std::size_t max_connections = 256;
+  /// The request line and headers of one request, in bytes; more gets 431 header_too_large.
+  std::size_t max_header = 16 * 1024;
+  /// Request-body bytes the whole server holds at once (being read or handled); a request whose
+  /// body would go over it gets 503 too_many_bodies before its body is read. A body of unknown
+  /// length (chunked) counts as max_body.
+  std::size_t max_body_bytes_in_flight = std::size_t{64} << 20;
+  /// Threads that call the handler (at least one), apart from the io threads.
+  int handler_threads = 8;
 };
 
 /// A JSON error as every error of this API reads: {"error": {"code": ..., "message": ...}}.
@@ -64,23 +78,34 @@ HttpResponse json_error(int status, std::string code, std::string message);
 /// Serves HTTP/1.0 and 1.1 (keep-alive, chunked request bodies, Expect: 100-continue) until
 /// stopped. Errors it answers itself, all as json_error: 400 bad_request (malformed HTTP, a
 /// target that does not decode), 401 unauthorized (with `WWW-Authenticate: Bearer`), 403
-/// forbidden (a browser request from another site: an Origin other than this server, or, on a
-/// loopback address, a Host that is not a loopback name, as DNS rebinding makes it), 413
-/// payload_too_large, 500 internal (the handler threw).
+/// forbidden (a browser request from another site: an Origin other than http:// and this
+/// server's Host, or, on a loopback address, a Host that is not exactly a loopback name with an
+/// optional port, as DNS rebinding makes it), 413 payload_too_large, 431 header_too_large, 500
+/// internal (the handler threw), 503 too_many_connections and too_many_bodies (with
+/// `Retry-After`). The target, Host, Origin and token are checked on the header, before any
+/// body byte is read or `100 Continue` is sent; a request refused with a body still unread is
+/// answered and its connection closed. Every response carries `X-Frame-Options: DENY`,
+/// `Content-Security-Policy: frame-ancestors 'none'` and `X-Content-Type-Options: nosniff`
+/// (set by the server, over any the handler sets), so no other site can frame a page of it.
 ///
-/// Threading: the constructor starts HttpOptions::threads io threads that accept connections,
-/// read requests and call the handler; it returns once the server listens. stop() may be called
-/// from any thread, any number of times. Called from a thread other than the io threads, it
-/// returns after the io threads have ended, the listening socket and every connection are
-/// closed, and no handler call is running or will start. Called from inside the handler, it
-/// only makes the io threads end (no new handler call starts after the current ones return);
-/// the destructor finishes the job. The destructor stops; it must not run on an io thread (not
-/// from inside the handler) and never throws. port() and url() may be called from any thread.
+/// Threading: the constructor starts HttpOptions::threads io threads, which accept connections,
+/// read requests and send responses, and HttpOptions::handler_threads handler threads, which
+/// call the handler; it returns once the server listens. stop() may be called from any thread,
+/// any number of times. Called from a thread other than the server's own, it returns after the
+/// io threads have ended, every handler call running has returned (it waits for a handler
+/// blocked on the database; a request still queued is dropped without calling the handler), the
+/// listening socket and every connection are closed, and no handler call will start. Called
+/// from inside the handler, it only makes the io threads end and keeps any handler call from
+/// starting (the calls running go on and their responses are dropped); the destructor finishes
+/// the job. The destructor stops; it must not run on a
+/// server thread (not from inside the handler) and never throws. port() and url() may be called
+/// from any thread.
 class HttpServer {
  public:
-  /// Binds, listens and starts serving. Throws durable::Error for a non-loopback address
-  /// without a token, an address that does not parse, or an address and port it cannot listen
-  /// on (in use, not local); the message names the address and port.
+  /// Binds, listens and starts serving. Throws durable::Error for a token that is not valid (see
+  /// HttpOptions::token), a non-loopback address without a token, an address that does not
+  /// parse, or an address and port it cannot listen on (in use, not local); the message names
+  /// the address and port.
   HttpServer(HttpOptions options, HttpHandler handler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

@@ -15,7 +15,10 @@
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <durable/errors.hpp>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -84,6 +87,9 @@ class Client {
     return read_response();
   }
 
+  // No more bytes from this client: the server sees the end of its stream.
+  void shutdown_send() { ::shutdown(fd_, SHUT_WR); }
+
   // True when the server closes the connection within the time, with nothing more sent.
   bool closed_within(std::chrono::milliseconds time) {
     pollfd ready{fd_, POLLIN, 0};
@@ -142,6 +148,55 @@ std::string error_code_of(const Response& response) {
 }
 std::string header_of(const Response& response, std::string_view name) {
   return std::string(response[boost::beast::string_view(name.data(), name.size())]);
+}
+
+// A handler that holds its request until the test opens the gate: a database call that blocks.
+// Declare an Opener after the server, so that the gate opens before the server waits for the
+// handler to return, whatever the test's outcome.
+class Gate {
+ public:
+  void pass() {
+    std::unique_lock lock(mutex_);
+    ++entered_;
+    changed_.notify_all();
+    changed_.wait(lock, [this] { return open_; });
+  }
+  bool wait_entered() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, 5s, [this] { return entered_ > 0; });
+  }
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int entered_ = 0;
+  bool open_ = false;
+};
+
+struct Opener {
+  Gate& gate;
+  ~Opener() { gate.open(); }
+};
+
+// True once `count` clients connected together are all served, tried again until a deadline: a
+// connection the client saw closed may take a moment more to leave the server's count.
+bool served_at_once(unsigned short port, int count) {
+  for (const auto deadline = SteadyClock::now() + 5s; SteadyClock::now() < deadline;) {
+    try {
+      std::vector<std::unique_ptr<Client>> clients;
+      for (int i = 0; i < count; ++i) clients.push_back(std::make_unique<Client>(port));
+      bool all = true;
+      for (auto& client : clients) all = all && client->exchange(get("/n")).result_int() == 200;
+      if (all) return true;
+    } catch (const std::runtime_error&) {
+    }
+  }
+  return false;
 }
 
 std::chrono::milliseconds since(SteadyClock::time_point start) {
@@ -417,32 +472,12 @@ TEST_CASE("http server: the destructor closes idle and busy connections promptly
 }
 
 TEST_CASE("http server: stop() is idempotent and callable from any thread") {
-  SUBCASE("from another thread, twice") {
-    HttpServer server(ephemeral(), echo);
-    Client idle(server.port());
-    std::thread([&] { server.stop(); }).join();
-    server.stop();
-    CHECK(idle.closed_within(1s));
-    CHECK_THROWS_AS(Client{server.port()}, std::runtime_error);
-  }
-  SUBCASE("from inside the handler") {
-    HttpServer* self = nullptr;
-    std::atomic<bool> stopped{false};
-    std::optional<HttpServer> server(std::in_place, ephemeral(), [&](const HttpRequest& request) {
-      self->stop();
-      stopped = true;
-      return echo(request);
-    });
-    self = &*server;
-    Client client(server->port());
-    client.send(get("/stop"));
-    const auto deadline = SteadyClock::now() + 2s;
-    while (!stopped && SteadyClock::now() < deadline) std::this_thread::yield();
-    REQUIRE(stopped);
-    const auto start = SteadyClock::now();
-    server.reset();
-    CHECK(since(start) < 1s);
-  }
+  HttpServer server(ephemeral(), echo);
+  Client idle(server.port());
+  std::thread([&] { server.stop(); }).join();
+  server.stop();
+  CHECK(idle.closed_within(1s));
+  CHECK_THROWS_AS(Client{server.port()}, std::runtime_error);
 }
 
 TEST_CASE("http server: port 0 gives an ephemeral port that url() names") {
@@ -486,4 +521,278 @@ TEST_CASE("http server: an address that does not parse is an Error") {
     CHECK_THROWS_WITH_AS(HttpServer(options, echo), doctest::Contains("not an IP address"),
                          durable::Error);
   }
+}
+
+TEST_CASE("http server: a connection over max_connections gets 503 and the next one is served") {
+  HttpOptions options = ephemeral();
+  options.max_connections = 2;
+  HttpServer server(options, echo);
+  std::optional<Client> first(std::in_place, server.port());
+  Client second(server.port());
+  // Answered: both are counted by now.
+  REQUIRE(first->exchange(get("/1")).result_int() == 200);
+  REQUIRE(second.exchange(get("/2")).result_int() == 200);
+
+  Client third(server.port());
+  const Response refused = third.read_response();
+  CHECK(refused.result_int() == 503);
+  CHECK(error_code_of(refused) == "too_many_connections");
+  CHECK(header_of(refused, "Retry-After") == "1");
+  CHECK(third.closed_within(2s));
+
+  // The accept loop goes on: once a connection closes, a new one is served.
+  first.reset();
+  CHECK(served_at_once(server.port(), 1));
+}
+
+TEST_CASE("http server: idle and half-sent connections close after idle_timeout and free a slot") {
+  HttpOptions options = ephemeral();
+  options.idle_timeout = 200ms;
+  options.max_connections = 3;
+  HttpServer server(options, echo);
+  Client keep_alive(server.port());
+  REQUIRE(keep_alive.exchange(get("/once")).result_int() == 200);
+  Client half_body(server.port());
+  half_body.send("POST /p HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nab");
+  Client half_closed(server.port());
+  half_closed.send("GET /never-finished HTTP/1.1\r\nHost: loc");
+  half_closed.shutdown_send();
+  CHECK(keep_alive.closed_within(5s));
+  CHECK(half_body.closed_within(5s));
+  CHECK(half_closed.closed_within(5s));
+  // All three slots are free again.
+  CHECK(served_at_once(server.port(), 3));
+}
+
+TEST_CASE("http server: a request refused on its header gets no 100 Continue and no body read") {
+  HttpOptions options = ephemeral();
+  options.token = "s3cret";
+  std::atomic<int> calls{0};
+  HttpServer server(options, [&](const HttpRequest& request) {
+    ++calls;
+    return echo(request);
+  });
+  const std::string expect = "Content-Length: 5\r\nExpect: 100-continue\r\n";
+  SUBCASE("no token: 401") {
+    Client client(server.port());
+    client.send("POST /v1/runs HTTP/1.1\r\nHost: localhost\r\n" + expect + "\r\n");
+    const Response response = client.read_response();
+    CHECK(response.result_int() == 401);
+    CHECK(error_code_of(response) == "unauthorized");
+    CHECK(client.closed_within(2s));  // the body that was not read cannot start a next request
+  }
+  SUBCASE("another site: 403") {
+    Client client(server.port());
+    client.send("POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nOrigin: http://evil.example\r\n" +
+                expect + "Authorization: Bearer s3cret\r\n\r\n");
+    CHECK(client.read_response().result_int() == 403);
+    CHECK(client.closed_within(2s));
+  }
+  SUBCASE("with the token: 100, then the answer") {
+    Client client(server.port());
+    client.send("POST /v1/runs HTTP/1.1\r\nHost: localhost\r\n" + expect +
+                "Authorization: Bearer s3cret\r\n\r\n");
+    REQUIRE(client.read_response().result_int() == 100);
+    client.send("hello");
+    CHECK(json_of(client.read_response())["body"] == "hello");
+    CHECK(calls == 1);
+  }
+  SUBCASE("a body sent anyway is discarded, not handled") {
+    Client client(server.port());
+    client.send(request_text("POST", "/v1/runs", std::string(64 * 1024, 'x')));
+    CHECK(client.read_response().result_int() == 401);
+    CHECK(client.closed_within(2s));
+  }
+  CHECK(calls <= 1);
+}
+
+TEST_CASE("http server: bodies over max_body_bytes_in_flight get 503 before they are read") {
+  HttpOptions options = ephemeral();
+  options.max_body_bytes_in_flight = 1000;
+  Gate gate;
+  HttpServer server(options, [&](const HttpRequest& request) {
+    if (request.path == "/hold") gate.pass();
+    return echo(request);
+  });
+  Opener opener{gate};
+  Client holding(server.port());
+  holding.send(request_text("POST", "/hold", std::string(600, 'h')));
+  REQUIRE(gate.wait_entered());  // its 600 bytes are held until the handler returns
+
+  Client over(server.port());
+  const Response refused = over.exchange(request_text("POST", "/over", std::string(600, 'o')));
+  CHECK(refused.result_int() == 503);
+  CHECK(error_code_of(refused) == "too_many_bodies");
+  CHECK(header_of(refused, "Retry-After") == "1");
+  CHECK(over.closed_within(2s));
+  Client fits(server.port());
+  CHECK(fits.exchange(request_text("POST", "/fits", std::string(300, 'f'))).result_int() == 200);
+  CHECK(fits.exchange(get("/no-body")).result_int() == 200);
+
+  gate.open();
+  CHECK(json_of(holding.read_response())["path"] == "/hold");
+  CHECK(Client(server.port())
+            .exchange(request_text("POST", "/over", std::string(600, 'o')))
+            .result_int() == 200);
+}
+
+TEST_CASE("http server: a header over max_header gets 431 header_too_large") {
+  HttpOptions options = ephemeral();
+  options.max_header = 1024;
+  HttpServer server(options, echo);
+  Client client(server.port());
+  const Response response = client.exchange(get("/h", "X-Big: " + std::string(2000, 'a') + "\r\n"));
+  CHECK(response.result_int() == 431);
+  CHECK(error_code_of(response) == "header_too_large");
+  CHECK(client.closed_within(2s));
+  CHECK(Client(server.port()).exchange(get("/small")).result_int() == 200);
+}
+
+TEST_CASE("http server: a handler blocked on one request does not hold up the others") {
+  HttpOptions options = ephemeral();
+  options.threads = 1;
+  Gate gate;
+  std::atomic<bool> blocked_returned{false};
+  HttpServer server(options, [&](const HttpRequest& request) {
+    if (request.path == "/blocked") {
+      gate.pass();
+      blocked_returned = true;
+    }
+    return echo(request);
+  });
+  Opener opener{gate};
+  Client blocked(server.port());
+  blocked.send(get("/blocked"));
+  REQUIRE(gate.wait_entered());
+  Client other(server.port());
+  for (int i = 0; i < 3; ++i) CHECK(other.exchange(get("/other")).result_int() == 200);
+  CHECK_FALSE(blocked_returned);  // answered while the first is still blocked
+  gate.open();
+  CHECK(json_of(blocked.read_response())["path"] == "/blocked");
+}
+
+TEST_CASE("http server: stop() returns after the handler calls running have returned") {
+  HttpOptions options = ephemeral();
+  options.handler_threads = 2;
+  Gate gate;
+  std::atomic<bool> finished{false};
+  std::atomic<bool> stopped_inside{false};
+  std::optional<HttpServer> server;
+  server.emplace(options, [&](const HttpRequest& request) {
+    if (request.path == "/stop") {
+      server->stop();  // from inside: no handler call starts after this
+      stopped_inside = true;
+    }
+    if (request.path == "/blocked") {
+      gate.pass();
+      finished = true;
+    }
+    return echo(request);
+  });
+  const unsigned short port = server->port();
+  Opener opener{gate};
+  Client blocked(port);
+  blocked.send(get("/blocked"));
+  REQUIRE(gate.wait_entered());
+  SUBCASE("from another thread") {
+    std::atomic<bool> stop_called{false};
+    bool finished_when_stopped = false;
+    std::thread stopping([&] {
+      stop_called = true;
+      server->stop();
+      finished_when_stopped = finished;
+    });
+    while (!stop_called) std::this_thread::yield();
+    gate.open();
+    stopping.join();
+    CHECK(finished_when_stopped);
+  }
+  SUBCASE("from inside the handler, then the destructor") {
+    Client stopper(port);
+    stopper.send(get("/stop"));
+    const auto deadline = SteadyClock::now() + 5s;
+    while (!stopped_inside && SteadyClock::now() < deadline) std::this_thread::yield();
+    REQUIRE(stopped_inside);
+    gate.open();  // the io threads have stopped: the blocked call's response is dropped
+    server.reset();
+    CHECK(finished);
+    CHECK(blocked.closed_within(2s));
+  }
+  CHECK_THROWS_AS(Client{port}, std::runtime_error);
+}
+
+TEST_CASE("http server: a Host that is not exactly a loopback name and a port is refused") {
+  HttpServer server(ephemeral(), echo);
+  const std::string port = std::to_string(server.port());
+  const auto status_with_host = [&](const std::string& host) {
+    Client client(server.port());
+    return client.exchange("GET /h HTTP/1.1\r\nHost: " + host + "\r\n\r\n").result_int();
+  };
+  for (const std::string& host : std::vector<std::string>{
+           "127.0.0.1:" + port + " evil", "127.0.0.1:" + port + "x",
+           "localhost:", "localhost:99999", "localhost:-1", "localhost.evil.example",
+           "127.0.0.1.nip.io", "[::1", "[::1]x", "[::1]:80:80", "evil.example", "127.0.0.1 evil"}) {
+    CAPTURE(host);
+    CHECK(status_with_host(host) == 403);
+  }
+  for (const std::string& host :
+       std::vector<std::string>{"localhost", "LocalHost:" + port, "127.0.0.1:" + port,
+                                "127.9.8.7:1", "[::1]", "[::1]:" + port}) {
+    CAPTURE(host);
+    CHECK(status_with_host(host) == 200);
+  }
+}
+
+TEST_CASE("http server: an Origin with another scheme than http is refused") {
+  HttpServer server(ephemeral(), echo);
+  const std::string self = "127.0.0.1:" + std::to_string(server.port());
+  const auto status_with_origin = [&](const std::string& origin) {
+    Client client(server.port());
+    return client
+        .exchange("GET /o HTTP/1.1\r\nHost: " + self + "\r\nOrigin: " + origin + "\r\n\r\n")
+        .result_int();
+  };
+  for (const std::string& origin :
+       std::vector<std::string>{"https://" + self, "ws://" + self, "null", self, "//" + self,
+                                "http://" + self + "/", "http://localhost"}) {
+    CAPTURE(origin);
+    CHECK(status_with_origin(origin) == 403);
+  }
+  CHECK(status_with_origin("http://" + self) == 200);
+  CHECK(status_with_origin("HTTP://" + self) == 200);
+}
+
+TEST_CASE("http server: a token with a space, a control character or no visible one is refused") {
+  HttpOptions options = ephemeral();
+  for (const std::string& token :
+       std::vector<std::string>{" ", "  ", "two words", "tab\t", "line\n", std::string("\x01"),
+                                std::string("caf\xc3\xa9"), std::string(" padded ")}) {
+    CAPTURE(token);
+    options.token = token;
+    CHECK_THROWS_WITH_AS(HttpServer(options, echo), doctest::Contains("visible ASCII"),
+                         durable::Error);
+  }
+  options.token = "A-z0.9_~+/=!";
+  CHECK_NOTHROW(HttpServer(options, echo));
+}
+
+TEST_CASE("http server: every response forbids framing and content sniffing") {
+  HttpOptions options = ephemeral();
+  options.token = "t";
+  options.max_connections = 1;
+  HttpServer server(options, echo);
+  Client client(server.port());
+  std::vector<Response> responses;
+  responses.push_back(client.exchange(get("/")));         // public: 200
+  responses.push_back(client.exchange(get("/v1/runs")));  // 401
+  responses.push_back(client.exchange(get("/v1/runs", "Authorization: Bearer t\r\n")));  // 200
+  responses.push_back(Client(server.port()).read_response());                            // 503
+  responses.push_back(client.exchange("NOT HTTP\r\n\r\n"));                              // 400
+  for (const Response& response : responses) {
+    CAPTURE(response.result_int());
+    CHECK(header_of(response, "X-Frame-Options") == "DENY");
+    CHECK(header_of(response, "Content-Security-Policy") == "frame-ancestors 'none'");
+    CHECK(header_of(response, "X-Content-Type-Options") == "nosniff");
+  }
+  CHECK(responses[3].result_int() == 503);
 }

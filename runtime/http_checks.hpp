@@ -1,0 +1,40 @@
+#pragma once
+// What the HTTP server checks on a request's header before it reads a body byte or calls the
+// handler: the target decodes, the browser request comes from this server's own page, the
+// token is right. Pure functions of the text, so that each rule reads on its own. Internal to
+// runtime/; the server's contract is in http_server.hpp.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "http_server.hpp"
+
+namespace durable::ops::detail {
+
+/// ASCII case-insensitive equality, as HTTP compares header names, schemes and host names.
+bool iequals(std::string_view a, std::string_view b);
+
+/// Decodes an origin-form target ("/path?query"): the percent-decoded path and query. False
+/// for any other form (absolute, "*") or a '%' not followed by two hex digits.
+bool decode_target(std::string_view target, std::string& path,
+                   std::map<std::string, std::string>& query);
+
+/// Why `token` cannot be a bearer token (nullopt when it can, or when it is empty: no token).
+/// A token is visible ASCII, '!' to '~': no space, tab or control character, which a header
+/// would mangle or a shell quote would hide.
+std::optional<std::string> invalid_token(std::string_view token);
+
+/// nullopt when the request may go on; otherwise why it gets 401.
+std::optional<std::string> refuse_token(const HttpOptions& options, const std::string& path,
+                                        std::string_view authorization);
+
+/// True for "localhost", an IPv4 loopback address and "[::1]" (brackets optional), nothing more.
+bool is_loopback_name(std::string_view host);
+
+/// nullopt when the request may go on; otherwise why it gets 403 (a browser on another site).
+std::optional<std::string> refuse_cross_site(const HttpOptions& options, std::string_view host,
+                                             std::string_view origin);
+
+}  // namespace durable::ops::detail
