@@ -81,9 +81,35 @@ auto as_bad_request(F&& body) {
 
 }  // namespace
 
+struct Admin::Connection {
+  std::unique_ptr<detail::Store> store;
+  std::unique_ptr<detail::OpsQueries> queries;
+};
+
+class Admin::Lease {
+ public:
+  Lease(Admin& admin, std::unique_ptr<Connection> connection)
+      : admin_(admin), connection_(std::move(connection)) {}
+  ~Lease() { admin_.give_back(std::move(connection_)); }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  Connection& operator*() const { return *connection_; }
+  Connection* operator->() const { return connection_.get(); }
+
+ private:
+  Admin& admin_;
+  std::unique_ptr<Connection> connection_;
+};
+
 Admin::Admin(const std::string& database, std::function<void()> on_change,
-             std::function<Clock::time_point()> clock, Durability durability)
-    : on_change_(std::move(on_change)), clock_(std::move(clock)) {
+             std::function<Clock::time_point()> clock, Durability durability,
+             std::size_t max_connections, bool read_only)
+    : on_change_(std::move(on_change)),
+      clock_(std::move(clock)),
+      path_(database),
+      durability_(durability),
+      max_connections_(std::max<std::size_t>(1, max_connections)),
+      read_only_(read_only) {
   if (database.empty() || database == ":memory:") {
     throw Error("the admin API needs a database file, not '" + database + "'");
   }
@@ -91,11 +117,51 @@ Admin::Admin(const std::string& database, std::function<void()> on_change,
   std::error_code ignored;
   database_ = std::filesystem::absolute(database, ignored).string();
   if (database_.empty()) database_ = database;
-  store_ = detail::open_sqlite_store(database, durability);
-  queries_ = std::make_unique<detail::OpsQueries>(database);
+  // The first connection creates or migrates the file, and says now if it cannot be opened.
+  idle_.push_back(open_connection());
+  opened_ = 1;
 }
 
 Admin::~Admin() = default;
+
+std::unique_ptr<Admin::Connection> Admin::open_connection() const {
+  auto connection = std::make_unique<Connection>();
+  connection->store = detail::open_sqlite_store(
+      path_, durability_, read_only_ ? detail::Access::read_only : detail::Access::read_write);
+  connection->queries = std::make_unique<detail::OpsQueries>(path_);
+  return connection;
+}
+
+// An idle connection, else a new one while fewer than max_connections are open, else the next
+// one given back. A new one is opened outside the mutex: opening waits on the file, and other
+// calls must not wait on that.
+Admin::Lease Admin::lease() {
+  std::unique_lock lock(mutex_);
+  returned_.wait(lock, [this] { return !idle_.empty() || opened_ < max_connections_; });
+  if (!idle_.empty()) {
+    std::unique_ptr<Connection> connection = std::move(idle_.back());
+    idle_.pop_back();
+    return Lease(*this, std::move(connection));
+  }
+  ++opened_;
+  lock.unlock();
+  try {
+    return Lease(*this, open_connection());
+  } catch (...) {
+    lock.lock();
+    --opened_;
+    returned_.notify_one();
+    throw;
+  }
+}
+
+void Admin::give_back(std::unique_ptr<Connection> connection) {
+  {
+    std::lock_guard lock(mutex_);
+    idle_.push_back(std::move(connection));
+  }
+  returned_.notify_one();
+}
 
 std::int64_t Admin::now_ms() const { return detail::to_ms(clock_ ? clock_() : Clock::now()); }
 
@@ -103,31 +169,32 @@ void Admin::changed() const {
   if (on_change_) on_change_();
 }
 
-std::set<std::string> Admin::known() {
-  const std::vector<std::string> names = queries_->known_workflows();
+std::set<std::string> Admin::known(Connection& db) {
+  const std::vector<std::string> names = db.queries->known_workflows();
   return {names.begin(), names.end()};
 }
 
 json Admin::list_runs(const RunQuery& query) {
-  std::lock_guard lock(mutex_);
+  const Lease db = lease();
   RunFilter filter;
   filter.status = query.status;
   filter.workflow = query.workflow;
   filter.limit = query.limit;
-  const std::set<std::string> names = known();
+  const std::set<std::string> names = known(*db);
   json runs = json::array();
-  for (const RunInfo& run : store_->list_runs(filter)) runs.push_back(summary(run, names));
-  json answer = counts_json(queries_->count_runs(query.workflow));
+  for (const RunInfo& run : db->store->list_runs(filter)) runs.push_back(summary(run, names));
+  json answer = counts_json(db->queries->count_runs(query.workflow));
   answer["runs"] = std::move(runs);
   return answer;
 }
 
 json Admin::show_run(std::string_view id) {
-  std::lock_guard lock(mutex_);
-  const std::optional<RunInfo> run = store_->get_run(std::string(id), true);
+  const Lease db = lease();
+  const std::optional<RunInfo> run = db->store->get_run(std::string(id), true);
   if (!run) throw NotFound("no run with id '" + std::string(id) + "'");
-  const std::vector<StepInfo> steps = store_->list_steps(run->id).value_or(std::vector<StepInfo>{});
-  json j = summary(*run, known());
+  const std::vector<StepInfo> steps =
+      db->store->list_steps(run->id).value_or(std::vector<StepInfo>{});
+  json j = summary(*run, known(*db));
   j["input"] = run->input;
   j["output"] = run->output;
   j["history"] = json::array();
@@ -137,12 +204,12 @@ json Admin::show_run(std::string_view id) {
   }
   j["steps"] = json::array();
   for (const StepInfo& s : steps) j["steps"].push_back(step_json(s));
-  j["runbook"] = run->status == Status::failed ? runbook(*run, steps) : json();
+  j["runbook"] = run->status == Status::failed ? runbook(*db, *run, steps) : json();
   return j;
 }
 
 // What failed, where, how often, what to check, and the commands that retry it.
-json Admin::runbook(const RunInfo& run, const std::vector<StepInfo>& steps) {
+json Admin::runbook(Connection& db, const RunInfo& run, const std::vector<StepInfo>& steps) {
   const ErrorInfo error = run.error.value_or(ErrorInfo{"unknown", "no error was recorded", {}, 0});
   json book = {{"failed_step", error.step_id},
                {"error", detail::error_to_json(error)},
@@ -154,8 +221,8 @@ json Admin::runbook(const RunInfo& run, const std::vector<StepInfo>& steps) {
   const int attempts = step != steps.end() ? step->attempts : error.attempts;
   book["step_kind"] = step != steps.end() ? json(step->kind) : json();
   book["attempts"] = attempts;
-  const std::int64_t alike =
-      queries_->failures_alike(run.workflow, error.step_id, error.type, now_ms() - kDayMs, run.id);
+  const std::int64_t alike = db.queries->failures_alike(run.workflow, error.step_id, error.type,
+                                                        now_ms() - kDayMs, run.id);
   book["similar_failures"] = alike;
 
   std::vector<std::string> checks;
@@ -201,8 +268,8 @@ json Admin::runbook(const RunInfo& run, const std::vector<StepInfo>& steps) {
 }
 
 json Admin::run_steps(std::string_view id) {
-  std::lock_guard lock(mutex_);
-  const auto steps = store_->list_steps(std::string(id));
+  const Lease db = lease();
+  const auto steps = db->store->list_steps(std::string(id));
   if (!steps) throw NotFound("no run with id '" + std::string(id) + "'");
   json list = json::array();
   for (const StepInfo& s : *steps) list.push_back(step_json(s));
@@ -216,8 +283,8 @@ json Admin::start_run(const StartRequest& request) {
     return detail::storable_text(request.input, "the input of a run of '" + request.workflow + "'",
                                  kMaxDataBytes);
   });
-  std::lock_guard lock(mutex_);
-  const bool is_known = known().contains(request.workflow);
+  const Lease db = lease();
+  const bool is_known = known(*db).contains(request.workflow);
   if (!is_known && !request.queue_unknown) {
     throw UnknownWorkflow("no worker has registered a workflow named '" + request.workflow +
                           "'; start the worker that adds it first");
@@ -232,38 +299,38 @@ json Admin::start_run(const StartRequest& request) {
     run.reason = "started; no worker has registered workflow '" + request.workflow +
                  "' yet: the run waits for one that has it";
   }
-  const std::string id = store_->create_run(run);
+  const std::string id = db->store->create_run(run);
   changed();
   return {{"id", id}, {"created", id == run.id}, {"known", is_known}};
 }
 
 json Admin::cancel_run(std::string_view id) {
-  std::lock_guard lock(mutex_);
+  const Lease db = lease();
   // The status is read in the cancel's own transaction: a run that ended meanwhile is refused.
-  const std::optional<Status> before = store_->cancel(std::string(id), now_ms());
+  const std::optional<Status> before = db->store->cancel(std::string(id), now_ms());
   if (!before) throw NotFound("no run with id '" + std::string(id) + "'");
   if (*before == Status::completed || *before == Status::failed || *before == Status::cancelled) {
     throw Conflict("run " + std::string(id) + " already ended (" + std::string(to_string(*before)) +
                    "): there is nothing to cancel");
   }
   changed();
-  const auto run = store_->get_run(std::string(id), false);
+  const auto run = db->store->get_run(std::string(id), false);
   return {{"id", id}, {"status", run ? to_string(run->status) : "cancelled"}};
 }
 
 json Admin::retry_run(std::string_view id) {
-  std::lock_guard lock(mutex_);
+  const Lease db = lease();
   // The state is checked in the retry's own transaction. A database error is not the run's
   // state: it stays an Error (HTTP 503, exit 1).
   bool found = false;
   try {
-    found = store_->retry(std::string(id), now_ms());
+    found = db->store->retry(std::string(id), now_ms());
   } catch (const detail::RunStateRefused& e) {
     throw Conflict(e.what());
   }
   if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
   changed();
-  const auto run = store_->get_run(std::string(id), false);
+  const auto run = db->store->get_run(std::string(id), false);
   return {{"id", id}, {"status", run ? to_string(run->status) : "pending"}};
 }
 
@@ -276,37 +343,37 @@ json Admin::send_event(std::string_view name, const json& data) {
   });
   event.id = detail::new_id();
   event.name = std::string(name);
-  std::lock_guard lock(mutex_);
+  const Lease db = lease();
   event.now_ms = now_ms();
-  const detail::Published published = store_->publish(event);
+  const detail::Published published = db->store->publish(event);
   changed();
   return {{"id", event.id}, {"woken", published.woken}, {"started", published.started}};
 }
 
 json Admin::stats() {
-  std::lock_guard lock(mutex_);
+  const Lease db = lease();
   const std::int64_t now = now_ms();
-  const std::map<std::string, std::int64_t> counts = queries_->count_runs("");
+  const std::map<std::string, std::int64_t> counts = db->queries->count_runs("");
   json j = counts_json(counts);
-  const detail::Backlog backlog = store_->backlog(now);
+  const detail::Backlog backlog = db->store->backlog(now);
   j["pending_depth"] = backlog.depth;
   j["oldest_pending_age_seconds"] =
       backlog.oldest_due_ms ? json(std::max<std::int64_t>(0, now - *backlog.oldest_due_ms) / 1000.0)
                             : json();
-  const detail::StepTotals totals = queries_->step_totals({});
+  const detail::StepTotals totals = db->queries->step_totals({});
   j["steps"] = totals.steps;
   j["retries"] = totals.retries;
   j["failed_steps"] = totals.failed_steps;
   j["failed_runs"] = j["counts"]["failed"];
-  j["workers"] = queries_->workers();
-  j["workflows"] = queries_->known_workflows();
+  j["workers"] = db->queries->workers();
+  j["workflows"] = db->queries->known_workflows();
   return j;
 }
 
 json Admin::list_schedules() {
-  std::lock_guard lock(mutex_);
+  const Lease db = lease();
   json list = json::array();
-  for (const ScheduleInfo& s : store_->list_schedules()) {
+  for (const ScheduleInfo& s : db->store->list_schedules()) {
     list.push_back({{"id", s.id},
                     {"workflow", s.workflow},
                     {"input", s.input},
@@ -320,19 +387,19 @@ json Admin::list_schedules() {
 }
 
 void Admin::remove_schedule(std::string_view id) {
-  std::lock_guard lock(mutex_);
-  if (!store_->remove_schedule(std::string(id))) {
+  const Lease db = lease();
+  if (!db->store->remove_schedule(std::string(id))) {
     throw NotFound("no schedule with id '" + std::string(id) + "'");
   }
   changed();
 }
 
 std::string Admin::metrics() {
-  std::lock_guard lock(mutex_);
+  const Lease db = lease();
   const std::int64_t now = now_ms();
-  const std::map<std::string, std::int64_t> counts = queries_->count_runs("");
-  const detail::Backlog backlog = store_->backlog(now);
-  const detail::StepTotals totals = queries_->step_totals(kDurationBoundsMs);
+  const std::map<std::string, std::int64_t> counts = db->queries->count_runs("");
+  const detail::Backlog backlog = db->store->backlog(now);
+  const detail::StepTotals totals = db->queries->step_totals(kDurationBoundsMs);
   std::ostringstream out;
   const auto family = [&out](const char* name, const char* type, const char* help) {
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
@@ -360,7 +427,7 @@ std::string Admin::metrics() {
                                 : 0.0)
       << '\n';
   family("durable_workers", "gauge", "Runtimes registered on the database.");
-  out << "durable_workers " << queries_->workers() << '\n';
+  out << "durable_workers " << db->queries->workers() << '\n';
   family("durable_step_duration_seconds", "histogram",
          "Time the last attempt of each step body took.");
   for (std::size_t i = 0; i < kDurationBoundsMs.size(); ++i) {

@@ -4,11 +4,14 @@
 // answer the same question the same way. Every answer is JSON in the shapes the HTTP API
 // returns (docs/operations.md); the command renders it for people or prints it with --json.
 //
-// An Admin opens its own connection to the database file: it works beside serving workers in
+// An Admin opens its own connections to the database file: it works beside serving workers in
 // other processes, or in the same one (a Runtime serving HTTP), as any SQLite reader and
-// writer does. Thread-safe: calls are serialized on one connection.
+// writer does. Thread-safe: each call takes a connection of its own from a small pool, so a
+// call blocked on the database (another process holding the write lock) holds up only itself.
 
 #include <chrono>
+#include <condition_variable>
+#include <cstddef>
 #include <durable/durable.hpp>
 #include <functional>
 #include <memory>
@@ -60,9 +63,16 @@ class Admin {
   /// called after each write (start, cancel, retry, send, unschedule): a Runtime in the same
   /// process passes its wake-up, so that it does not wait for its next poll, and its clock and
   /// durability, so that what the API writes is synced as the runtime's own writes are.
+  ///
+  /// The file is opened once here (errors are thrown from here); more connections are opened as
+  /// concurrent calls need them, up to `max_connections` (at least one; the default matches
+  /// HttpOptions::handler_threads), and kept. A call that finds them all busy waits for one.
+  /// `read_only`: the file is read as it is, never created, migrated or written (its writes
+  /// throw), so a file this user may not write can be read; an older schema is an Error.
   explicit Admin(const std::string& database, std::function<void()> on_change = {},
                  std::function<Clock::time_point()> clock = {},
-                 Durability durability = Durability::normal);
+                 Durability durability = Durability::normal, std::size_t max_connections = 8,
+                 bool read_only = false);
   ~Admin();
   Admin(const Admin&) = delete;
   Admin& operator=(const Admin&) = delete;
@@ -101,17 +111,29 @@ class Admin {
   std::string metrics();
 
  private:
+  struct Connection;  // a Store and its OpsQueries on the file
+  class Lease;        // a Connection taken from the pool, given back when the Lease ends
+
+  std::unique_ptr<Connection> open_connection() const;
+  Lease lease();
+  void give_back(std::unique_ptr<Connection> connection);
   std::int64_t now_ms() const;
   void changed() const;
-  std::set<std::string> known();
-  json runbook(const RunInfo& run, const std::vector<StepInfo>& steps);
+  static std::set<std::string> known(Connection& db);
+  json runbook(Connection& db, const RunInfo& run, const std::vector<StepInfo>& steps);
 
-  std::unique_ptr<detail::Store> store_;
-  std::unique_ptr<detail::OpsQueries> queries_;
-  std::mutex mutex_;
   std::function<void()> on_change_;
   std::function<Clock::time_point()> clock_;
-  std::string database_;
+  std::string path_;      // as given: what the connections open
+  std::string database_;  // absolute: what the runbook's commands name
+  Durability durability_;
+  std::size_t max_connections_;
+  /// Opened read-only (the command's read commands): nothing is created, migrated or written.
+  bool read_only_ = false;
+  std::mutex mutex_;  // guards idle_ and opened_
+  std::condition_variable returned_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+  std::size_t opened_ = 0;
 };
 
 }  // namespace durable::ops

@@ -1,6 +1,11 @@
 #include "api.hpp"
 
 #include <charconv>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "serialization.hpp"
 
 namespace durable::ops {
 
@@ -16,10 +21,20 @@ HttpResponse json_response(int status, const json& body) {
 // The JSON object of a request body; an empty body is an empty object.
 json object_body(const HttpRequest& request) {
   if (request.body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
+  // Scanned before it is parsed: the body's object adds one level to the values it carries.
+  if (detail::too_deep_text(request.body, detail::kMaxJsonDepth + 1)) {
+    throw BadRequest(
+        "the request body is refused: the values it carries (an input, an event's "
+        "data) may nest arrays and objects at most " +
+        std::to_string(detail::kMaxJsonDepth) +
+        " levels deep, so that a hostile value cannot exhaust a stack");
+  }
   json body;
   try {
     body = json::parse(request.body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // Not only parse errors: a number out of range (1e999) is out_of_range.406. Either way the
+    // client sent it, so 400; 500 stays for bugs.
     throw BadRequest(std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!body.is_object()) throw BadRequest("the request body must be a JSON object");

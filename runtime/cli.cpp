@@ -3,8 +3,11 @@
 //   durable [--db FILE] [--json] COMMAND [ARGS]
 //
 // Exit codes a script can rely on: 0 done; 1 failed (the database could not be read or
-// written); 2 bad usage (unknown command or flag, malformed JSON); 3 no such run or schedule;
-// 4 the run's state refuses it (retry of a run that is not failed).
+// written); 2 bad usage (unknown command or flag, malformed JSON, no database at the path);
+// 3 no such run or schedule; 4 the run's state refuses it (retry of a run that is not failed).
+//
+// Commands that only read (runs, show, steps, stats, schedules, metrics) open the file
+// read-only: they work on a file this user may not write, and never migrate or create one.
 
 #include <signal.h>
 
@@ -14,13 +17,17 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "admin.hpp"
 #include "api.hpp"
+#include "durations.hpp"
+#include "http_checks.hpp"
 #include "http_server.hpp"
+#include "store.hpp"
 
 using durable::json;
 namespace ops = durable::ops;
@@ -41,6 +48,9 @@ constexpr const char* kUsageText = R"(usage: durable [--db FILE] [--json] COMMAN
   send EVENT [--data JSON]                       send an event (wakes waits, starts triggered runs)
   stats                                          counts, pending depth and age, retries, failures
   schedules [remove ID]                          list schedules, or remove one
+  metrics                                        the Prometheus metrics of the file
+  events purge --older-than AGE                  delete events older than AGE (e.g. 7d) that
+                                                 no waiting run needs
   serve [--address A] [--port P] [--token T]     HTTP API, /metrics and dashboard over the file
 
   --db FILE   the database (default durable.db)   --json   print the answer as JSON
@@ -258,6 +268,7 @@ int serve(const std::string& database, const Command& cmd) {
   if (http.token.empty()) {
     if (const char* env = std::getenv("DURABLE_TOKEN")) http.token = env;
   }
+  if (const auto invalid = ops::detail::invalid_token(http.token)) throw UsageError(*invalid);
   // The signals are taken by sigwait below: block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
@@ -275,6 +286,41 @@ int serve(const std::string& database, const Command& cmd) {
   return kOk;
 }
 
+// `durable events purge --older-than 7d`: what serve() does on its own with
+// RuntimeOptions::event_retention, for a file no runtime serves.
+int purge_events(const std::string& database, bool as_json, const Command& cmd) {
+  cmd.allow({"older-than"}, 1);
+  if (cmd.arg(0, "a subcommand (purge)") != "purge") {
+    throw UsageError("events takes 'purge', not '" + cmd.args[0] + "'");
+  }
+  const std::string age = cmd.flag("older-than");
+  if (age.empty()) throw UsageError("events purge needs --older-than AGE (e.g. 7d)");
+  std::chrono::milliseconds older_than{};
+  try {
+    older_than = durable::detail::parse_duration(age);
+  } catch (const durable::Error& e) {
+    throw UsageError(std::string("--older-than: ") + e.what());
+  }
+  const auto store = durable::detail::open_sqlite_store(database, durable::Durability::normal);
+  const std::int64_t before = durable::detail::to_ms(durable::Clock::now()) - older_than.count();
+  constexpr std::size_t kBatch = 1000;  // one short write transaction each
+  std::size_t deleted = 0;
+  for (std::size_t n = kBatch; n == kBatch; deleted += n) n = store->purge_events(before, kBatch);
+  const json done = {{"deleted", deleted}};
+  if (as_json) {
+    std::cout << done.dump(2) << '\n';
+  } else {
+    std::cout << "deleted " << deleted << " event(s) older than " << age << '\n';
+  }
+  return kOk;
+}
+
+// Commands that only read: the file is opened read-only.
+bool reads_only(const Command& cmd) {
+  static const std::set<std::string> kReaders = {"runs", "show", "steps", "stats", "metrics"};
+  return kReaders.contains(cmd.name) || (cmd.name == "schedules" && cmd.args.empty());
+}
+
 int run_command(const std::string& database, bool as_json, const Command& cmd) {
   std::ostream& out = std::cout;
   const auto answer = [&](const json& j, void (*print)(std::ostream&, const json&)) {
@@ -285,12 +331,17 @@ int run_command(const std::string& database, bool as_json, const Command& cmd) {
     }
     return kOk;
   };
-  // A mistyped --db must not leave an empty database behind.
+  static const std::set<std::string> kCommands = {"runs",   "show",      "steps",   "retry",
+                                                  "cancel", "start",     "send",    "stats",
+                                                  "serve",  "schedules", "metrics", "events"};
+  if (!kCommands.contains(cmd.name)) throw UsageError("unknown command '" + cmd.name + "'");
+  // A mistyped --db is a usage mistake, and must not leave an empty database behind.
   if (std::error_code ignored; !std::filesystem::is_regular_file(database, ignored)) {
-    throw std::runtime_error("database '" + database + "' does not exist (--db FILE)");
+    throw UsageError("no database at '" + database + "'; pass --db FILE");
   }
   if (cmd.name == "serve") return serve(database, cmd);
-  ops::Admin admin(database);
+  if (cmd.name == "events") return purge_events(database, as_json, cmd);
+  ops::Admin admin(database, {}, {}, durable::Durability::normal, 8, reads_only(cmd));
   if (cmd.name == "runs") {
     cmd.allow({"status", "workflow", "limit"}, 0);
     ops::RunQuery query;
@@ -357,6 +408,11 @@ int run_command(const std::string& database, bool as_json, const Command& cmd) {
   if (cmd.name == "stats") {
     cmd.allow({}, 0);
     return answer(admin.stats(), print_stats);
+  }
+  if (cmd.name == "metrics") {
+    cmd.allow({}, 0);
+    std::cout << admin.metrics();
+    return kOk;
   }
   if (cmd.name == "schedules") {
     cmd.allow({}, 2);

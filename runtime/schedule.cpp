@@ -39,9 +39,10 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
   }
   std::optional<Cron> cron;
   if (!interval) cron = Cron::parse(when.cron);  // throws Error naming what is wrong
-  wf->check_input(input);
   ScheduleRow row;
+  // Stored form first: it refuses a value nested too deep before anything copies it.
   row.input = storable_text(input, label + ": the input", options_.max_output_bytes);
+  wf->check_input(input);
   const std::int64_t now = now_ms();
   row.id = when.id.empty() ? new_id() : when.id;
   row.workflow = std::string(workflow);

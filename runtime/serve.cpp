@@ -3,10 +3,12 @@
 // poll_interval, to find work other processes wrote. SIGINT and SIGTERM are watched on a thread
 // of their own, so a stop is seen while a batch of runs executes on the serving thread.
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <thread>
@@ -17,6 +19,90 @@
 namespace durable::detail {
 
 namespace asio = boost::asio;
+
+namespace {
+
+// The longest pause between rounds while the database keeps failing.
+constexpr std::chrono::milliseconds kMaxErrorPause{30'000};
+// Events deleted per transaction, so that a purge holds the write lock for milliseconds only;
+// and batches per round, so that a large first purge does not hold up the runs for long.
+constexpr std::size_t kPurgeBatch = 1000;
+constexpr int kPurgeBatchesPerRound = 10;
+// How often serve() looks for events to purge once none of that age were left.
+constexpr std::int64_t kPurgeEveryMs = 60'000;
+
+// serve()'s rounds while the database fails (a full disk, a read-only file): the pause doubles
+// from poll_interval up to kMaxErrorPause, so a broken database is not hammered and the log
+// not flooded. The first error is logged; after it, at most one line per pause, with how many
+// rounds failed since the last line (rounds also run when woken by a start or an event in
+// this process). The first round that succeeds again logs serve.recovered.
+class ErrorBackoff {
+ public:
+  explicit ErrorBackoff(std::chrono::milliseconds first) : first_(first), pause_(first) {}
+
+  // Logs as above; returns the pause before the next round.
+  std::chrono::milliseconds failed(Logger& logger, const std::string& what, std::int64_t now_ms) {
+    const auto now = std::chrono::steady_clock::now();
+    ++unlogged_;
+    if (failures_++ == 0 || now >= next_log_) {
+      logger.write(
+          LogLevel::error, "serve.error", what,
+          {{"failures", failures_}, {"repeats", unlogged_ - 1}, {"retry_in_ms", pause_.count()}},
+          now_ms);
+      unlogged_ = 0;
+      next_log_ = now + pause_;
+    }
+    const auto pause = pause_;
+    pause_ = std::min(pause_ * 2, std::max(kMaxErrorPause, first_));
+    return pause;
+  }
+
+  void succeeded(Logger& logger, std::int64_t now_ms) {
+    if (failures_ == 0) return;
+    logger.write(
+        LogLevel::info, "serve.recovered",
+        "the database answers again after " + std::to_string(failures_) + " failed round(s)",
+        {{"failures", failures_}}, now_ms);
+    failures_ = 0;
+    unlogged_ = 0;
+    pause_ = first_;
+  }
+
+ private:
+  std::chrono::milliseconds first_, pause_;
+  std::int64_t failures_ = 0;  // rounds failed in a row
+  std::int64_t unlogged_ = 0;  // of them, failed since the last line
+  std::chrono::steady_clock::time_point next_log_{};
+};
+
+// Deletes events older than event_retention, a batch per transaction; once a minute, or at
+// once on the next round while more of that age are left. Store::purge_events keeps what a
+// waiting run may need.
+void purge_old_events(Store& store, std::mutex& store_mutex, std::int64_t retention_ms,
+                      std::int64_t now_ms, std::int64_t& next_purge_ms, Logger& logger) {
+  if (retention_ms <= 0 || now_ms < next_purge_ms) return;
+  std::size_t deleted = 0;
+  bool more = false;
+  for (int batch = 0; batch < kPurgeBatchesPerRound; ++batch) {
+    std::size_t n = 0;
+    {
+      // Released between batches: the runs' own writes go first.
+      std::lock_guard lock(store_mutex);
+      n = store.purge_events(now_ms - retention_ms, kPurgeBatch);
+    }
+    deleted += n;
+    more = n == kPurgeBatch;
+    if (!more) break;
+  }
+  next_purge_ms = more ? now_ms : now_ms + kPurgeEveryMs;
+  if (deleted > 0) {
+    logger.write(LogLevel::info, "serve.events_purged",
+                 std::to_string(deleted) + " event(s) older than the retention deleted",
+                 {{"deleted", deleted}, {"retention_ms", retention_ms}}, now_ms);
+  }
+}
+
+}  // namespace
 
 void RuntimeCore::serve() {
   if (serving_.exchange(true)) throw Error("this runtime is already serving");
@@ -104,6 +190,8 @@ void RuntimeCore::serve() {
   // runs of a batch it hit stay claimed by this runtime until their lease lapses, then any
   // runtime takes them.
   std::function<void()> pump;
+  ErrorBackoff backoff(options_.poll_interval);
+  std::int64_t next_purge_ms = 0;
   const auto again_in = [&](std::chrono::milliseconds pause) {
     timer.expires_after(pause);
     timer.async_wait([&](const boost::system::error_code&) { pump(); });
@@ -123,8 +211,16 @@ void RuntimeCore::serve() {
       const std::optional<std::int64_t> fire = store_->next_schedule_at();
       if (fire) due = due ? std::min(*due, *fire) : fire;
     } catch (const std::exception& e) {
-      logger_.write(LogLevel::error, "serve.error", e.what(), json::object(), now_ms());
-      return again_in(options_.poll_interval);
+      return again_in(backoff.failed(logger_, e.what(), now_ms()));
+    }
+    backoff.succeeded(logger_, now_ms());
+    try {
+      purge_old_events(*store_, store_mutex_, options_.event_retention.count(), now_ms(),
+                       next_purge_ms, logger_);
+    } catch (const std::exception& e) {
+      // Housekeeping only: the runs go on; the purge is tried again at its next time.
+      logger_.write(LogLevel::warn, "serve.purge_error", e.what(), json::object(), now_ms());
+      next_purge_ms = now_ms() + kPurgeEveryMs;
     }
     auto pause = options_.poll_interval;
     if (due) {

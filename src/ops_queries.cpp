@@ -4,6 +4,8 @@
 
 #include <durable/errors.hpp>
 
+#include "store.hpp"
+
 namespace durable::detail {
 
 namespace {
@@ -21,7 +23,8 @@ auto guarded(F&& body) {
 
 OpsQueries::OpsQueries(const std::string& path)
     : db_(guarded(
-          [&] { return std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY); })) {
+          // As the store's reader: on a file on a read-only mount too.
+          [&] { return open_sqlite_reader(path); })) {
   db_->setBusyTimeout(10'000);
 }
 

@@ -140,9 +140,10 @@ std::vector<std::string> RuntimeCore::workflow_names() {
 std::string RuntimeCore::start(std::string_view workflow, json input, StartOptions opts) {
   const std::shared_ptr<const Workflow> wf = find_workflow(workflow);
   if (!wf) unknown_workflow(workflow);
-  wf->check_input(input);
+  // Stored form first: it refuses a value nested too deep before anything copies it.
   std::string text = storable_text(input, "the input of a run of '" + std::string(workflow) + "'",
                                    options_.max_output_bytes);
+  wf->check_input(input);
   NewRun run;
   run.id = new_id();
   run.workflow = std::string(workflow);
@@ -351,6 +352,7 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
     fire_schedules();               // also while a steady stream of work keeps this loop busy
     if (serving_) check_backlog();  // and the same for the backlog signals
     std::vector<Claim> claims;
+    std::vector<std::string> quarantined;
     {
       std::lock_guard lock(store_mutex_);
       ClaimRequest request;
@@ -362,9 +364,14 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
       request.dead_owners = dead_owners();
       request.executing.assign(executing_.begin(), executing_.end());
       request.limits = limits;
-      claims = store_->claim(request);
+      request.quarantine_after = options_.quarantine_after;
+      Claimed claimed = store_->claim(request);
+      claims = std::move(claimed.runs);
+      quarantined = std::move(claimed.quarantined);
       for (const Claim& claim : claims) executing_.insert(claim.run.id);
     }
+    for (const std::string& id : quarantined) report_quarantined(id);
+    if (claims.empty() && !quarantined.empty()) continue;
     if (claims.empty()) break;
     // The heartbeat keeps the batch's leases while its runs wait their turn and run. Each run's
     // workflow code runs on a fiber of this thread; their step bodies on the step threads.
@@ -443,6 +450,32 @@ void RuntimeCore::hand_back(const RunState& run) {
   }
 }
 
+// A claimed run with a stored value too deep to read safely (written before the depth limit, or
+// by another tool) is failed at once: executing it would crash this process.
+std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
+  RunWrite write;
+  write.run_id = claim.run.id;
+  write.owner = worker_.id;
+  write.first_seq = claim.run.next_seq;
+  write.invocations = claim.run.invocations;
+  write.now_ms = now_ms();
+  write.status = Status::failed;
+  write.reason = "run " + claim.run.id + ": " + *claim.unreadable;
+  write.error = ErrorInfo{"durable::Error", write.reason, {}, 0};
+  write.clear_crashes = claim.crashes > 0;
+  if (commit(write)) record(claim.run, nullptr, &write);
+  return 0;
+}
+
+void RuntimeCore::report_quarantined(const std::string& id) {
+  ++counters_.runs_failed;
+  logger_.write(LogLevel::error, "run.quarantined",
+                "failed without being claimed again: its workers died " +
+                    std::to_string(options_.quarantine_after) +
+                    " times in a row while holding it (see the run's error)",
+                {{"run_id", id}}, now_ms());
+}
+
 std::size_t RuntimeCore::drive(Claim claim) {
   std::shared_ptr<const Workflow> wf = find_workflow(claim.run.workflow);
   RunState& run = claim.run;
@@ -452,6 +485,7 @@ std::size_t RuntimeCore::drive(Claim claim) {
     seed = random_();
   }
   std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
+  if (claim.unreadable) return fail_unreadable(claim);
   RunHost host(*this, run);
   for (std::size_t made = 1;; ++made) {
     if (stopping()) {  // a run of the batch not begun yet when serve() was asked to stop
@@ -465,11 +499,13 @@ std::size_t RuntimeCore::drive(Claim claim) {
       hand_back(run);
       return made;
     }
-    const RunWrite write = write_for(run, outcome, claim.lease_until_ms);
+    RunWrite write = write_for(run, outcome, claim.lease_until_ms);
+    write.clear_crashes = claim.crashes > 0;
     const bool written = commit(write);
     run.next_seq += write.new_entries();
     // Not written: the run was cancelled or taken over meanwhile; its result is not used.
     if (!written) return made;
+    claim.crashes = 0;
     record(run, &outcome.entries, &write);
     if (outcome.kind != Outcome::Kind::step_done) return made;
     for (EntryWrite& w : outcome.entries) {

@@ -84,6 +84,8 @@ class RuntimeCore {
   /// Executes a claimed run's invocations until it sleeps, ends or is lost; returns how many.
   std::size_t drive(Claim claim);
   void hand_back(const RunState& run);
+  std::size_t fail_unreadable(const Claim& claim);
+  void report_quarantined(const std::string& id);
   void start_heartbeat();
   void beat();
   bool commit(const RunWrite& write);

@@ -1,42 +1,92 @@
 #include "serialization.hpp"
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "errors_internal.hpp"
 
 namespace durable::detail {
 
 namespace {
-bool has_non_finite(const json& value) {
-  switch (value.type()) {
-    case json::value_t::number_float:
-      return !std::isfinite(value.get<double>());
-    case json::value_t::array:
-    case json::value_t::object:
-      for (const auto& item : value) {
-        if (has_non_finite(item)) return true;
-      }
-      return false;
-    default:
-      return false;
-  }
+
+std::string too_deep(int limit) {
+  return "it is nested more than " + std::to_string(limit) +
+         " levels deep (arrays and objects within each other); the limit keeps a hostile value "
+         "from exhausting a stack";
 }
+
+enum class Flaw { none, too_deep, non_finite };
+
+bool is_non_finite(const json& value) {
+  return value.is_number_float() && !std::isfinite(value.get<double>());
+}
+
+// One walk over a value, with a stack of its own rather than recursion: a value nested deeper
+// than the limit must be refused before anything recursive (dump, a copy) touches it, and this
+// may run on a fiber's small stack.
+Flaw flaw_of(const json& value) {
+  if (!value.is_structured()) return is_non_finite(value) ? Flaw::non_finite : Flaw::none;
+  std::vector<std::pair<const json*, int>> todo{{&value, 1}};
+  while (!todo.empty()) {
+    const auto [item, depth] = todo.back();
+    todo.pop_back();
+    if (depth > kMaxJsonDepth) return Flaw::too_deep;
+    for (const json& child : *item) {
+      if (child.is_structured()) {
+        todo.emplace_back(&child, depth + 1);
+      } else if (is_non_finite(child)) {
+        return Flaw::non_finite;
+      }
+    }
+  }
+  return Flaw::none;
+}
+
 }  // namespace
 
+std::optional<std::string> too_deep_text(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, whatever it is, does not end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return too_deep(limit);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> encode(const json& value, std::string& text) {
+  switch (flaw_of(value)) {
+    case Flaw::too_deep:
+      return too_deep(kMaxJsonDepth);
+    case Flaw::non_finite:
+      return "it holds a NaN or infinite number, which JSON cannot represent";
+    case Flaw::none:
+      break;
+  }
   try {
     text = value.dump();
   } catch (const json::type_error& e) {
     return std::string("it holds a string that is not valid UTF-8 (") + e.what() + ")";
   }
-  // A non-finite number is written as null; only then is the walk worth making.
-  if (text.find("null") != std::string::npos && has_non_finite(value)) {
-    return "it holds a NaN or infinite number, which JSON cannot represent";
-  }
   return std::nullopt;
 }
 
 std::string lenient_dump(const json& value) {
+  if (flaw_of(value) == Flaw::too_deep)
+    return "<a value nested more than " + std::to_string(kMaxJsonDepth) + " levels deep>";
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -6,12 +6,29 @@
 #include <durable/options.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace durable::detail {
 
+/// How deeply arrays and objects may nest in any JSON durable takes in: a run's input, an
+/// event's data, a step's or a run's result, an HTTP request body. nlohmann copies, compares and
+/// writes JSON recursively, so without a bound a hostile value exhausts a stack (a fiber's is
+/// small) and kills the process.
+inline constexpr int kMaxJsonDepth = 64;
+
+/// How deeply JSON read back from the store may nest: the values durable took in, within the
+/// few levels of its own wrappers (an event as a triggered run's input, an invoke step's call).
+/// Deeper text was written by something else and is not parsed.
+inline constexpr int kMaxStoredDepth = kMaxJsonDepth + 8;
+
+/// Why JSON text nests arrays and objects deeper than `limit`, or nullopt. A scan of the text,
+/// not a parse: meant for text that is not parsed yet (a request body, a stored value).
+std::optional<std::string> too_deep_text(std::string_view text, int limit);
+
 /// Writes value's JSON text to `text`. Returns why it cannot be stored faithfully, if it cannot:
-/// a string that is not valid UTF-8, or a NaN or infinite number (JSON has none; written, it
-/// would read back as null).
+/// nesting deeper than kMaxJsonDepth, a string that is not valid UTF-8, or a NaN or infinite
+/// number (JSON has none; written, it would read back as null). Never recurses deeper than the
+/// limit, whatever the value.
 std::optional<std::string> encode(const json& value, std::string& text);
 
 /// The JSON text of a value handed to the store (a run's input, an event's data). Throws Error
@@ -19,7 +36,8 @@ std::optional<std::string> encode(const json& value, std::string& text);
 /// (RuntimeOptions::max_output_bytes)" when the text is longer than `limit`.
 std::string storable_text(const json& value, const std::string& what, std::size_t limit);
 
-/// JSON text that never throws: invalid UTF-8 is replaced. For diagnostics (error messages may
+/// JSON text that never throws: invalid UTF-8 is replaced, a value nested too deep is named, not
+/// written. For diagnostics (error messages may
 /// carry any bytes), not for step results.
 std::string lenient_dump(const json& value);
 

@@ -11,118 +11,24 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <cerrno>
 #include <filesystem>
 #include <map>
+#include <utility>
 
 #include "errors_internal.hpp"
 #include "ids.hpp"
 #include "serialization.hpp"
+#include "store_schema.hpp"
 
 namespace durable::detail {
 
 namespace {
 
-// migrations[v] upgrades a database from schema v to v + 1.
-constexpr std::array<const char*, kSchemaVersion> kMigrations = {R"sql(
-CREATE TABLE runs (
-  id              TEXT PRIMARY KEY,
-  workflow        TEXT NOT NULL,
-  correlation_id  TEXT NOT NULL,
-  idempotency_key TEXT,
-  status          TEXT NOT NULL,
-  input           TEXT NOT NULL,
-  output          TEXT,
-  error           TEXT,
-  invocations     INTEGER NOT NULL DEFAULT 0,
-  due_at          INTEGER,
-  owner           TEXT,
-  created_at      INTEGER NOT NULL,
-  updated_at      INTEGER NOT NULL,
-  UNIQUE (workflow, idempotency_key)
-);
-CREATE INDEX runs_due ON runs (status, due_at);
-CREATE INDEX runs_workflow ON runs (workflow, status);
-CREATE TABLE steps (
-  run_id     TEXT NOT NULL,
-  key        TEXT NOT NULL,
-  seq        INTEGER NOT NULL,
-  base       TEXT NOT NULL,
-  kind       TEXT NOT NULL,
-  state      TEXT NOT NULL,
-  output     TEXT,
-  error      TEXT,
-  attempts   INTEGER NOT NULL DEFAULT 0,
-  wake_at    INTEGER,
-  invocation INTEGER NOT NULL DEFAULT 0,
-  updated_at INTEGER NOT NULL,
-  PRIMARY KEY (run_id, key)
-) WITHOUT ROWID;
-CREATE TABLE history (
-  id     INTEGER PRIMARY KEY,
-  run_id TEXT NOT NULL,
-  at     INTEGER NOT NULL,
-  status TEXT NOT NULL,
-  reason TEXT NOT NULL
-);
-CREATE INDEX history_run ON history (run_id, id);
-CREATE TABLE workers (
-  id          TEXT PRIMARY KEY,
-  host        TEXT NOT NULL,
-  pid         INTEGER NOT NULL,
-  start_ticks INTEGER NOT NULL,
-  started_at  INTEGER NOT NULL
-);
-)sql",
-                                                                 R"sql(
-ALTER TABLE runs ADD COLUMN parent_id TEXT;
-ALTER TABLE runs ADD COLUMN parent_step TEXT;
-CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
-CREATE INDEX runs_claimable ON runs (due_at)
-  WHERE status IN ('pending', 'sleeping', 'waiting', 'running');
-CREATE TABLE events (
-  seq  INTEGER PRIMARY KEY,
-  id   TEXT NOT NULL UNIQUE,
-  name TEXT NOT NULL,
-  data TEXT NOT NULL,
-  at   INTEGER NOT NULL
-);
-CREATE INDEX events_name ON events (name, seq);
-CREATE TABLE waits (
-  run_id TEXT NOT NULL,
-  key    TEXT NOT NULL,
-  event  TEXT NOT NULL,
-  match  TEXT NOT NULL,
-  since  INTEGER NOT NULL,
-  PRIMARY KEY (run_id, key)
-) WITHOUT ROWID;
-CREATE INDEX waits_event ON waits (event);
-CREATE TABLE triggers (
-  event    TEXT NOT NULL,
-  workflow TEXT NOT NULL,
-  PRIMARY KEY (event, workflow)
-) WITHOUT ROWID;
-CREATE TABLE schedules (
-  id         TEXT PRIMARY KEY,
-  workflow   TEXT NOT NULL,
-  input      TEXT NOT NULL,
-  every_ms   INTEGER NOT NULL,
-  cron       TEXT NOT NULL,
-  remaining  INTEGER,
-  next_at    INTEGER NOT NULL,
-  fired      INTEGER NOT NULL DEFAULT 0,
-  created_at INTEGER NOT NULL,
-  updated_at INTEGER NOT NULL,
-  spec       TEXT NOT NULL
-);
-CREATE INDEX schedules_due ON schedules (next_at);
-)sql",
-                                                                 R"sql(
-ALTER TABLE steps ADD COLUMN duration_ms INTEGER;
-CREATE TABLE workflows (
-  name    TEXT PRIMARY KEY,
-  seen_at INTEGER NOT NULL
-) WITHOUT ROWID;
-)sql"};
+// Crashed claims after which a run is claimed alone (see claimable()). Two, not one: a single
+// kill -9 of a worker is common and innocent, and its runs are recovered together as fast as
+// before; a batch that crashes twice is suspicious.
+constexpr int kIsolateAfter = 2;
 
 constexpr const char* kOwnerCheck = "SELECT status, coalesce(owner, '') FROM runs WHERE id = ?";
 constexpr const char* kHistoryInsert =
@@ -168,24 +74,33 @@ class SqliteStore final : public Store {
   SqliteStore(const std::string& path, Durability durability)
       : path_(path), schema_version_(look_at(path)), db_(open(path)) {
     db_.setBusyTimeout(10'000);
-    check_and_migrate();
-    if (path != ":memory:") {
-      const std::string mode = db_.execAndGet("PRAGMA journal_mode=WAL").getString();
-      if (mode != "wal") fail("could not switch to WAL mode (got '" + mode + "')");
+    // SQLite opens a file it may not write read-only without a word; say so now, not at the
+    // first write of a run.
+    if (sqlite3_db_readonly(db_.getHandle(), "main") == 1) {
+      throw Error(open_error_message(path, SQLITE_READONLY, EACCES, "the file is read-only"));
     }
-    db_.exec(durability == Durability::full ? "PRAGMA synchronous=FULL"
-                                            : "PRAGMA synchronous=NORMAL");
+    try {
+      check_and_migrate();
+      if (path != ":memory:") {
+        const std::string mode = db_.execAndGet("PRAGMA journal_mode=WAL").getString();
+        if (mode != "wal") fail("could not switch to WAL mode (got '" + mode + "')");
+      }
+      db_.exec(durability == Durability::full ? "PRAGMA synchronous=FULL"
+                                              : "PRAGMA synchronous=NORMAL");
+    } catch (const SQLite::Exception& e) {
+      throw open_error(path, e, db_.getHandle());
+    }
   }
 
   /// Opens the file through a read-only connection and writes nothing, not even beside it.
   struct ReadOnly {};
   SqliteStore(const std::string& path, ReadOnly)
-      : path_(path), schema_version_(0), db_(open_read_only(path)) {
+      : path_(path), schema_version_(0), db_(std::move(*open_sqlite_reader(path))) {
     db_.setBusyTimeout(10'000);
     try {
       schema_version_ = check_file(db_, path);
     } catch (const SQLite::Exception& e) {
-      fail(std::string("not a durable database, or a corrupt one (") + e.what() + ")");
+      throw open_error(path, e, db_.getHandle());
     }
     if (schema_version_ == 0) fail("holds no durable runs (an empty database)");
   }
@@ -290,16 +205,21 @@ class SqliteStore final : public Store {
     });
   }
 
-  std::vector<Claim> claim(const ClaimRequest& request) override {
+  Claimed claim(const ClaimRequest& request) override {
     return guarded([&] {
-      std::vector<Claim> claims;
-      if (request.workflows.empty() || request.limit == 0) return claims;
+      Claimed claimed;
+      if (request.workflows.empty() || request.limit == 0) return claimed;
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-      for (const auto& [id, before] : claimable(request)) {
-        claims.push_back(take(id, before, request));
+      for (const Candidate& candidate : claimable(request)) {
+        if (request.quarantine_after > 0 && candidate.crashes >= request.quarantine_after) {
+          quarantine(candidate, request.now_ms);
+          claimed.quarantined.push_back(candidate.id);
+        } else {
+          claimed.runs.push_back(take(candidate, request));
+        }
       }
       tx.commit();
-      return claims;
+      return claimed;
     });
   }
 
@@ -338,6 +258,11 @@ class SqliteStore final : public Store {
       }
     }
     bool woke = false;  // a wait written here was completed at once by an earlier event
+    if (w.clear_crashes) {
+      Cached clear(this, "UPDATE runs SET crashes = 0 WHERE id = ?");
+      clear.bind(1, w.run_id);
+      clear.exec();
+    }
     if (w.entries != nullptr) {
       std::size_t seq = w.first_seq;
       for (const EntryWrite& e : *w.entries) {
@@ -529,7 +454,7 @@ class SqliteStore final : public Store {
         ScheduleInfo info;
         info.id = row.id;
         info.workflow = row.workflow;
-        info.input = json::parse(row.input);
+        info.input = stored(row.input);
         info.every = std::chrono::milliseconds(row.every_ms);
         info.cron = row.cron;
         info.remaining = row.remaining;
@@ -682,7 +607,7 @@ class SqliteStore final : public Store {
       const int reset = steps.exec();
       Cached run(this,
                  "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
-                 "error = NULL, updated_at = ? WHERE id = ?");
+                 "error = NULL, crashes = 0, updated_at = ? WHERE id = ?");
       run.bind(1, static_cast<int64_t>(now_ms));
       run.bind(2, static_cast<int64_t>(now_ms));
       run.bind(3, id);
@@ -750,6 +675,10 @@ class SqliteStore final : public Store {
 
   std::size_t write_transactions() const override { return write_transactions_; }
 
+  std::size_t purge_events(std::int64_t before_ms, std::size_t limit) override {
+    return guarded([&] { return purge_events_in(db_, before_ms, limit); });
+  }
+
   int synchronous() override {
     return guarded([&] { return db_.execAndGet("PRAGMA synchronous").getInt(); });
   }
@@ -798,11 +727,88 @@ class SqliteStore final : public Store {
     return row;
   }
 
-  // Runs the request may claim, with their status before the claim: those of dead owners, then
-  // due ones (pending, sleeping or waiting whose time came, running whose lease lapsed).
-  // A workflow at its concurrency limit gets no more runs made running.
-  std::vector<std::pair<std::string, Status>> claimable(const ClaimRequest& request) {
-    std::vector<std::pair<std::string, Status>> due;
+  // A run the request may claim, with its status before the claim and its count of crashed
+  // claims, this one's included when the run is taken over from a dead or lapsed owner.
+  struct Candidate {
+    std::string id;
+    Status before = Status::pending;
+    int crashes = 0;
+  };
+
+  // Runs the request may claim: those of dead owners, then due ones (pending, sleeping or
+  // waiting whose time came, running whose lease lapsed). A workflow at its concurrency limit
+  // gets no more runs made running.
+  //
+  // A run taken over counts one more crashed claim: its owner died (or stopped renewing) while
+  // holding it. Every run of a crashed batch is suspected alike, since nothing tells which one
+  // killed the process. A run suspected kIsolateAfter times or more is claimed alone, so that
+  // its next crash is its own: it alone is charged, and the runs it would have taken down with
+  // it go on elsewhere. A commit clears the count (the run made progress).
+  std::vector<Candidate> claimable(const ClaimRequest& request) {
+    std::vector<Candidate> due;
+    std::vector<std::string> skip = request.executing;
+    // Whether to stop here: an isolated run is claimed alone; one met after others is left for a
+    // later claim.
+    const auto admit = [&](Candidate candidate) {
+      skip.push_back(candidate.id);
+      if (candidate.crashes < kIsolateAfter) {
+        due.push_back(std::move(candidate));
+        return false;
+      }
+      if (!due.empty()) return false;
+      due.push_back(std::move(candidate));
+      return true;
+    };
+    // First the runs of dead owners: a restarted process resumes its crashed runs at once, ahead
+    // of the queue. A takeover makes no more runs running, so the limits do not apply.
+    for (const std::string& owner : request.dead_owners) {
+      if (due.size() >= request.limit) break;
+      Cached orphans(this,
+                     "SELECT id, crashes FROM runs WHERE status = 'running' AND owner = ? AND "
+                     "due_at > ? AND workflow IN (" +
+                         placeholders(request.workflows.size()) + ") LIMIT ?");
+      int j = 1;
+      orphans.bind(j++, owner);
+      orphans.bind(j++, static_cast<int64_t>(request.now_ms));
+      for (const auto& name : request.workflows) orphans.bind(j++, name);
+      orphans.bind(j, static_cast<int64_t>(request.limit - due.size()));
+      while (orphans.executeStep()) {
+        if (admit({orphans.getColumn(0).getString(), Status::running,
+                   orphans.getColumn(1).getInt() + 1})) {
+          return due;
+        }
+      }
+    }
+    // Then runs whose owner's lease lapsed (a hung or partitioned owner elsewhere): also
+    // takeovers, so a workflow at its limit gets them too.
+    if (due.size() < request.limit) {
+      Cached lapsed(this,
+                    "SELECT id, crashes FROM runs WHERE status = 'running' AND due_at <= ? AND "
+                    "workflow IN (" +
+                        placeholders(request.workflows.size()) + ") AND id NOT IN (" +
+                        placeholders(skip.size()) + ") ORDER BY due_at LIMIT ?");
+      int j = 1;
+      lapsed.bind(j++, static_cast<int64_t>(request.now_ms));
+      for (const auto& name : request.workflows) lapsed.bind(j++, name);
+      for (const auto& id : skip) lapsed.bind(j++, id);
+      lapsed.bind(j, static_cast<int64_t>(request.limit - due.size()));
+      while (lapsed.executeStep()) {
+        if (admit({lapsed.getColumn(0).getString(), Status::running,
+                   lapsed.getColumn(1).getInt() + 1})) {
+          return due;
+        }
+      }
+    }
+    claim_due(request, due, skip, admit);
+    return due;
+  }
+
+  // Due runs to start or wake, within the limits, after the takeovers. A batch may fill up with
+  // the runs of a workflow at its limit: those are skipped, the workflow dropped, and the query
+  // made again.
+  template <class Admit>
+  void claim_due(const ClaimRequest& request, std::vector<Candidate>& due,
+                 std::vector<std::string>& skip, const Admit& admit) {
     std::map<std::string, int> room;  // per limited workflow: runs it may still have made running
     for (const auto& [workflow, limit] : request.limits) {
       Cached count(this, "SELECT count(*) FROM runs WHERE workflow = ? AND status = 'running'");
@@ -815,50 +821,12 @@ class SqliteStore final : public Store {
       const auto it = room.find(name);
       if (it == room.end() || it->second > 0) workflows.push_back(name);
     }
-    std::vector<std::string> skip = request.executing;
-    // First the runs of dead owners: a restarted process resumes its crashed runs at once, ahead
-    // of the queue. A takeover makes no more runs running, so the limits do not apply.
-    for (const std::string& owner : request.dead_owners) {
-      if (due.size() >= request.limit) break;
-      Cached orphans(this,
-                     "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND due_at > ? "
-                     "AND workflow IN (" +
-                         placeholders(request.workflows.size()) + ") LIMIT ?");
-      int j = 1;
-      orphans.bind(j++, owner);
-      orphans.bind(j++, static_cast<int64_t>(request.now_ms));
-      for (const auto& name : request.workflows) orphans.bind(j++, name);
-      orphans.bind(j, static_cast<int64_t>(request.limit - due.size()));
-      while (orphans.executeStep()) {
-        due.emplace_back(orphans.getColumn(0).getString(), Status::running);
-        skip.push_back(due.back().first);
-      }
-    }
-    // Then runs whose owner's lease lapsed (a hung or partitioned owner elsewhere): also
-    // takeovers, so a workflow at its limit gets them too.
-    if (due.size() < request.limit) {
-      Cached lapsed(
-          this, "SELECT id FROM runs WHERE status = 'running' AND due_at <= ? AND workflow IN (" +
-                    placeholders(request.workflows.size()) + ") AND id NOT IN (" +
-                    placeholders(skip.size()) + ") ORDER BY due_at LIMIT ?");
-      int j = 1;
-      lapsed.bind(j++, static_cast<int64_t>(request.now_ms));
-      for (const auto& name : request.workflows) lapsed.bind(j++, name);
-      for (const auto& id : skip) lapsed.bind(j++, id);
-      lapsed.bind(j, static_cast<int64_t>(request.limit - due.size()));
-      while (lapsed.executeStep()) {
-        due.emplace_back(lapsed.getColumn(0).getString(), Status::running);
-        skip.push_back(due.back().first);
-      }
-    }
-    // Then due runs to start or wake, within the limits. A batch may fill up with the runs of a
-    // workflow at its limit: those are skipped, the workflow dropped, and the query made again.
     while (due.size() < request.limit && !workflows.empty()) {
       Cached query(this,
                    // Read in due order from the partial index: no sort of every due run.
-                   "SELECT id, status, workflow FROM runs INDEXED BY runs_claimable WHERE status "
-                   "IN ('pending', 'sleeping', 'waiting', 'running') AND status != 'running' AND "
-                   "due_at <= ? AND workflow IN (" +
+                   "SELECT id, status, workflow, crashes FROM runs INDEXED BY runs_claimable "
+                   "WHERE status IN ('pending', 'sleeping', 'waiting', 'running') AND status != "
+                   "'running' AND due_at <= ? AND workflow IN (" +
                        placeholders(workflows.size()) + ") AND id NOT IN (" +
                        placeholders(skip.size()) + ") ORDER BY due_at LIMIT ?");
       int i = 1;
@@ -873,15 +841,15 @@ class SqliteStore final : public Store {
         const Status status =
             status_from_string(query.getColumn(1).getString()).value_or(Status::pending);
         const auto limited = room.find(query.getColumn(2).getString());
-        skip.push_back(id);
         if (limited != room.end()) {
           if (limited->second <= 0) {
+            skip.push_back(std::move(id));
             full = true;
             continue;
           }
           --limited->second;
         }
-        due.emplace_back(std::move(id), status);
+        if (admit({std::move(id), status, query.getColumn(3).getInt()})) return;
       }
       if (!any || !full) break;
       std::erase_if(workflows, [&](const std::string& name) {
@@ -889,27 +857,53 @@ class SqliteStore final : public Store {
         return it != room.end() && it->second <= 0;
       });
     }
-    return due;
+  }
+
+  // Fails a run that crashed its worker request.quarantine_after times, inside claim()'s
+  // transaction, instead of claiming it again: retried forever, it would kill every worker that
+  // takes it, first thing after each restart.
+  void quarantine(const Candidate& run, std::int64_t now_ms) {
+    const std::string message =
+        "quarantined: the worker holding this run died " + std::to_string(run.crashes) +
+        " times in a row before the run could journal anything (a crash in its workflow code or a "
+        "step body: a segmentation fault, an abort, a stack overflow, the out-of-memory killer). "
+        "Find the cause in the workers' logs or core dumps, deploy a fix, then retry the run";
+    const ErrorInfo error{"durable::Quarantined", message, {}, 0};
+    Cached update(this,
+                  "UPDATE runs SET status = 'failed', owner = NULL, due_at = NULL, error = ?, "
+                  "crashes = ?, updated_at = ? WHERE id = ?");
+    update.bind(1, lenient_dump(error_to_json(error)));
+    update.bind(2, run.crashes);
+    update.bind(3, static_cast<int64_t>(now_ms));
+    update.bind(4, run.id);
+    update.exec();
+    add_history(run.id, now_ms, Status::failed, message);
+    resolve_parent(run.id, Status::failed, std::nullopt, error, now_ms);
   }
 
   // Claims one run inside claim()'s transaction: owner and lease, sleeps that are over marked
   // completed, the journal loaded, the transition recorded.
-  Claim take(const std::string& id, Status before, const ClaimRequest& request) {
+  Claim take(const Candidate& candidate, const ClaimRequest& request) {
+    const std::string& id = candidate.id;
+    const Status before = candidate.before;
     Claim claim;
     claim.lease_until_ms = request.now_ms + request.lease_ms;
+    claim.crashes = candidate.crashes;
     Cached update(
         this,
-        "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ? WHERE id = ? "
-        "RETURNING workflow, correlation_id, input, invocations");
+        "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
+        "crashes = ? WHERE id = ? RETURNING workflow, correlation_id, input, invocations");
     update.bind(1, request.owner);
     update.bind(2, static_cast<int64_t>(claim.lease_until_ms));
     update.bind(3, static_cast<int64_t>(request.now_ms));
-    update.bind(4, id);
+    update.bind(4, candidate.crashes);
+    update.bind(5, id);
     if (!update.executeStep()) bug("run " + id + " vanished while being claimed");
+    unreadable_.reset();
     claim.run.id = id;
     claim.run.workflow = update.getColumn(0).getString();
     claim.run.correlation_id = update.getColumn(1).getString();
-    claim.run.input = json::parse(update.getColumn(2).getString());
+    claim.run.input = stored(update.getColumn(2).getString());
     claim.run.invocations = update.getColumn(3).getInt();
     while (update.executeStep()) {
     }
@@ -929,6 +923,7 @@ class SqliteStore final : public Store {
       claim.run.journal.append(std::move(entry));
     }
     claim.run.next_seq = claim.run.journal.size();
+    claim.unreadable = std::exchange(unreadable_, std::nullopt);
     add_history(id, request.now_ms, Status::running, claim_reason(before));
     return claim;
   }
@@ -1014,9 +1009,9 @@ class SqliteStore final : public Store {
     return true;
   }
 
-  static json event_json(const std::string& id, const std::string& name, const std::string& data,
-                         std::int64_t at) {
-    return {{"id", id}, {"name", name}, {"data", json::parse(data)}, {"time", at}};
+  json event_json(const std::string& id, const std::string& name, const std::string& data,
+                  std::int64_t at) {
+    return {{"id", id}, {"name", name}, {"data", stored(data)}, {"time", at}};
   }
 
   // A new wait of a run's journal: registered for the events to come, and completed at once by
@@ -1039,7 +1034,7 @@ class SqliteStore final : public Store {
     earlier.bind(2, static_cast<int64_t>(since));
     while (earlier.executeStep()) {
       const std::string data = earlier.getColumn(1).getString();
-      if (!matches(match, json::parse(data))) continue;
+      if (!matches(match, stored(data))) continue;
       const json found = event_json(earlier.getColumn(0).getString(), event, data,
                                     earlier.getColumn(2).getInt64());
       earlier.reset();
@@ -1086,7 +1081,7 @@ class SqliteStore final : public Store {
     if (status == Status::completed) {
       update.bind(1, "completed");
       json result = {
-          {"run", id}, {"workflow", workflow}, {"output", output ? json::parse(*output) : json()}};
+          {"run", id}, {"workflow", workflow}, {"output", output ? stored(*output) : json()}};
       update.bind(2, result.dump());
       update.bind(3);
       what = "completed";
@@ -1120,7 +1115,7 @@ class SqliteStore final : public Store {
     insert.bind(4, static_cast<int64_t>(event.now_ms));
     insert.exec();
     result.seq = db_.getLastInsertRowid();
-    const json data = json::parse(event.data);
+    const json data = stored(event.data);
     const json full = event_json(event.id, event.name, event.data, event.now_ms);
     std::vector<std::pair<std::string, std::string>> matched;  // run, key
     {
@@ -1128,7 +1123,7 @@ class SqliteStore final : public Store {
       waits.bind(1, event.name);
       waits.bind(2, static_cast<int64_t>(result.seq));
       while (waits.executeStep()) {
-        if (matches(json::parse(waits.getColumn(2).getString()), data)) {
+        if (matches(stored(waits.getColumn(2).getString()), data)) {
           matched.emplace_back(waits.getColumn(0).getString(), waits.getColumn(1).getString());
         }
       }
@@ -1206,13 +1201,13 @@ class SqliteStore final : public Store {
   static std::int64_t look_at(const std::string& path) {
     std::error_code ignored;
     if (path == ":memory:" || std::filesystem::file_size(path, ignored) == 0 || ignored) return 0;
+    std::unique_ptr<SQLite::Database> look;
     try {
-      SQLite::Database look(path, SQLite::OPEN_READONLY);
-      return check_file(look, path);
+      look = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY);
+      return check_file(*look, path);
     } catch (const SQLite::Exception& e) {
-      throw Error("database '" + path + "': not a durable database, or a corrupt one (" + e.what() +
-                  "); it was left untouched. Point RuntimeOptions::database at "
-                  "another file");
+      // Kept open until here so that its errno tells a read-only mount from a full disk.
+      throw open_error(path, e, look ? look->getHandle() : nullptr);
     }
   }
 
@@ -1220,34 +1215,7 @@ class SqliteStore final : public Store {
     try {
       return SQLite::Database(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
     } catch (const SQLite::Exception& e) {
-      throw Error("cannot open database '" + path + "': " + e.what());
-    }
-  }
-
-  // A file with no -wal beside it is read as immutable, so that nothing is created next to it
-  // (a recorded database kept in a source tree stays alone). With a -wal another process may be
-  // writing to it: it is read through the WAL, as any reader would.
-  static SQLite::Database open_read_only(const std::string& path) {
-    std::error_code ignored;
-    if (!std::filesystem::is_regular_file(path, ignored)) {
-      throw Error("database '" + path + "' does not exist");
-    }
-    std::string uri = "file:";
-    for (const char c : path) {
-      if (c == '%' || c == '?' || c == '#') {
-        static constexpr char kHex[] = "0123456789ABCDEF";
-        uri += '%';
-        uri += kHex[static_cast<unsigned char>(c) >> 4];
-        uri += kHex[c & 0xF];
-      } else {
-        uri += c;
-      }
-    }
-    uri += std::filesystem::exists(path + "-wal", ignored) ? "?mode=ro" : "?immutable=1";
-    try {
-      return SQLite::Database(uri, SQLite::OPEN_READONLY | SQLite::OPEN_URI);
-    } catch (const SQLite::Exception& e) {
-      throw Error("cannot open database '" + path + "': " + e.what());
+      throw open_error(path, e, nullptr);
     }
   }
 
@@ -1323,6 +1291,18 @@ class SqliteStore final : public Store {
     }
   }
 
+  // JSON text read back from the file. Text nested deeper than kMaxStoredDepth can only have been
+  // written before the limit or by another tool; parsed, it would crash whatever copies or
+  // writes it on a small stack. It reads as a string saying so, and unreadable_ records it, so
+  // that claim() fails such a run instead of executing it.
+  json stored(const std::string& text) {
+    if (auto problem = too_deep_text(text, kMaxStoredDepth)) {
+      unreadable_ = "a value stored in it cannot be read: " + *problem;
+      return "<unreadable: nested more than " + std::to_string(kMaxStoredDepth) + " levels deep>";
+    }
+    return json::parse(text);
+  }
+
   bool run_exists(const std::string& id) {
     Cached query(this, "SELECT 1 FROM runs WHERE id = ?");
     query.bind(1, id);
@@ -1390,9 +1370,8 @@ class SqliteStore final : public Store {
         fail("the journal of run " + id + " has an entry of unknown kind or state");
       e.kind = *kind;
       e.state = *state;
-      if (!q.getColumn(4).isNull()) e.output = json::parse(q.getColumn(4).getString());
-      if (!q.getColumn(5).isNull())
-        e.error = error_from_json(json::parse(q.getColumn(5).getString()));
+      if (!q.getColumn(4).isNull()) e.output = stored(q.getColumn(4).getString());
+      if (!q.getColumn(5).isNull()) e.error = error_from_json(stored(q.getColumn(5).getString()));
       e.attempts = q.getColumn(6).getInt();
       if (!q.getColumn(7).isNull()) e.wake_at_ms = q.getColumn(7).getInt64();
       e.invocation = q.getColumn(8).getInt();
@@ -1409,10 +1388,9 @@ class SqliteStore final : public Store {
     info.workflow = q.getColumn(1).getString();
     info.correlation_id = q.getColumn(2).getString();
     info.status = status_from_string(q.getColumn(3).getString()).value_or(Status::pending);
-    info.input = json::parse(q.getColumn(4).getString());
-    if (!q.getColumn(5).isNull()) info.output = json::parse(q.getColumn(5).getString());
-    if (!q.getColumn(6).isNull())
-      info.error = error_from_json(json::parse(q.getColumn(6).getString()));
+    info.input = stored(q.getColumn(4).getString());
+    if (!q.getColumn(5).isNull()) info.output = stored(q.getColumn(5).getString());
+    if (!q.getColumn(6).isNull()) info.error = error_from_json(stored(q.getColumn(6).getString()));
     info.invocations = q.getColumn(7).getInt();
     info.created_at = to_time(q.getColumn(8).getInt64());
     info.updated_at = to_time(q.getColumn(9).getInt64());
@@ -1439,6 +1417,7 @@ class SqliteStore final : public Store {
   std::string path_;
   std::int64_t schema_version_;  // as found on opening, before any migration
   std::size_t write_transactions_ = 0;
+  std::optional<std::string> unreadable_;  // set by stored(): see there
   SQLite::Database db_;
   StatementCache statements_{db_};
 };
@@ -1447,6 +1426,20 @@ class SqliteStore final : public Store {
 
 std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability) {
   return std::make_unique<SqliteStore>(path, durability);
+}
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability,
+                                         Access access) {
+  if (access == Access::read_write) return open_sqlite_store(path, durability);
+  auto store = std::make_unique<SqliteStore>(path, SqliteStore::ReadOnly{});
+  if (store->schema_version() < kSchemaVersion) {
+    throw Error("database '" + path + "': written by an older durable (schema version " +
+                std::to_string(store->schema_version()) + "; this build reads " +
+                std::to_string(kSchemaVersion) +
+                "), and a read-only open does not migrate it. Open it once with write access "
+                "(a Runtime, or a durable command that writes) to migrate it");
+  }
+  return store;
 }
 
 std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path) {

@@ -15,6 +15,12 @@
 
 #include "engine.hpp"
 
+struct sqlite3;
+namespace SQLite {
+class Database;
+class Exception;
+}  // namespace SQLite
+
 namespace durable::detail {
 
 /// What a run's status refuses (retry of a run that is not failed), as opposed to a database
@@ -68,6 +74,19 @@ struct Backlog {
 struct Claim {
   RunState run;
   std::int64_t lease_until_ms = 0;
+  /// Claims of this run in a row that ended with its owner dead, this one's included when it is
+  /// a takeover; cleared by a commit (RunWrite::clear_crashes).
+  int crashes = 0;
+  /// Set when a value stored for the run (its input, a journaled output) cannot be read safely:
+  /// the run must be failed with this reason, not executed.
+  std::optional<std::string> unreadable;
+};
+
+/// What claim() did: the runs it claimed, and those it failed instead (quarantined: they had
+/// crashed their workers ClaimRequest::quarantine_after times).
+struct Claimed {
+  std::vector<Claim> runs;
+  std::vector<std::string> quarantined;
 };
 
 struct ClaimRequest {
@@ -83,6 +102,8 @@ struct ClaimRequest {
   std::vector<std::string> executing;
   /// Workflows with a concurrency limit: no claim makes more of their runs `running` than this.
   std::map<std::string, int> limits;
+  /// A run taken over from a dead owner this many times in a row is failed, not claimed; 0: never.
+  int quarantine_after = 0;
 };
 
 /// One atomic write for a run: an optional journal entry and an optional change of the run.
@@ -104,7 +125,8 @@ struct RunWrite {
   std::string reason;                 ///< for the state history, with a status change
   int invocations = 0;
   std::int64_t now_ms = 0;
-  bool renew_lease = false;  ///< running: move due_ms (the lease expiry) on
+  bool renew_lease = false;    ///< running: move due_ms (the lease expiry) on
+  bool clear_crashes = false;  ///< the run made progress: forget its crashed claims
 };
 
 /// A process that claims runs: lets another process on the same host tell that it died.
@@ -127,8 +149,10 @@ class Store {
   virtual std::optional<std::vector<JournalEntry>> journal(const std::string& id) = 0;
 
   /// Claims due runs (pending and sleeping runs whose time came, running runs whose lease
-  /// lapsed or whose owner died) and loads their journals.
-  virtual std::vector<Claim> claim(const ClaimRequest& request) = 0;
+  /// lapsed or whose owner died) and loads their journals. A run taken over once more than
+  /// ClaimRequest::quarantine_after allows is failed instead; a run under suspicion of crashing
+  /// its workers is claimed alone.
+  virtual Claimed claim(const ClaimRequest& request) = 0;
   /// Writes atomically. Returns false, writing nothing, when the run is no longer running under
   /// this owner (cancelled, or taken over after its lease lapsed).
   virtual bool commit(const RunWrite& write) = 0;
@@ -190,6 +214,11 @@ class Store {
   /// the copy is complete.
   virtual void copy_to(const std::string& path) = 0;
 
+  /// Deletes up to `limit` events stored before `before_ms` that no wait can still need (see
+  /// store_maintenance.cpp for which), oldest first, in one short write transaction. Returns how
+  /// many it deleted: fewer than `limit` means none of that age is left to delete.
+  virtual std::size_t purge_events(std::int64_t before_ms, std::size_t limit) = 0;
+
   /// The SQLite synchronous level in force (1 NORMAL, 2 FULL); for the tests.
   virtual int synchronous() = 0;
   /// Run writes committed so far by commit() and commit_all(), one per transaction; for the
@@ -201,6 +230,17 @@ class Store {
 /// untouched), a corrupt one, or one written by a newer schema.
 std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability);
 
+/// How a store opens its file.
+enum class Access {
+  read_write,  ///< creates and migrates the file as needed
+  /// Reads the file as it is: nothing is written to it or beside it, so a file that is
+  /// read-only, or on a read-only mount, can be read. Throws Error for a missing file and for
+  /// one of an older schema (which only a read-write open migrates). Writes fail.
+  read_only,
+};
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability,
+                                         Access access);
+
 /// Opens a durable database for reading only: nothing is written to the file or beside it. A
 /// file of an older schema version is read from a migrated copy in the temporary directory,
 /// removed when the store closes. Throws Error for a missing file, one that is not a durable
@@ -208,8 +248,24 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability dur
 /// lost).
 std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path);
 
+/// What is wrong with a database file that could not be opened, from SQLite's extended result
+/// code and the OS errno behind it (0: unknown).
+enum class OpenFault { not_writable, disk_full, not_sqlite, corrupt, io_error, other };
+OpenFault classify_open_error(int extended_code, int system_errno);
+/// "database 'PATH': <what is wrong> (<SQLite's words>). <what to do>", for an Error.
+std::string open_error_message(const std::string& path, int extended_code, int system_errno,
+                               const std::string& sqlite_text);
+/// The Error for an SQLite failure while opening `path`; `handle` (may be null) gives the errno.
+Error open_error(const std::string& path, const SQLite::Exception& e, sqlite3* handle);
+/// A read-only connection to an existing file that creates nothing beside it when it can (see
+/// store_open.cpp). Throws Error for a missing file or one SQLite cannot open.
+std::unique_ptr<SQLite::Database> open_sqlite_reader(const std::string& path);
+
+/// Store::purge_events on a connection of a SQLite store (store_maintenance.cpp).
+std::size_t purge_events_in(SQLite::Database& db, std::int64_t before_ms, std::size_t limit);
+
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

@@ -1,6 +1,7 @@
 // The operations surface: the Admin queries and actions, the HTTP API on them, the metrics, and
 // the durable command with its exit codes.
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
@@ -9,13 +10,16 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "admin.hpp"
 #include "api.hpp"
 #include "http_server.hpp"
+#include "scratch_mount.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -103,9 +107,8 @@ std::pair<int, std::string> http(unsigned short port, const std::string& method,
 
 json body_of(const std::pair<int, std::string>& answer) { return json::parse(answer.second); }
 
-// Runs the durable command; returns its exit code and what it printed on stdout.
-std::pair<int, std::string> durable_cli(const std::string& args) {
-  const std::string command = std::string(DURABLE_CLI) + " " + args + " 2>/dev/null";
+// Runs a shell command line; returns its exit code and what it printed on stdout.
+std::pair<int, std::string> run_shell(const std::string& command) {
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::string out;
@@ -115,6 +118,11 @@ std::pair<int, std::string> durable_cli(const std::string& args) {
   }
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// Runs the durable command; returns its exit code and what it printed on stdout.
+std::pair<int, std::string> durable_cli(const std::string& args) {
+  return run_shell(std::string(DURABLE_CLI) + " " + args + " 2>/dev/null");
 }
 
 }  // namespace
@@ -447,7 +455,7 @@ TEST_CASE("durable command: each command, its --json answer and its exit code") 
   CHECK(durable_cli(db + "frobnicate").first == 2);
   CHECK(durable_cli(db + "runs --limit 0").first == 2);
   CHECK(durable_cli(db + "runs --colour red").first == 2);
-  CHECK(durable_cli("--db '" + f.dir.file("typo.db") + "' runs").first == 1);
+  CHECK(durable_cli("--db '" + f.dir.file("typo.db") + "' runs").first == 2);  // bad usage
   CHECK_FALSE(std::filesystem::exists(f.dir.file("typo.db")));  // no empty file left behind
   CHECK(durable_cli("--help").first == 0);
 }
@@ -502,4 +510,182 @@ TEST_CASE("http api: a browser request from another site is refused") {
             .first == 200);
   CHECK(http(port, "GET", "/v1/stats", "", "Host: localhost:" + std::to_string(port) + "\r\n")
             .first == 200);
+}
+
+TEST_CASE("http api: a number out of range or JSON nested too deep gets 400, and serving goes on") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  ops::HttpServer server({.port = 0}, ops::api_handler(admin));
+  const unsigned short port = server.port();
+  for (const auto& [target, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/events", R"({"name":"approved","data":1e999})"},
+           {"/v1/runs", R"({"workflow":"signup","input":{"n":-1e999}})"}}) {
+    CAPTURE(body);
+    const auto answer = http(port, "POST", target, body);
+    CHECK(answer.first == 400);
+    CHECK(body_of(answer).at("error").at("code") == "bad_request");
+  }
+  // 200 KB nested 100,000 deep: refused before it is parsed, where it would overflow the stack.
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  for (const auto& [target, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/events", R"({"name":"approved","data":)" + deep + "}"},
+           {"/v1/runs", R"({"workflow":"signup","input":)" + deep + "}"},
+           // In a field no route reads: the whole body is checked, not only what is stored.
+           {"/v1/events", R"({"name":"approved","data":{},"extra":)" + deep + "}"}}) {
+    CAPTURE(target);
+    const auto answer = http(port, "POST", target, body);
+    CHECK(answer.first == 400);
+    CHECK(body_of(answer).at("error").at("message").get<std::string>().find("64") !=
+          std::string::npos);
+  }
+  // Brackets inside strings are text, not nesting.
+  const std::string text =
+      R"({"name":"approved","data":{"text":")" + std::string(1000, '[') + R"(\"{"}})";
+  CHECK(http(port, "POST", "/v1/events", text).first == 202);
+  CHECK(http(port, "GET", "/v1/stats").first == 200);
+  CHECK(admin.list_runs({.workflow = "signup"}).at("total") == 1);  // nothing was started
+}
+
+TEST_CASE("http api: a read answers while a write waits on another connection's write lock") {
+  Fixture f;
+  ops::Admin admin(f.db);
+  const ops::HttpHandler api = ops::api_handler(admin);
+  std::atomic<bool> write_entered{false};
+  ops::HttpServer server({.port = 0}, [&](const ops::HttpRequest& request) {
+    if (request.method == "POST") write_entered = true;
+    return api(request);
+  });
+  const unsigned short port = server.port();
+  SQLite::Database holder(f.db, SQLite::OPEN_READWRITE);
+  holder.exec("BEGIN IMMEDIATE");  // another process holding the write lock
+  std::atomic<bool> write_answered{false};
+  int write_status = 0;
+  std::thread writer([&] {
+    try {
+      write_status = http(port, "POST", "/v1/events", R"({"name":"approved","data":{}})").first;
+    } catch (...) {
+    }
+    write_answered = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!write_entered && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  REQUIRE(write_entered);
+  CHECK(http(port, "GET", "/v1/stats").first == 200);
+  CHECK(http(port, "GET", "/v1/runs").first == 200);
+  CHECK(http(port, "GET", "/").first == 200);
+  CHECK_FALSE(write_answered);  // the reads were answered while the write still waited
+  holder.exec("COMMIT");
+  writer.join();
+  CHECK(write_status == 202);
+}
+
+// --- The command on a missing or read-only database, and events purge ---
+
+namespace {
+// Runs a shell command; returns its exit code and what it printed on stdout and stderr.
+std::pair<int, std::string> shell(const std::string& command) {
+  return run_shell(command + " 2>&1");
+}
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("durable command: a missing database is bad usage (exit 2), and no file is made") {
+  test::TempDir dir;
+  const std::string typo = dir.file("typo.db");
+  for (const char* command :
+       {"runs", "show r1", "steps r1", "stats", "schedules", "metrics", "start signup", "send go",
+        "retry r1", "cancel r1", "schedules remove s1", "events purge --older-than 7d", "serve"}) {
+    CAPTURE(command);
+    const auto [code, out] = shell(std::string(DURABLE_CLI) + " --db '" + typo + "' " + command);
+    CHECK(code == 2);
+    CHECK(has(out, "no database at '" + typo + "'; pass --db FILE"));
+    CHECK_FALSE(std::filesystem::exists(typo));
+  }
+  // The default path, durable.db in the working directory.
+  const auto [code, out] = shell("cd '" + dir.path().string() + "' && " + DURABLE_CLI + " runs");
+  CHECK(code == 2);
+  CHECK(has(out, "no database at 'durable.db'"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("durable.db")));
+  // A mistyped command is named as such, whether or not the database is there.
+  const auto unknown = shell(std::string(DURABLE_CLI) + " --db '" + typo + "' frobnicate");
+  CHECK(unknown.first == 2);
+  CHECK(has(unknown.second, "unknown command 'frobnicate'"));
+}
+
+TEST_CASE("durable command: the read commands work on a database this user may not write") {
+  Fixture f;
+  const auto mount = test::ScratchMount::make(f.dir.path() / "ro", 8 << 20);
+  const std::string db = (f.dir.path() / (mount ? "ro" : "") / "copy.db").string();
+  std::filesystem::copy_file(f.db, db);  // closed: no -wal beside it
+  std::filesystem::permissions(db, std::filesystem::perms::owner_read |
+                                       std::filesystem::perms::group_read |
+                                       std::filesystem::perms::others_read);
+  if (mount) {
+    REQUIRE(mount->make_read_only());  // stops root too, whom the permission bits do not
+  } else {
+    MESSAGE("no read-only mount here: the file is only 0444 (which root may write anyway)");
+  }
+  const std::string cli = std::string(DURABLE_CLI) + " --db '" + db + "' ";
+  const std::vector<std::string> reads = {"runs",       "show " + f.failed, "steps " + f.completed,
+                                          "stats",      "schedules",        "metrics",
+                                          "--json runs"};
+  for (const std::string& command : reads) {
+    CAPTURE(command);
+    const auto [code, out] = shell(cli + command);
+    CHECK(code == 0);
+    CHECK_FALSE(has(out, "durable:"));  // no error or warning
+  }
+  CHECK(has(shell(cli + "runs").second, f.failed));
+  CHECK(has(shell(cli + "metrics").second, "durable_"));
+  // Read as it is: nothing made beside it, as a read-write open would (the -wal and -shm).
+  CHECK_FALSE(std::filesystem::exists(db + "-wal"));
+  CHECK_FALSE(std::filesystem::exists(db + "-shm"));
+  if (mount) {
+    // A command that writes says what is wrong, and what to do.
+    const auto [code, out] = shell(cli + "start signup");
+    CHECK(code == 1);
+    CHECK(has(out, "database '" + db + "': cannot open or write the file"));
+    CHECK(has(out, "mounted read-only"));
+  }
+}
+
+TEST_CASE("durable command: events purge deletes old events, and keeps the newest") {
+  test::TempDir dir;
+  const std::string db = dir.file("events.db");
+  {
+    // The manual clock stands in 2025, so these events are months old for the command, which
+    // reads the real one.
+    test::ManualClock clock;
+    auto runtime = test::runtime_on(db, clock, quiet(db));
+    for (int i = 0; i < 3; ++i) runtime->send_event("old", {{"i", i}});
+  }
+  const std::string cli = std::string(DURABLE_CLI) + " --db '" + db + "' ";
+  CHECK(shell(cli + "events purge").first == 2);                    // no --older-than
+  CHECK(shell(cli + "events purge --older-than soon").first == 2);  // not a duration
+  CHECK(shell(cli + "events list --older-than 1d").first == 2);     // no such subcommand
+  CHECK(json::parse(shell(cli + "--json events purge --older-than 10000d").second).at("deleted") ==
+        0);
+  const auto [code, out] = shell(cli + "--json events purge --older-than 1d");
+  CHECK(code == 0);
+  CHECK(json::parse(out).at("deleted") == 2);
+  SQLite::Database check(db, SQLite::OPEN_READONLY);
+  CHECK(check.execAndGet("SELECT count(*) FROM events").getInt() == 1);
+}
+
+TEST_CASE("durable serve: a token with a space or a control character is bad usage (exit 2)") {
+  test::TempDir dir;
+  const std::string db = dir.file("app.db");
+  { Runtime runtime({.database = db}); }
+  const std::string serve = std::string(DURABLE_CLI) + " --db '" + db + "' serve --port 0";
+  for (const std::string token : {"' '", "'two words'", "\"$(printf 'a\\tb')\""}) {
+    CAPTURE(token);
+    const auto [code, out] = shell(serve + " --token " + token);
+    CHECK(code == 2);
+    CHECK(has(out, "bearer token"));
+  }
+  const auto [code, out] = shell("DURABLE_TOKEN=' ' " + serve);
+  CHECK(code == 2);
+  CHECK(has(out, "bearer token"));
 }

@@ -75,7 +75,7 @@ struct Lines {
 
 TEST_CASE("serve() runs started work and wakes sleeping runs on time, until stop()") {
   test::TempDir dir;
-  Runtime runtime({.database = dir.file("db"), .poll_interval = 5s});
+  Runtime runtime({.database = dir.file("db"), .poll_interval = 120s});
   runtime.add(Workflow("nap", [](Step& step, const json&) -> json {
     step.run("a", [] { return 1; });
     step.sleep("nap", 300ms);
@@ -87,9 +87,10 @@ TEST_CASE("serve() runs started work and wakes sleeping runs on time, until stop
   const RunInfo run = wait_for(runtime, id, Status::completed);
   const auto took = std::chrono::steady_clock::now() - started;
   CHECK(run.status == Status::completed);
-  // Woken by its timer: after 300 ms, and long before the 5 s poll.
+  // Woken by its timer: after 300 ms, and not by the poll, two minutes apart (a bound far from
+  // any machine's noise; the speed of a wake-up is the benchmark's business).
   CHECK(took >= 300ms);
-  CHECK(took < 2s);
+  CHECK(took < 60s);
   CHECK(run.invocations == 4);
 }
 
@@ -371,4 +372,107 @@ TEST_CASE("stop() does not wait out a run's resident sleep") {
   runtime.stop();
   server.join();
   CHECK(std::chrono::steady_clock::now() - asked < 1s);
+}
+
+// --- Retention of events, and serve()'s back-off while the database fails ---
+
+namespace {
+std::int64_t event_rows(const std::string& path) {
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  return db.execAndGet("SELECT count(*) FROM events").getInt64();
+}
+
+// Waits, with a deadline, until `done` holds; returns whether it did.
+template <class F>
+bool eventually(F&& done, std::chrono::milliseconds timeout = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+Workflow one_step(const std::string& name) {
+  return Workflow(
+      name, [](Step& step, const json&) -> json { return step.run("one", [] { return 1; }); });
+}
+}  // namespace
+
+TEST_CASE("serve() deletes events older than event_retention, and none when it is 0") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  for (const bool keep_forever : {false, true}) {
+    CAPTURE(keep_forever);
+    const std::string db = dir.file(keep_forever ? "forever.db" : "week.db");
+    Lines lines;
+    RuntimeOptions opts{.log_level = LogLevel::info, .log_sink = lines.sink()};
+    opts.event_retention = keep_forever ? 0ms : std::chrono::hours(24 * 7);
+    auto runtime = test::runtime_on(db, clock, opts);
+    runtime->add(one_step("tick"));
+    for (int i = 0; i < 3; ++i) runtime->send_event("old", {{"i", i}});
+    clock.advance(std::chrono::hours(24 * 8));
+    runtime->send_event("recent", json::object());
+    Serving serving(*runtime);
+    // Two runs done: at least one round, with its housekeeping, ran after the first.
+    for (int i = 0; i < 2; ++i) {
+      REQUIRE(wait_for(*runtime, runtime->start("tick"), Status::completed).status ==
+              Status::completed);
+    }
+    if (keep_forever) {
+      CHECK(event_rows(db) == 4);
+      CHECK(lines.with_event("serve.events_purged").empty());
+    } else {
+      CHECK(eventually([&] { return event_rows(db) == 1; }));  // the recent one stays
+      const auto purged = lines.with_event("serve.events_purged");
+      REQUIRE(purged.size() == 1);
+      CHECK(purged[0].at("deleted") == 3);
+    }
+  }
+}
+
+TEST_CASE(
+    "serve() backs off while the database fails, with bounded serve.error lines, and "
+    "logs its recovery once") {
+  test::TempDir dir;
+  const std::string path = dir.file("db");
+  Lines lines;
+  Runtime runtime({.database = path,
+                   .poll_interval = 1ms,
+                   .log_level = LogLevel::info,
+                   .log_sink = lines.sink()});
+  runtime.add(one_step("one"));
+  // The fault: every update of a run's row fails, as every write does on a full disk. A trigger
+  // from another connection makes the store's own writes fail, with no privileges needed.
+  SQLite::Database other(path, SQLite::OPEN_READWRITE);
+  other.exec(
+      "CREATE TRIGGER fault BEFORE UPDATE ON runs "
+      "BEGIN SELECT RAISE(FAIL, 'injected: database or disk is full'); END");
+  const std::string first = runtime.start("one");  // stored; its claim fails
+  Serving serving(runtime);
+  constexpr std::size_t kLines = 8;
+  REQUIRE(eventually([&] { return lines.with_event("serve.error").size() >= kLines; }));
+  const auto errors = lines.with_event("serve.error");
+  // Every line waits twice as long as the one before (1, 2, 4 ... 128 ms): 8 lines over 255
+  // polls' worth of time, where the loop without back-off logged one line per 1 ms poll.
+  std::int64_t failures = 0;
+  for (std::size_t i = 0; i < kLines; ++i) {
+    CAPTURE(i);
+    CHECK(errors[i].at("msg").get<std::string>().find("injected") != std::string::npos);
+    CHECK(errors[i].at("retry_in_ms") == std::int64_t{1} << i);
+    failures += errors[i].at("repeats").get<std::int64_t>() + 1;
+    CHECK(errors[i].at("failures") == failures);  // every failed round is counted
+  }
+  CHECK(lines.with_event("serve.recovered").empty());
+
+  other.exec("DROP TRIGGER fault");
+  const std::string second = runtime.start("one");  // wakes serve() from its pause
+  CHECK(wait_for(runtime, first, Status::completed).status == Status::completed);
+  CHECK(wait_for(runtime, second, Status::completed).status == Status::completed);
+  REQUIRE(eventually([&] { return lines.with_event("serve.recovered").size() == 1; }));
+  // More rounds succeed; the recovery is not logged again.
+  CHECK(wait_for(runtime, runtime.start("one"), Status::completed).status == Status::completed);
+  CHECK(lines.with_event("serve.recovered").size() == 1);
+  CHECK(lines.with_event("serve.recovered")[0].at("failures").get<std::int64_t>() >=
+        static_cast<std::int64_t>(kLines));
 }

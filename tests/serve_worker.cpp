@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
                               .log_level = durable::LogLevel::error});
     runtime.add(durable::test::job_workflow(argv[2]));
     runtime.add(durable::test::slow_workflow(argv[2]));
+    runtime.add(durable::test::poison_workflow(argv[2]));
     runtime.serve();
     return 0;
   } catch (const std::exception& e) {

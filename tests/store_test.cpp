@@ -4,10 +4,14 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 
+#include <cerrno>
 #include <fstream>
 #include <iterator>
 
+#include "durations.hpp"
+#include "scratch_mount.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -38,7 +42,9 @@ TEST_CASE("a file that is not an SQLite database is refused and left untouched")
   { std::ofstream(path) << "these are my notes, not a database\n" << std::string(5000, 'z'); }
   const std::string before = read_all(path);
   CHECK_THROWS_WITH_AS(Runtime({.database = path}),
-                       doctest::Contains("not a durable database, or a corrupt one"), Error);
+                       doctest::Contains("not a durable database: the file is not an SQLite "
+                                         "database at all"),
+                       Error);
   CHECK(read_all(path) == before);
 }
 
@@ -156,7 +162,8 @@ TEST_CASE(
 
 TEST_CASE("a database path that cannot be opened, and impossible options, are clear errors") {
   CHECK_THROWS_WITH_AS(Runtime({.database = "/nonexistent-dir/x/durable.db"}),
-                       doctest::Contains("cannot open database '/nonexistent-dir/x/durable.db'"),
+                       doctest::Contains("database '/nonexistent-dir/x/durable.db': its directory "
+                                         "'/nonexistent-dir/x' does not exist"),
                        Error);
   RuntimeOptions no_lease;
   no_lease.database = ":memory:";
@@ -166,4 +173,164 @@ TEST_CASE("a database path that cannot be opened, and impossible options, are cl
   no_poll.database = ":memory:";
   no_poll.poll_interval = std::chrono::milliseconds(-1);
   CHECK_THROWS_WITH_AS(Runtime{no_poll}, "RuntimeOptions::poll_interval must be positive", Error);
+}
+
+// --- Open errors that say what is wrong, read-only opens, and the retention of events ---
+
+namespace {
+// A file holding one completed run, closed (no -wal left beside it).
+std::string one_run_file(const std::string& path) {
+  Runtime runtime({.database = path, .log_level = LogLevel::off});
+  runtime.add(trivial());
+  const std::string id = runtime.start("trivial");
+  runtime.run_until_idle();
+  return id;
+}
+}  // namespace
+
+TEST_CASE("open errors are told apart by SQLite's extended code and the errno behind it") {
+  using detail::classify_open_error;
+  using detail::OpenFault;
+  CHECK(classify_open_error(SQLITE_CANTOPEN, EROFS) == OpenFault::not_writable);
+  CHECK(classify_open_error(SQLITE_CANTOPEN, EACCES) == OpenFault::not_writable);
+  CHECK(classify_open_error(SQLITE_READONLY, 0) == OpenFault::not_writable);
+  CHECK(classify_open_error(SQLITE_READONLY_DBMOVED, 0) == OpenFault::not_writable);
+  CHECK(classify_open_error(SQLITE_FULL, 0) == OpenFault::disk_full);
+  CHECK(classify_open_error(SQLITE_IOERR_SHMSIZE, ENOSPC) == OpenFault::disk_full);
+  CHECK(classify_open_error(SQLITE_IOERR_WRITE, ENOSPC) == OpenFault::disk_full);
+  CHECK(classify_open_error(SQLITE_IOERR_SHMOPEN, EROFS) == OpenFault::not_writable);
+  CHECK(classify_open_error(SQLITE_NOTADB, 0) == OpenFault::not_sqlite);
+  CHECK(classify_open_error(SQLITE_CORRUPT, 0) == OpenFault::corrupt);
+  CHECK(classify_open_error(SQLITE_IOERR_READ, EIO) == OpenFault::io_error);
+  const std::string full = detail::open_error_message("/data/d.db", SQLITE_FULL, 0, "full");
+  CHECK(full.find("database '/data/d.db': the disk is full") == 0);
+  CHECK(full.find("Free space") != std::string::npos);
+  const std::string ro = detail::open_error_message("/data/d.db", SQLITE_CANTOPEN, EROFS, "x");
+  CHECK(ro.find("cannot open or write the file") != std::string::npos);
+  CHECK(ro.find("mounted read-only") != std::string::npos);
+  CHECK(ro.find("not a durable database") == std::string::npos);
+}
+
+TEST_CASE("a database on a read-only file system is reported as not writable, not as corrupt") {
+  test::TempDir dir;
+  const std::string path = dir.file("m/durable.db");
+  const auto mount = test::ScratchMount::make(dir.path() / "m", 1 << 20);
+  if (!mount) {
+    MESSAGE("skipped: this process may not mount a tmpfs (the classification test covers it)");
+    return;
+  }
+  const std::string id = one_run_file(path);
+  REQUIRE(mount->make_read_only());
+  try {
+    Runtime runtime({.database = path});
+    FAIL("a read-write open of a file on a read-only mount succeeded");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("database '" + path + "': cannot open or write the file") == 0);
+    CHECK(what.find("Read-only file system") != std::string::npos);  // the errno, EROFS
+    CHECK(what.find("corrupt") == std::string::npos);
+  }
+  // A read-only open reads it as it is.
+  const auto store = detail::open_sqlite_store(path, Durability::normal, detail::Access::read_only);
+  const auto run = store->get_run(id, false);
+  REQUIRE(run);
+  CHECK(run->status == Status::completed);
+  detail::NewRun second;
+  second.id = "r2";
+  second.workflow = "trivial";
+  second.input = "{}";
+  CHECK_THROWS_AS(store->create_run(second), Error);
+}
+
+TEST_CASE("a full disk at open is reported as a full disk, not as corrupt") {
+  test::TempDir dir;
+  const auto mount = test::ScratchMount::make(dir.path() / "m", 256 << 10);
+  if (!mount) {
+    MESSAGE("skipped: this process may not mount a tmpfs (the classification test covers it)");
+    return;
+  }
+  const std::string existing = dir.file("m/durable.db");
+  one_run_file(existing);
+  mount->fill();
+  // An existing file: reading it needs room for its WAL index (-shm).
+  CHECK_THROWS_WITH_AS(Runtime({.database = existing}),
+                       doctest::Contains(("database '" + existing + "': the disk is full").c_str()),
+                       Error);
+  // A new file: its schema cannot be written.
+  const std::string fresh = dir.file("m/fresh.db");
+  CHECK_THROWS_WITH_AS(Runtime({.database = fresh}),
+                       doctest::Contains(("database '" + fresh + "': the disk is full").c_str()),
+                       Error);
+}
+
+TEST_CASE("a read-only open writes nothing beside the file and refuses an older schema") {
+  test::TempDir dir;
+  const std::string path = dir.file("current.db");
+  const std::string id = one_run_file(path);
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read |
+                                         std::filesystem::perms::group_read |
+                                         std::filesystem::perms::others_read);
+  {
+    const auto store =
+        detail::open_sqlite_store(path, Durability::normal, detail::Access::read_only);
+    CHECK(store->list_runs({}).size() == 1);
+    CHECK_FALSE(std::filesystem::exists(path + "-wal"));
+    CHECK_FALSE(std::filesystem::exists(path + "-shm"));
+  }
+  const std::string old = dir.file("old.db");
+  {
+    SQLite::Database db(old, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec("PRAGMA application_id = " + std::to_string(detail::kApplicationId));
+    db.exec("CREATE TABLE runs (id TEXT)");  // some schema of an older version
+    db.exec("PRAGMA user_version = 1");
+  }
+  const std::string before = read_all(old);
+  CHECK_THROWS_WITH_AS(
+      detail::open_sqlite_store(old, Durability::normal, detail::Access::read_only),
+      doctest::Contains("written by an older durable (schema version 1"), Error);
+  CHECK(read_all(old) == before);
+  CHECK_THROWS_WITH_AS(detail::open_sqlite_store(dir.file("missing.db"), Durability::normal,
+                                                 detail::Access::read_only),
+                       doctest::Contains("does not exist"), Error);
+  CHECK_FALSE(std::filesystem::exists(dir.file("missing.db")));
+}
+
+TEST_CASE(
+    "purging events deletes old ones, and keeps recent ones, the newest and those a wait needs") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  const std::string path = dir.file("events.db");
+  auto runtime = test::runtime_on(path, clock, {.log_level = LogLevel::off});
+  runtime->add(Workflow("waiter", [](Step& step, const json&) -> json {
+    return step.wait_for_event("wait", "go", {.match = {{"n", 2}}}).value_or(json());
+  }));
+  for (int i = 0; i < 3; ++i) runtime->send_event("noise", {{"i", i}});  // seq 1-3
+  const std::string id = runtime->start("waiter");
+  runtime->run_until_idle();
+  REQUIRE(runtime->get(id).status == Status::waiting);  // its wait began after seq 3
+  runtime->send_event("go", {{"n", 1}});                // seq 4: after the wait began, not matching
+  clock.advance(std::chrono::hours(24 * 8));
+  runtime->send_event("recent", json::object());  // seq 5
+  const std::int64_t week_ago =
+      detail::to_ms(clock.now()) - std::chrono::milliseconds(std::chrono::hours(24 * 7)).count();
+  const auto store = detail::open_sqlite_store(path, Durability::normal);
+  const auto seqs = [&] {
+    SQLite::Database db(path, SQLite::OPEN_READONLY);
+    SQLite::Statement q(db, "SELECT seq FROM events ORDER BY seq");
+    std::vector<int> out;
+    while (q.executeStep()) out.push_back(q.getColumn(0).getInt());
+    return out;
+  };
+  CHECK(store->purge_events(week_ago, 2) == 2);  // a batch at a time
+  CHECK(store->purge_events(week_ago, 1000) == 1);
+  CHECK(seqs() == std::vector<int>{4, 5});  // 4: the waiting run's wait began before it
+  runtime->send_event("go", {{"n", 2}});    // seq 6 completes the wait
+  runtime->run_until_idle();
+  REQUIRE(runtime->get(id).status == Status::completed);
+  CHECK(runtime->get(id).output == json{{"n", 2}});
+  clock.advance(std::chrono::hours(24 * 8));
+  CHECK(store->purge_events(detail::to_ms(clock.now()), 1000) == 2);
+  CHECK(seqs() == std::vector<int>{6});  // the newest stays: seq numbers never go back
+  runtime->send_event("later", json::object());
+  CHECK(seqs() == std::vector<int>{6, 7});
 }

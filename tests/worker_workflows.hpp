@@ -4,6 +4,7 @@
 // file, so the test can count the bodies that ran.
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -54,6 +55,19 @@ inline Workflow slow_workflow(const std::string& log) {
       });
     }
     return "done";
+  });
+}
+
+// "poison": its one step kills its own process with SIGKILL, as a segmentation fault, a stack
+// overflow or the out-of-memory killer would: whatever worker claims it dies.
+inline Workflow poison_workflow(const std::string& log) {
+  return Workflow("poison", [log](Step& step, const json&) -> json {
+    step.run("boom", [&] {
+      log_body(log, std::string(step.run_id()) + " boom");
+      ::kill(::getpid(), SIGKILL);
+      return 0;
+    });
+    return "survived";
   });
 }
 

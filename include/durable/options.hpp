@@ -97,6 +97,12 @@ struct RuntimeOptions {
   /// How often serve() and wait() look in the database for work other processes wrote.
   std::chrono::milliseconds poll_interval{200};
   std::chrono::milliseconds lease{30'000};  ///< how long a claim on a run lasts unrenewed
+  /// A run whose worker dies this many times in a row while holding it, before the run journals
+  /// anything, is failed ("quarantined") instead of being claimed again, so that a run that
+  /// crashes its process (a segmentation fault, an abort, the out-of-memory killer) cannot take
+  /// down every worker forever. Runs under suspicion (two crashed claims in a row) are claimed
+  /// one at a time, so only the guilty one is charged. 0: never quarantine.
+  int quarantine_after = 5;
   std::size_t max_output_bytes = 4u << 20;  ///< the largest step or run result, as JSON text
 
   /// Log lines at this level and above are written, one JSON object per line.
@@ -110,6 +116,10 @@ struct RuntimeOptions {
   std::chrono::milliseconds backlog_age_breach{60'000};
   /// The admin HTTP API and dashboard, served by serve() while it runs; needs a database file.
   HttpListen http{};
+  /// serve() deletes events stored longer ago than this, in small batches, except those a
+  /// waiting run could still need (docs/runtime.md); 0: keep every event forever. Completed
+  /// waits and sent events keep their data in the journal, so a replay never needs the row.
+  std::chrono::milliseconds event_retention{std::chrono::hours(24 * 7)};
 };
 
 /// When a schedule starts runs: every `every` or by a `cron` expression (one of the two), at
