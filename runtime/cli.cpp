@@ -88,7 +88,7 @@ struct Command {
 json parse_json(const std::string& text, const char* what) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // not only parse errors: 1e999 is out_of_range.406
     throw UsageError(std::string(what) + " is not valid JSON: " + e.what());
   }
 }

@@ -118,11 +118,15 @@ std::optional<std::string> invalid_token(std::string_view token) {
          "Bearer <token>'";
 }
 
-std::optional<std::string> refuse_token(const HttpOptions& options, const std::string& path,
+std::optional<std::string> refuse_token(const HttpOptions& options, const PublicRead& read,
                                         std::string_view authorization) {
   if (options.token.empty()) return std::nullopt;
   const auto& open = options.public_paths;
-  if (std::find(open.begin(), open.end(), path) != open.end()) return std::nullopt;
+  // Only a GET or HEAD with no body: anything else on a public path would have its body read,
+  // and count against the bodies in flight, for a client without the token.
+  if (read.bodiless_get && std::find(open.begin(), open.end(), read.path) != open.end()) {
+    return std::nullopt;
+  }
   constexpr std::string_view kScheme = "Bearer ";
   if (authorization.size() < kScheme.size() ||
       !iequals(authorization.substr(0, kScheme.size()), kScheme)) {

@@ -26,8 +26,16 @@ bool decode_target(std::string_view target, std::string& path,
 /// would mangle or a shell quote would hide.
 std::optional<std::string> invalid_token(std::string_view token);
 
-/// nullopt when the request may go on; otherwise why it gets 401.
-std::optional<std::string> refuse_token(const HttpOptions& options, const std::string& path,
+/// What decides whether a request may skip the token: its path, and whether it is a GET or HEAD
+/// that carries no body (no Content-Length above 0, not chunked).
+struct PublicRead {
+  const std::string& path;
+  bool bodiless_get = false;
+};
+
+/// nullopt when the request may go on; otherwise why it gets 401. Only a bodiless GET or HEAD
+/// of one of HttpOptions::public_paths goes on without the token.
+std::optional<std::string> refuse_token(const HttpOptions& options, const PublicRead& read,
                                         std::string_view authorization);
 
 /// True for "localhost", an IPv4 loopback address and "[::1]" (brackets optional), nothing more.

@@ -166,8 +166,11 @@ std::optional<HttpResponse> refuse_header(const HttpOptions& options,
                                                      to_std(header[http::field::origin]))) {
     return json_error(403, "forbidden", *foreign);
   }
-  if (const auto refusal =
-          detail::refuse_token(options, request.path, to_std(header[http::field::authorization]))) {
+  const bool get = header.method() == http::verb::get || header.method() == http::verb::head;
+  const bool bodiless = !header.chunked() && (!header.has_content_length() ||
+                                              header[http::field::content_length] == "0");
+  if (const auto refusal = detail::refuse_token(options, {request.path, get && bodiless},
+                                                to_std(header[http::field::authorization]))) {
     HttpResponse response = json_error(401, "unauthorized", *refusal);
     response.headers.emplace_back("WWW-Authenticate", "Bearer");
     return response;

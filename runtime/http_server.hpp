@@ -48,7 +48,8 @@ struct HttpOptions {
   unsigned short port = 8080;  ///< 0: an ephemeral port (see HttpServer::port())
   /// The bearer token: empty (none), or visible ASCII, '!' to '~' (no space, no control
   /// character). Required when the address is not loopback (127.0.0.0/8, ::1, localhost).
-  /// When set, every request but those to public_paths needs `Authorization: Bearer <token>`.
+  /// When set, every request but a GET or HEAD with no body to one of public_paths needs
+  /// `Authorization: Bearer <token>`.
   std::string token{};
   std::size_t max_body = 1 << 20;  ///< larger request bodies get 413
   int threads = 2;                 ///< io threads (at least one)

@@ -78,9 +78,8 @@ class ErrorBackoff {
 // Deletes events older than event_retention, a batch per transaction; once a minute, or at
 // once on the next round while more of that age are left. Store::purge_events keeps what a
 // waiting run may need.
-void purge_old_events(Store& store, std::mutex& store_mutex, std::int64_t retention_ms,
-                      std::int64_t now_ms, std::int64_t& next_purge_ms, Logger& logger) {
-  if (retention_ms <= 0 || now_ms < next_purge_ms) return;
+void purge_batches(Store& store, std::mutex& store_mutex, std::int64_t retention_ms,
+                   std::int64_t now_ms, std::int64_t& next_purge_ms, Logger& logger) {
   std::size_t deleted = 0;
   bool more = false;
   for (int batch = 0; batch < kPurgeBatchesPerRound; ++batch) {
@@ -100,6 +99,40 @@ void purge_old_events(Store& store, std::mutex& store_mutex, std::int64_t retent
                  std::to_string(deleted) + " event(s) older than the retention deleted",
                  {{"deleted", deleted}, {"retention_ms", retention_ms}}, now_ms);
   }
+}
+
+// As purge_batches, when the retention asks for it. A failure is logged and tried again at the
+// next time: housekeeping only, the runs go on.
+void purge_old_events(Store& store, std::mutex& store_mutex, std::int64_t retention_ms,
+                      std::int64_t now_ms, std::int64_t& next_purge_ms, Logger& logger) {
+  if (retention_ms <= 0 || now_ms < next_purge_ms) return;
+  try {
+    purge_batches(store, store_mutex, retention_ms, now_ms, next_purge_ms, logger);
+  } catch (const std::exception& e) {
+    logger.write(LogLevel::warn, "serve.purge_error", e.what(), json::object(), now_ms);
+    next_purge_ms = now_ms + kPurgeEveryMs;
+  }
+}
+
+// The admin HTTP API and dashboard of serve(), when RuntimeOptions::http asks for them: on
+// threads of their own, on an Admin of its own (its writes wake this runtime).
+struct HttpServing {
+  std::unique_ptr<ops::Admin> admin;
+  std::unique_ptr<ops::HttpServer> server;
+};
+
+HttpServing serve_http(const RuntimeOptions& options, std::function<void()> on_change,
+                       std::function<Clock::time_point()> clock) {
+  HttpServing serving;
+  if (options.http.address.empty()) return serving;
+  serving.admin = std::make_unique<ops::Admin>(options.database, std::move(on_change),
+                                               std::move(clock), options.durability);
+  ops::HttpOptions listen;
+  listen.address = options.http.address;
+  listen.port = options.http.port;
+  listen.token = options.http.token;
+  serving.server = std::make_unique<ops::HttpServer>(listen, ops::api_handler(*serving.admin));
+  return serving;
 }
 
 }  // namespace
@@ -161,8 +194,6 @@ void RuntimeCore::serve() {
   } forget_wake{this};
   // The admin HTTP API and dashboard, when asked for: on threads of their own, while this
   // serves. Declared after forget_wake, so stopped before the wake-up is forgotten.
-  std::unique_ptr<ops::Admin> admin;
-  std::unique_ptr<ops::HttpServer> http;
   struct ForgetUrl {
     RuntimeCore* core;
     ~ForgetUrl() {
@@ -170,15 +201,10 @@ void RuntimeCore::serve() {
       core->http_url_.clear();
     }
   } forget_url{this};
-  if (!options_.http.address.empty()) {
-    admin = std::make_unique<ops::Admin>(
-        options_.database, [this] { notify_waiters(); }, [this] { return now_(); },
-        options_.durability);
-    ops::HttpOptions listen;
-    listen.address = options_.http.address;
-    listen.port = options_.http.port;
-    listen.token = options_.http.token;
-    http = std::make_unique<ops::HttpServer>(listen, ops::api_handler(*admin));
+  const HttpServing serving = serve_http(
+      options_, [this] { notify_waiters(); }, [this] { return now_(); });
+  const std::unique_ptr<ops::HttpServer>& http = serving.server;
+  if (http) {
     std::lock_guard lock(serve_mutex_);
     http_url_ = http->url();
   }
@@ -214,14 +240,8 @@ void RuntimeCore::serve() {
       return again_in(backoff.failed(logger_, e.what(), now_ms()));
     }
     backoff.succeeded(logger_, now_ms());
-    try {
-      purge_old_events(*store_, store_mutex_, options_.event_retention.count(), now_ms(),
-                       next_purge_ms, logger_);
-    } catch (const std::exception& e) {
-      // Housekeeping only: the runs go on; the purge is tried again at its next time.
-      logger_.write(LogLevel::warn, "serve.purge_error", e.what(), json::object(), now_ms());
-      next_purge_ms = now_ms() + kPurgeEveryMs;
-    }
+    purge_old_events(*store_, store_mutex_, options_.event_retention.count(), now_ms(),
+                     next_purge_ms, logger_);
     auto pause = options_.poll_interval;
     if (due) {
       // A run due now that could not be claimed (its workflow at its concurrency limit, or

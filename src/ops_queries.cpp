@@ -1,8 +1,10 @@
 #include "ops_queries.hpp"
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <unistd.h>
 
 #include <durable/errors.hpp>
+#include <filesystem>
 
 #include "store.hpp"
 
@@ -21,10 +23,20 @@ auto guarded(F&& body) {
 
 }  // namespace
 
+namespace {
+// A live file, beside workers writing it: a plain read-only connection shares their WAL index
+// and reads a consistent snapshot. Only where it could not (the directory cannot be written, as
+// on a read-only mount, where nothing else can write either) is the file read as it stands.
+std::unique_ptr<SQLite::Database> open_live_reader(const std::string& path) {
+  std::filesystem::path directory = std::filesystem::path(path).parent_path();
+  if (directory.empty()) directory = ".";
+  if (::access(directory.c_str(), W_OK) != 0) return open_sqlite_reader(path);
+  return std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY);
+}
+}  // namespace
+
 OpsQueries::OpsQueries(const std::string& path)
-    : db_(guarded(
-          // As the store's reader: on a file on a read-only mount too.
-          [&] { return open_sqlite_reader(path); })) {
+    : db_(guarded([&] { return open_live_reader(path); })) {
   db_->setBusyTimeout(10'000);
 }
 

@@ -61,6 +61,12 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
       now_([] { return Clock::now(); }),
       logger_(options_.log_level, options_.log_sink) {
   if (options_.lease.count() <= 0) throw Error("RuntimeOptions::lease must be positive");
+  if (options_.quarantine_after < 0 || options_.quarantine_after == 1) {
+    // One crashed claim says nothing of which run of the batch crashed: quarantining after it
+    // would fail every run a worker held when it was killed.
+    throw Error("RuntimeOptions::quarantine_after must be 0 (never) or 2 or more, not " +
+                std::to_string(options_.quarantine_after));
+  }
   if (options_.poll_interval.count() <= 0)
     throw Error("RuntimeOptions::poll_interval must be positive");
   engine_config_.max_output_bytes = options_.max_output_bytes;
@@ -249,93 +255,6 @@ std::vector<std::string> RuntimeCore::dead_owners() {
 
 std::size_t RuntimeCore::run_until_idle() { return run_due(std::nullopt, kClaimBatch); }
 
-Counters RuntimeCore::counters() const {
-  Counters c;
-  c.runs_started = counters_.runs_started;
-  c.runs_completed = counters_.runs_completed;
-  c.runs_failed = counters_.runs_failed;
-  c.steps = counters_.steps;
-  c.retries = counters_.retries;
-  c.events_sent = counters_.events_sent;
-  c.schedule_fires = counters_.schedule_fires;
-  return c;
-}
-
-json RuntimeCore::run_fields(const RunState& run) const {
-  return {{"run_id", run.id}, {"correlation_id", run.correlation_id}, {"workflow", run.workflow}};
-}
-
-// Counts what a commit wrote for a run and logs it: each step at debug (a retry at warn, a step
-// failed for good at error), and the run's change of status.
-void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* entries,
-                         const RunWrite* write) {
-  const std::int64_t now = now_ms();
-  // The fields are made only for a line that is written: this runs for every step.
-  const auto fields_of = [&](const JournalEntry* e) {
-    json fields = run_fields(run);
-    if (e != nullptr) {
-      fields["step"] = e->key;
-      fields["kind"] = to_string(e->kind);
-      if (e->state == StepState::retrying || e->state == StepState::failed) {
-        fields["attempt"] = e->attempts;
-        if (e->error) fields["error"] = e->error->type + ": " + e->error->message;
-      }
-    }
-    return fields;
-  };
-  const auto log = [&](LogLevel level, std::string_view event, std::string_view message,
-                       const JournalEntry* e) {
-    if (logger_.enabled(level)) logger_.write(level, event, message, fields_of(e), now);
-  };
-  if (entries != nullptr) {
-    for (const EntryWrite& w : *entries) {
-      const JournalEntry& e = w.entry;
-      if (w.is_new) ++counters_.steps;
-      if (e.kind == StepKind::invoke && e.state == StepState::waiting) ++counters_.runs_started;
-      switch (e.state) {
-        case StepState::retrying:
-          ++counters_.retries;
-          log(LogLevel::warn, "step.retrying", "attempt failed; will be retried", &e);
-          break;
-        case StepState::failed:
-          log(LogLevel::error, "step.failed", "step failed for good", &e);
-          break;
-        default:
-          if (e.kind == StepKind::send) {
-            ++counters_.events_sent;
-            if (logger_.enabled(LogLevel::info)) {
-              json fields = fields_of(&e);
-              fields["event_name"] = e.output.value("name", "");
-              logger_.write(LogLevel::info, "event.sent", "event sent by a step", fields, now);
-            }
-          } else if (logger_.enabled(LogLevel::debug)) {
-            log(LogLevel::debug, "step." + std::string(to_string(e.state)), "journaled", &e);
-          }
-      }
-    }
-  }
-  if (write == nullptr || !write->status) return;
-  switch (*write->status) {
-    case Status::completed:
-      ++counters_.runs_completed;
-      log(LogLevel::info, "run.completed", write->reason, nullptr);
-      break;
-    case Status::failed:
-      ++counters_.runs_failed;
-      if (logger_.enabled(LogLevel::error)) {
-        json fields = fields_of(nullptr);
-        if (write->error) fields["error"] = write->error->type + ": " + write->error->message;
-        logger_.write(LogLevel::error, "run.failed", write->reason, fields, now);
-      }
-      break;
-    default:
-      if (logger_.enabled(LogLevel::debug)) {
-        log(LogLevel::debug, "run." + std::string(to_string(*write->status)), write->reason,
-            nullptr);
-      }
-  }
-}
-
 std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
                                  std::size_t batch) {
   start_heartbeat();
@@ -465,15 +384,6 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
   write.clear_crashes = claim.crashes > 0;
   if (commit(write)) record(claim.run, nullptr, &write);
   return 0;
-}
-
-void RuntimeCore::report_quarantined(const std::string& id) {
-  ++counters_.runs_failed;
-  logger_.write(LogLevel::error, "run.quarantined",
-                "failed without being claimed again: its workers died " +
-                    std::to_string(options_.quarantine_after) +
-                    " times in a row while holding it (see the run's error)",
-                {{"run_id", id}}, now_ms());
 }
 
 std::size_t RuntimeCore::drive(Claim claim) {

@@ -96,6 +96,10 @@ json error_to_json(const ErrorInfo& e) {
 }
 
 ErrorInfo error_from_json(const json& j) {
+  // Not an object: text another tool wrote, or the note stored() reads in place of a value
+  // nested too deep. Kept as the message rather than thrown: a claim must not fail on it.
+  if (!j.is_object())
+    return {"durable::Error", j.is_string() ? j.get<std::string>() : lenient_dump(j), "", 0};
   return {j.value("type", ""), j.value("message", ""), j.value("step_id", ""),
           j.value("attempts", 0)};
 }

@@ -10,6 +10,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <filesystem>
@@ -749,9 +750,10 @@ class SqliteStore final : public Store {
     std::vector<std::string> skip = request.executing;
     // Whether to stop here: an isolated run is claimed alone; one met after others is left for a
     // later claim.
+    const int isolate = isolate_after(request);
     const auto admit = [&](Candidate candidate) {
       skip.push_back(candidate.id);
-      if (candidate.crashes < kIsolateAfter) {
+      if (candidate.crashes < isolate) {
         due.push_back(std::move(candidate));
         return false;
       }
@@ -840,6 +842,11 @@ class SqliteStore final : public Store {
         std::string id = query.getColumn(0).getString();
         const Status status =
             status_from_string(query.getColumn(1).getString()).value_or(Status::pending);
+        const int crashes = query.getColumn(3).getInt();
+        if (crashes >= isolate_after(request) && !due.empty()) {
+          skip.push_back(std::move(id));  // claimed alone, by a later claim
+          continue;
+        }
         const auto limited = room.find(query.getColumn(2).getString());
         if (limited != room.end()) {
           if (limited->second <= 0) {
@@ -849,7 +856,7 @@ class SqliteStore final : public Store {
           }
           --limited->second;
         }
-        if (admit({std::move(id), status, query.getColumn(3).getInt()})) return;
+        if (admit({std::move(id), status, crashes})) return;
       }
       if (!any || !full) break;
       std::erase_if(workflows, [&](const std::string& name) {
@@ -857,6 +864,13 @@ class SqliteStore final : public Store {
         return it != room.end() && it->second <= 0;
       });
     }
+  }
+
+  // Crashed claims from which a run is claimed alone: kIsolateAfter, or fewer when the
+  // quarantine comes sooner, so that the last crash before it is the run's own.
+  static int isolate_after(const ClaimRequest& request) {
+    return request.quarantine_after > 0 ? std::min(kIsolateAfter, request.quarantine_after - 1)
+                                        : kIsolateAfter;
   }
 
   // Fails a run that crashed its worker request.quarantine_after times, inside claim()'s

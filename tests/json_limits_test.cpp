@@ -60,8 +60,7 @@ TEST_CASE("start, send_event, schedule and the step tools refuse input nested to
   CHECK_NOTHROW(runtime.start("echo", nested(64)));
   for (const int levels : {65, 2'000, 100'000}) {
     CAPTURE(levels);
-    CHECK_THROWS_WITH_AS(runtime.start("echo", nested(levels)), doctest::Contains(kTooDeep),
-                         Error);
+    CHECK_THROWS_WITH_AS(runtime.start("echo", nested(levels)), doctest::Contains(kTooDeep), Error);
     CHECK_THROWS_WITH_AS(runtime.send_event("deep", nested(levels)), doctest::Contains(kTooDeep),
                          Error);
     CHECK_THROWS_WITH_AS(runtime.schedule("echo", nested(levels), {.every = 1h}),
@@ -89,7 +88,8 @@ TEST_CASE("start, send_event, schedule and the step tools refuse input nested to
   }
 }
 
-TEST_CASE("a step or a workflow returning JSON nested too deep fails clearly, and the worker goes on") {
+TEST_CASE(
+    "a step or a workflow returning JSON nested too deep fails clearly, and the worker goes on") {
   Runtime runtime({.database = ":memory:"});
   runtime.add(Workflow("deep-step", [](Step& step, const json&) -> json {
     return step.run("make", [] { return nested(100'000); });
@@ -155,4 +155,41 @@ TEST_CASE("a run whose stored input is nested too deep is failed when claimed, n
   CHECK(run.input.is_string());  // shown as a note, not parsed
   CHECK(runtime.get(healthy).output == json{{"x", 2}});
   CHECK(invoked == 1);
+}
+
+TEST_CASE("a journaled error nested too deep fails its run when claimed, and claiming goes on") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  const std::string db = dir.file("db");
+  auto runtime = test::runtime_on(db, clock);
+  std::atomic<int> attempts{0};
+  runtime->add(Workflow("flaky", [&](Step& step, const json&) -> json {
+    return step.run("try",
+                    [&]() -> int {
+                      if (++attempts == 1) throw std::runtime_error("not yet");
+                      return 1;
+                    },
+                    {.retry = RetryPolicy{.initial_backoff = 1h, .jitter = 0}});
+  }));
+  runtime->add(Workflow("fine", [](Step&, const json&) -> json { return 7; }));
+  const std::string flaky = runtime->start("flaky");
+  runtime->run_until_idle();
+  REQUIRE(runtime->get(flaky).status == Status::sleeping);
+  {
+    // The error of the retrying step, as another tool could have written it.
+    SQLite::Database raw(db, SQLite::OPEN_READWRITE);
+    SQLite::Statement update(raw, "UPDATE steps SET error = ? WHERE run_id = ?");
+    update.bind(1, nested(2'000).dump());
+    update.bind(2, flaky);
+    CHECK(update.exec() == 1);
+  }
+  const std::string fine = runtime->start("fine");
+  clock.advance(2h);
+  runtime->run_until_idle();
+  const RunInfo run = runtime->get(flaky);
+  CHECK(run.status == Status::failed);
+  REQUIRE(run.error.has_value());
+  CHECK(run.error->message.find("cannot be read") != std::string::npos);
+  CHECK(runtime->get(fine).output == 7);  // the claim that met the run went on
+  CHECK(attempts == 1);
 }

@@ -570,6 +570,10 @@ TEST_CASE("http api: a read answers while a write waits on another connection's 
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while (!write_entered && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   REQUIRE(write_entered);
+  // Give the write time to reach its BEGIN IMMEDIATE, where it waits on the holder. Were the
+  // reads sent first they would prove nothing; the pause can only make this test weaker on a
+  // very slow machine, never make it fail.
+  std::this_thread::sleep_for(200ms);
   CHECK(http(port, "GET", "/v1/stats").first == 200);
   CHECK(http(port, "GET", "/v1/runs").first == 200);
   CHECK(http(port, "GET", "/").first == 200);

@@ -1,22 +1,24 @@
 // A serving worker process for the multi-process tests: adds the workflows of
 // worker_workflows.hpp and serves the database until SIGTERM or SIGINT, then exits 0.
 //
-//   durable_serve_worker DB LOG
+//   durable_serve_worker DB LOG [QUARANTINE_AFTER]
 
 #include <iostream>
 
 #include "worker_workflows.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: durable_serve_worker DB LOG\n";
+  if (argc != 3 && argc != 4) {
+    std::cerr << "usage: durable_serve_worker DB LOG [QUARANTINE_AFTER]\n";
     return 2;
   }
   try {
-    durable::Runtime runtime({.database = argv[1],
-                              .poll_interval = std::chrono::milliseconds(20),
-                              .lease = std::chrono::milliseconds(5000),
-                              .log_level = durable::LogLevel::error});
+    durable::RuntimeOptions options({.database = argv[1],
+                                     .poll_interval = std::chrono::milliseconds(20),
+                                     .lease = std::chrono::milliseconds(5000),
+                                     .log_level = durable::LogLevel::error});
+    if (argc == 4) options.quarantine_after = std::stoi(argv[3]);
+    durable::Runtime runtime(options);
     runtime.add(durable::test::job_workflow(argv[2]));
     runtime.add(durable::test::slow_workflow(argv[2]));
     runtime.add(durable::test::poison_workflow(argv[2]));

@@ -173,6 +173,14 @@ TEST_CASE("a database path that cannot be opened, and impossible options, are cl
   no_poll.database = ":memory:";
   no_poll.poll_interval = std::chrono::milliseconds(-1);
   CHECK_THROWS_WITH_AS(Runtime{no_poll}, "RuntimeOptions::poll_interval must be positive", Error);
+  for (const int bad : {1, -1}) {
+    RuntimeOptions quarantine;
+    quarantine.database = ":memory:";
+    quarantine.quarantine_after = bad;
+    CHECK_THROWS_WITH_AS(Runtime{quarantine},
+                         doctest::Contains("quarantine_after must be 0 (never) or 2 or more"),
+                         Error);
+  }
 }
 
 // --- Open errors that say what is wrong, read-only opens, and the retention of events ---

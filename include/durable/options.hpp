@@ -100,8 +100,9 @@ struct RuntimeOptions {
   /// A run whose worker dies this many times in a row while holding it, before the run journals
   /// anything, is failed ("quarantined") instead of being claimed again, so that a run that
   /// crashes its process (a segmentation fault, an abort, the out-of-memory killer) cannot take
-  /// down every worker forever. Runs under suspicion (two crashed claims in a row) are claimed
-  /// one at a time, so only the guilty one is charged. 0: never quarantine.
+  /// down every worker forever. Runs under suspicion (two crashed claims in a row, or one when
+  /// this is 2) are claimed one at a time, so only the guilty one is charged. 0: never
+  /// quarantine; 1 is refused (one crash cannot tell the guilty run from its batch).
   int quarantine_after = 5;
   std::size_t max_output_bytes = 4u << 20;  ///< the largest step or run result, as JSON text
 

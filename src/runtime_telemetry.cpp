@@ -1,0 +1,104 @@
+// What the runtime reports of its work: the counters, and a log line for each thing a commit
+// changed (a step journaled, retried or failed; a run completed, failed or quarantined).
+
+#include "runtime_core.hpp"
+
+namespace durable::detail {
+
+Counters RuntimeCore::counters() const {
+  Counters c;
+  c.runs_started = counters_.runs_started;
+  c.runs_completed = counters_.runs_completed;
+  c.runs_failed = counters_.runs_failed;
+  c.steps = counters_.steps;
+  c.retries = counters_.retries;
+  c.events_sent = counters_.events_sent;
+  c.schedule_fires = counters_.schedule_fires;
+  return c;
+}
+
+json RuntimeCore::run_fields(const RunState& run) const {
+  return {{"run_id", run.id}, {"correlation_id", run.correlation_id}, {"workflow", run.workflow}};
+}
+
+// Counts what a commit wrote for a run and logs it: each step at debug (a retry at warn, a step
+// failed for good at error), and the run's change of status.
+void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* entries,
+                         const RunWrite* write) {
+  const std::int64_t now = now_ms();
+  // The fields are made only for a line that is written: this runs for every step.
+  const auto fields_of = [&](const JournalEntry* e) {
+    json fields = run_fields(run);
+    if (e != nullptr) {
+      fields["step"] = e->key;
+      fields["kind"] = to_string(e->kind);
+      if (e->state == StepState::retrying || e->state == StepState::failed) {
+        fields["attempt"] = e->attempts;
+        if (e->error) fields["error"] = e->error->type + ": " + e->error->message;
+      }
+    }
+    return fields;
+  };
+  const auto log = [&](LogLevel level, std::string_view event, std::string_view message,
+                       const JournalEntry* e) {
+    if (logger_.enabled(level)) logger_.write(level, event, message, fields_of(e), now);
+  };
+  if (entries != nullptr) {
+    for (const EntryWrite& w : *entries) {
+      const JournalEntry& e = w.entry;
+      if (w.is_new) ++counters_.steps;
+      if (e.kind == StepKind::invoke && e.state == StepState::waiting) ++counters_.runs_started;
+      switch (e.state) {
+        case StepState::retrying:
+          ++counters_.retries;
+          log(LogLevel::warn, "step.retrying", "attempt failed; will be retried", &e);
+          break;
+        case StepState::failed:
+          log(LogLevel::error, "step.failed", "step failed for good", &e);
+          break;
+        default:
+          if (e.kind == StepKind::send) {
+            ++counters_.events_sent;
+            if (logger_.enabled(LogLevel::info)) {
+              json fields = fields_of(&e);
+              fields["event_name"] = e.output.value("name", "");
+              logger_.write(LogLevel::info, "event.sent", "event sent by a step", fields, now);
+            }
+          } else if (logger_.enabled(LogLevel::debug)) {
+            log(LogLevel::debug, "step." + std::string(to_string(e.state)), "journaled", &e);
+          }
+      }
+    }
+  }
+  if (write == nullptr || !write->status) return;
+  switch (*write->status) {
+    case Status::completed:
+      ++counters_.runs_completed;
+      log(LogLevel::info, "run.completed", write->reason, nullptr);
+      break;
+    case Status::failed:
+      ++counters_.runs_failed;
+      if (logger_.enabled(LogLevel::error)) {
+        json fields = fields_of(nullptr);
+        if (write->error) fields["error"] = write->error->type + ": " + write->error->message;
+        logger_.write(LogLevel::error, "run.failed", write->reason, fields, now);
+      }
+      break;
+    default:
+      if (logger_.enabled(LogLevel::debug)) {
+        log(LogLevel::debug, "run." + std::string(to_string(*write->status)), write->reason,
+            nullptr);
+      }
+  }
+}
+
+void RuntimeCore::report_quarantined(const std::string& id) {
+  ++counters_.runs_failed;
+  logger_.write(LogLevel::error, "run.quarantined",
+                "failed without being claimed again: its workers died " +
+                    std::to_string(options_.quarantine_after) +
+                    " times in a row while holding it (see the run's error)",
+                {{"run_id", id}}, now_ms());
+}
+
+}  // namespace durable::detail
