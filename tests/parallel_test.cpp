@@ -394,10 +394,20 @@ TEST_CASE("group commit: the steps of runs in flight together share transactions
 TEST_CASE("group commit: a run refused in a group (cancelled) leaves the others written") {
   Runtime runtime({.database = ":memory:"});
   std::vector<std::string> ids(3);
+  // Run 1's body ends only once run 0's body cancelled it, so its write always comes after the
+  // cancel (it used to race it, and lose now and then on a loaded machine).
+  std::atomic<bool> cancelled{false};
   runtime.add(Workflow("job", [&](Step& step, const json& input) -> json {
     const int n = input.at("n");
     step.run("work", [&] {
-      if (n == 0) runtime.cancel(ids[1]);  // while run 1 is in flight too
+      if (n == 0) {
+        runtime.cancel(ids[1]);  // while run 1 is in flight too
+        cancelled = true;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (n == 1 && !cancelled && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
       return n;
     });
     return n;
