@@ -117,16 +117,20 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
   return json_error(404, "not_found", "no route " + request.path);
 }
 
+HttpResponse dashboard_response() {
+  HttpResponse page;
+  page.content_type = "text/html; charset=utf-8";
+  page.body = std::string(dashboard_page());
+  page.headers.emplace_back("Cache-Control", "no-store");
+  return page;
+}
+
 HttpResponse dispatch(Admin& admin, const HttpRequest& request) {
   const std::string_view path = request.path;
   constexpr std::string_view kRun = "/v1/runs/", kSchedule = "/v1/schedules/";
   if (path == "/") {
     if (request.method != "GET") return method_not_allowed("GET");
-    HttpResponse page;
-    page.content_type = "text/html; charset=utf-8";
-    page.body = std::string(dashboard_page());
-    page.headers.emplace_back("Cache-Control", "no-store");
-    return page;
+    return dashboard_response();
   }
   if (path == "/metrics") {
     if (request.method != "GET") return method_not_allowed("GET");
@@ -179,5 +183,7 @@ HttpHandler api_handler(Admin& admin) {
     }
   };
 }
+
+std::map<std::string, HttpResponse> static_pages() { return {{"/", dashboard_response()}}; }
 
 }  // namespace durable::ops

@@ -276,6 +276,7 @@ int serve(const std::string& database, const Command& cmd) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ops::Admin admin(database);
+  http.static_responses = ops::static_pages();
   ops::HttpServer server(http, ops::api_handler(admin));
   std::cout << "durable: serving " << database << " at " << server.url()
             << " (dashboard at /, API at /v1, metrics at /metrics)" << std::endl;

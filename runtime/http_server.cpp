@@ -179,6 +179,16 @@ std::optional<HttpResponse> refuse_header(const HttpOptions& options,
   return std::nullopt;
 }
 
+// The response the io thread sends itself (HttpOptions::static_responses), or nullptr.
+const HttpResponse* static_response(const HttpOptions& options,
+                                    const http::request<http::string_body>& message,
+                                    const HttpRequest& request) {
+  const bool read = message.method() == http::verb::get || message.method() == http::verb::head;
+  if (!read || !request.body.empty()) return nullptr;
+  const auto it = options.static_responses.find(request.path);
+  return it == options.static_responses.end() ? nullptr : &it->second;
+}
+
 bool holds_line_break(std::string_view text) {
   return text.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
 }
@@ -332,7 +342,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (error) return on_read_error(error);
     auto& message = parser_->get();
     request_.body = std::move(message.body());
-    hand_off(message.version(), message.keep_alive(), message.method() == http::verb::head);
+    const bool head = message.method() == http::verb::head;
+    if (const HttpResponse* page = static_response(shared_.options, message, request_)) {
+      return send(*page, message.version(), message.keep_alive(), head);
+    }
+    hand_off(message.version(), message.keep_alive(), head);
   }
 
   // To a handler thread, and the response back to this session's strand. The task holds the

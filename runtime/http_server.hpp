@@ -70,6 +70,11 @@ struct HttpOptions {
   std::size_t max_body_bytes_in_flight = std::size_t{64} << 20;
   /// Threads that call the handler (at least one), apart from the io threads.
   int handler_threads = 8;
+  /// Responses to a GET or HEAD with no body of these paths (decoded, exact match), sent by the
+  /// io threads without calling the handler: pages that hold no data, such as the dashboard, so
+  /// that they load even while every handler thread waits on the database. The token and the
+  /// other checks apply as to any request.
+  std::map<std::string, HttpResponse> static_responses{};
 };
 
 /// A JSON error as every error of this API reads: {"error": {"code": ..., "message": ...}}.

@@ -131,6 +131,7 @@ HttpServing serve_http(const RuntimeOptions& options, std::function<void()> on_c
   listen.address = options.http.address;
   listen.port = options.http.port;
   listen.token = options.http.token;
+  listen.static_responses = ops::static_pages();
   serving.server = std::make_unique<ops::HttpServer>(listen, ops::api_handler(*serving.admin));
   return serving;
 }

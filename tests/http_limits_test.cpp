@@ -164,6 +164,37 @@ TEST_CASE("http server: a handler blocked on one request does not hold up the ot
   CHECK(json_of(blocked.read_response())["path"] == "/blocked");
 }
 
+TEST_CASE("http server: a static page is answered while every handler thread is blocked") {
+  HttpOptions options = ephemeral();
+  options.handler_threads = 1;
+  options.token = "s3cret";
+  HttpResponse page;
+  page.content_type = "text/html; charset=utf-8";
+  page.body = "<p>the dashboard</p>";
+  options.static_responses = {{"/", page}};
+  Gate gate;
+  std::atomic<int> calls{0};
+  HttpServer server(options, [&](const HttpRequest& request) {
+    ++calls;
+    gate.pass();
+    return echo(request);
+  });
+  Opener opener{gate};
+  Client blocked(server.port());
+  blocked.send(get("/v1/runs", "Authorization: Bearer s3cret\r\n"));
+  REQUIRE(gate.wait_entered());  // the one handler thread is taken
+  Client browser(server.port());
+  const Response answer = browser.exchange(get("/"));
+  CHECK(answer.result_int() == 200);
+  CHECK(answer.body() == "<p>the dashboard</p>");
+  CHECK(header_of(answer, "X-Frame-Options") == "DENY");
+  // Static for a bodiless GET only: a POST goes through the token check, as any request.
+  CHECK(browser.exchange(request_text("POST", "/", "x")).result_int() == 401);
+  CHECK(calls == 1);
+  gate.open();
+  CHECK(blocked.read_response().result_int() == 200);
+}
+
 TEST_CASE("http server: stop() returns after the handler calls running have returned") {
   HttpOptions options = ephemeral();
   options.handler_threads = 2;
