@@ -180,10 +180,11 @@ json Admin::list_runs(const RunQuery& query) {
   filter.status = query.status;
   filter.workflow = query.workflow;
   filter.limit = query.limit;
+  filter.correlation_id = query.correlation_id;
   const std::set<std::string> names = known(*db);
   json runs = json::array();
   for (const RunInfo& run : db->store->list_runs(filter)) runs.push_back(summary(run, names));
-  json answer = counts_json(db->queries->count_runs(query.workflow));
+  json answer = counts_json(db->queries->count_runs(query.workflow, query.correlation_id));
   answer["runs"] = std::move(runs);
   return answer;
 }
@@ -353,7 +354,7 @@ json Admin::send_event(std::string_view name, const json& data) {
 json Admin::stats() {
   const Lease db = lease();
   const std::int64_t now = now_ms();
-  const std::map<std::string, std::int64_t> counts = db->queries->count_runs("");
+  const std::map<std::string, std::int64_t> counts = db->queries->count_runs("", "");
   json j = counts_json(counts);
   const detail::Backlog backlog = db->store->backlog(now);
   j["pending_depth"] = backlog.depth;
@@ -397,7 +398,7 @@ void Admin::remove_schedule(std::string_view id) {
 std::string Admin::metrics() {
   const Lease db = lease();
   const std::int64_t now = now_ms();
-  const std::map<std::string, std::int64_t> counts = db->queries->count_runs("");
+  const std::map<std::string, std::int64_t> counts = db->queries->count_runs("", "");
   const detail::Backlog backlog = db->store->backlog(now);
   const detail::StepTotals totals = db->queries->step_totals(kDurationBoundsMs);
   std::ostringstream out;

@@ -44,6 +44,7 @@ struct RunQuery {
   std::optional<Status> status{};
   std::string workflow{};  ///< empty: any
   std::size_t limit = 50;
+  std::string correlation_id{};  ///< empty: any
 };
 
 /// What start_run() is asked to start.

@@ -64,6 +64,9 @@ RunQuery run_query(const HttpRequest& request) {
   if (const auto it = request.query.find("workflow"); it != request.query.end()) {
     query.workflow = it->second;
   }
+  if (const auto it = request.query.find("correlation_id"); it != request.query.end()) {
+    query.correlation_id = it->second;
+  }
   if (const auto it = request.query.find("limit"); it != request.query.end()) {
     std::size_t limit = 0;
     const auto [end, error] =

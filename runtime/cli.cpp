@@ -38,7 +38,8 @@ enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNotFound = 3, kConflict = 4 };
 
 constexpr const char* kUsageText = R"(usage: durable [--db FILE] [--json] COMMAND [ARGS]
 
-  runs [--status S] [--workflow W] [--limit N]   runs, newest first, with counts by status
+  runs [--status S] [--workflow W] [--correlation C] [--limit N]
+                                                 runs, newest first, with counts by status
   show RUN                                       a run: history, step timeline, runbook if failed
   steps RUN                                      a run's journal
   retry RUN                                      run a failed run again (completed steps stay done)
@@ -344,13 +345,14 @@ int run_command(const std::string& database, bool as_json, const Command& cmd) {
   if (cmd.name == "events") return purge_events(database, as_json, cmd);
   ops::Admin admin(database, {}, {}, durable::Durability::normal, 8, reads_only(cmd));
   if (cmd.name == "runs") {
-    cmd.allow({"status", "workflow", "limit"}, 0);
+    cmd.allow({"status", "workflow", "limit", "correlation"}, 0);
     ops::RunQuery query;
     if (const std::string s = cmd.flag("status"); !s.empty()) {
       query.status = durable::status_from_string(s);
       if (!query.status) throw UsageError("unknown status '" + s + "'");
     }
     query.workflow = cmd.flag("workflow");
+    query.correlation_id = cmd.flag("correlation");
     const std::string limit = cmd.flag("limit", "50");
     try {
       const int value = std::stoi(limit);

@@ -42,13 +42,15 @@ OpsQueries::OpsQueries(const std::string& path)
 
 OpsQueries::~OpsQueries() = default;
 
-std::map<std::string, std::int64_t> OpsQueries::count_runs(const std::string& workflow) {
+std::map<std::string, std::int64_t> OpsQueries::count_runs(const std::string& workflow,
+                                                           const std::string& correlation_id) {
   return guarded([&] {
-    SQLite::Statement query(*db_, workflow.empty()
-                                      ? "SELECT status, count(*) FROM runs GROUP BY status"
-                                      : "SELECT status, count(*) FROM runs WHERE workflow = ? "
-                                        "GROUP BY status");
-    if (!workflow.empty()) query.bind(1, workflow);
+    std::string sql = "SELECT status, count(*) FROM runs WHERE 1";
+    if (!workflow.empty()) sql += " AND workflow = :workflow";
+    if (!correlation_id.empty()) sql += " AND correlation_id = :correlation";
+    SQLite::Statement query(*db_, sql + " GROUP BY status");
+    if (!workflow.empty()) query.bind(":workflow", workflow);
+    if (!correlation_id.empty()) query.bind(":correlation", correlation_id);
     std::map<std::string, std::int64_t> counts;
     while (query.executeStep())
       counts[query.getColumn(0).getString()] = query.getColumn(1).getInt64();

@@ -34,8 +34,10 @@ class OpsQueries {
   OpsQueries(const OpsQueries&) = delete;
   OpsQueries& operator=(const OpsQueries&) = delete;
 
-  /// Runs per status (every status present has an entry), of one workflow or of all (empty).
-  std::map<std::string, std::int64_t> count_runs(const std::string& workflow);
+  /// Runs per status (every status present has an entry), of one workflow or of all (empty),
+  /// and of one correlation id or of any (empty).
+  std::map<std::string, std::int64_t> count_runs(const std::string& workflow,
+                                                 const std::string& correlation_id);
   /// Workflows some runtime added, by name.
   std::vector<std::string> known_workflows();
   /// Totals of the journal; duration buckets at these upper bounds (ms, ascending).

@@ -152,10 +152,12 @@ class SqliteStore final : public Store {
       std::string sql = std::string(kRunColumns) + " FROM runs r WHERE 1";
       if (filter.status) sql += " AND status = :status";
       if (!filter.workflow.empty()) sql += " AND workflow = :workflow";
+      if (!filter.correlation_id.empty()) sql += " AND correlation_id = :correlation";
       sql += " ORDER BY created_at DESC, rowid DESC LIMIT :limit";
       Cached query(this, sql);
       if (filter.status) query.bind(":status", std::string(to_string(*filter.status)));
       if (!filter.workflow.empty()) query.bind(":workflow", filter.workflow);
+      if (!filter.correlation_id.empty()) query.bind(":correlation", filter.correlation_id);
       query.bind(":limit", static_cast<int64_t>(std::min<std::size_t>(filter.limit, INT64_MAX)));
       std::vector<RunInfo> runs;
       while (query.executeStep()) runs.push_back(read_run(query));

@@ -107,6 +107,7 @@ CREATE TABLE workflows (
 )sql",
                                                              R"sql(
 ALTER TABLE runs ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_correlation ON runs (correlation_id);
 )sql"};
 
 }  // namespace durable::detail

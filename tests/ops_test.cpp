@@ -308,6 +308,13 @@ TEST_CASE("http api: every endpoint answers, and bad requests get JSON 4xx") {
   CHECK(http(port, "GET", "/v1/runs?status=lost").first == 400);
   CHECK(http(port, "GET", "/v1/runs?limit=0").first == 400);
   CHECK(http(port, "GET", "/v1/runs?workflow=signup&limit=5").first == 200);
+  const std::string correlation = Runtime({.database = f.db}).get(f.failed).correlation_id;
+  answer = http(port, "GET", "/v1/runs?correlation_id=" + correlation);
+  CHECK(answer.first == 200);
+  REQUIRE(body_of(answer).at("runs").size() == 1);
+  CHECK(body_of(answer).at("runs")[0].at("id") == f.failed);
+  CHECK(body_of(answer).at("total") == 1);  // the counts are of the same runs
+  CHECK(body_of(http(port, "GET", "/v1/runs?correlation_id=nobody")).at("total") == 0);
 
   answer = http(port, "GET", "/v1/runs/" + f.failed);
   CHECK(answer.first == 200);
@@ -418,6 +425,11 @@ TEST_CASE("durable command: each command, its --json answer and its exit code") 
   std::tie(code, out) = durable_cli(db + "--json runs --status failed");
   CHECK(code == 0);
   CHECK(json::parse(out).at("runs")[0].at("id") == f.failed);
+  const std::string correlation = Runtime({.database = f.db}).get(f.completed).correlation_id;
+  std::tie(code, out) = durable_cli(db + "--json runs --correlation " + correlation);
+  CHECK(code == 0);
+  REQUIRE(json::parse(out).at("runs").size() == 1);
+  CHECK(json::parse(out).at("runs")[0].at("id") == f.completed);
   std::tie(code, out) = durable_cli(db + "show " + f.failed);
   CHECK(code == 0);
   CHECK(out.find("runbook") != std::string::npos);

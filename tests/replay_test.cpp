@@ -378,7 +378,8 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
     db.exec(
         "ALTER TABLE steps DROP COLUMN duration_ms; DROP TABLE workflows; "
-        "ALTER TABLE runs DROP COLUMN crashes; PRAGMA user_version = 2");
+        "ALTER TABLE runs DROP COLUMN crashes; DROP INDEX runs_correlation; "
+        "PRAGMA user_version = 2");
   }
   const std::string before = read_all(path);
   // The migrated copy goes to TMPDIR: a directory of this test's own, so that other tests

@@ -95,6 +95,27 @@ TEST_CASE("list filters by status and workflow, newest first, up to the limit") 
   CHECK(newest[1].id == failing);
 }
 
+TEST_CASE("list filters by correlation id, a child run carrying its parent's") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(two_steps());
+  runtime.add(Workflow("parent", [](Step& step, const json&) -> json {
+    return step.invoke("child", "two", {{"n", 1}});
+  }));
+  const std::string order = runtime.start("parent", {}, {.correlation_id = "o-100"});
+  runtime.start("two", {{"n", 2}}, {.correlation_id = "o-101"});
+  runtime.start("two", {{"n", 3}});
+  runtime.run_until_idle();
+  const std::vector<RunInfo> runs = runtime.list({.correlation_id = "o-100"});
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[1].id == order);  // newest first: the child came second
+  CHECK(runs[0].workflow == "two");
+  CHECK(runs[0].correlation_id == "o-100");
+  CHECK(runtime.list({.status = Status::completed, .correlation_id = "o-101"}).size() == 1);
+  CHECK(runtime.list({.workflow = "parent", .correlation_id = "o-101"}).empty());
+  CHECK(runtime.list({.correlation_id = "nobody"}).empty());
+  CHECK(runtime.list().size() == 4);
+}
+
 TEST_CASE("every status change is in the run's state history with time and reason") {
   test::ManualClock clock;
   Runtime runtime({.database = ":memory:"});

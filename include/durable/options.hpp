@@ -152,6 +152,9 @@ struct RunFilter {
   std::optional<Status> status{};
   std::string workflow{};  ///< empty: any
   std::size_t limit = 100;
+  /// Only the runs of this correlation id (StartOptions::correlation_id, or the one a run was
+  /// given); empty: any. A child run carries its parent's.
+  std::string correlation_id{};
 };
 
 }  // namespace durable
