@@ -37,8 +37,19 @@ namespace detail {
 
 void throw_bad_input(const std::string& workflow, std::string_view type,
                      const std::exception& error) {
-  throw Error("the input of workflow '" + workflow + "' does not convert to " + std::string(type) +
-              ": " + error.what());
+  // nlohmann names a missing key in its message ("key 'email' not found"): say it first, in
+  // the words of the input's reader.
+  const std::string_view what = error.what();
+  std::string field;
+  if (const auto key = what.find("key '"); key != std::string_view::npos) {
+    const auto end = what.find("' not found", key + 5);
+    if (end != std::string_view::npos) {
+      field = "the field '" + std::string(what.substr(key + 5, end - key - 5)) + "' is missing (";
+    }
+  }
+  throw InvalidInput("the input of workflow '" + workflow + "' does not convert to " +
+                     std::string(type) + ": " + (field.empty() ? "" : field) + std::string(what) +
+                     (field.empty() ? "" : ")"));
 }
 
 std::string demangle(const char* mangled) {

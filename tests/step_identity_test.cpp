@@ -153,8 +153,31 @@ TEST_CASE("an input that does not convert to the typed workflow's input is refus
   runtime.add(Workflow("checkout", [](Step&, const shop::Order& order) { return order.quantity; }));
   CHECK_THROWS_WITH_AS(
       runtime.start("checkout", {{"sku", "mug"}}),
-      doctest::Contains("the input of workflow 'checkout' does not convert to shop::Order"), Error);
+      doctest::Contains("the input of workflow 'checkout' does not convert to shop::Order: the "
+                        "field 'quantity' is missing"),
+      InvalidInput);
+  CHECK_THROWS_WITH_AS(runtime.start("checkout", {{"sku", "mug"}, {"quantity", "three"}}),
+                       doctest::Contains("type must be number, but is string"), InvalidInput);
   CHECK(runtime.list().empty());
+}
+
+TEST_CASE("a run queued without the code at hand fails with InvalidInput on its first invocation") {
+  test::TempDir dir;
+  const std::string db = dir.file("db");
+  std::string id;
+  {  // A process that queues runs, with an untyped stand-in for the workflow.
+    Runtime queue({.database = db});
+    queue.add(Workflow("checkout", [](Step&, const json&) -> json { return nullptr; }));
+    id = queue.start("checkout", {{"sku", "mug"}});
+  }
+  Runtime worker({.database = db});
+  worker.add(Workflow("checkout", [](Step&, const shop::Order& order) { return order.quantity; }));
+  worker.run_until_idle();
+  const RunInfo run = worker.get(id);
+  CHECK(run.status == Status::failed);
+  REQUIRE(run.error.has_value());
+  CHECK(run.error->type == "durable::InvalidInput");
+  CHECK(run.error->message.find("the field 'quantity' is missing") != std::string::npos);
 }
 
 TEST_CASE("a journaled value that no longer converts to the step's type names step and types") {

@@ -48,6 +48,14 @@ struct UnknownWorkflow : Error {
   using Error::Error;
 };
 
+/// Runtime::start of a typed workflow whose input does not convert to the workflow's input type
+/// (a field missing, or of another type): the message names the workflow, the type and, for a
+/// missing field, the field; no run is created. A run queued where the code is not at hand (the
+/// CLI, the HTTP API) with such an input fails with it on its first invocation.
+struct InvalidInput : Error {
+  using Error::Error;
+};
+
 /// A run id that the database does not hold.
 struct NotFound : Error {
   using Error::Error;

@@ -75,7 +75,7 @@ class Workflow {
 
   /// Calls the function (the runtime does this; workflow authors do not).
   json invoke(Step& step, const json& input) const { return fn_(step, input); }
-  /// Throws Error when input does not convert to the typed function's input type.
+  /// Throws InvalidInput when input does not convert to the typed function's input type.
   void check_input(const json& input) const { check_(input); }
 
  private:
