@@ -305,12 +305,12 @@ json Admin::start_run(const StartRequest& request) {
   return {{"id", id}, {"created", id == run.id}, {"known", is_known}};
 }
 
-json Admin::cancel_run(std::string_view id) {
+json Admin::cancel_run(std::string_view id, const std::string& reason) {
   const Lease db = lease();
   // The status is read in the cancel's own transaction: a run that ended meanwhile is refused.
-  const std::optional<Status> before = db->store->cancel(std::string(id), now_ms());
+  const std::optional<Status> before = db->store->cancel(std::string(id), now_ms(), reason);
   if (!before) throw NotFound("no run with id '" + std::string(id) + "'");
-  if (*before == Status::completed || *before == Status::failed || *before == Status::cancelled) {
+  if (*before == Status::completed || *before == Status::cancelled) {
     throw Conflict("run " + std::string(id) + " already ended (" + std::string(to_string(*before)) +
                    "): there is nothing to cancel");
   }

@@ -93,8 +93,9 @@ class Admin {
   /// false when queued for a workflow no worker registered yet. Throws UnknownWorkflow,
   /// BadRequest (input too large, or not storable).
   json start_run(const StartRequest& request);
-  /// {"id", "status"} after the cancel. Throws NotFound.
-  json cancel_run(std::string_view id);
+  /// {"id", "status"} after the cancel (of a failed run too, which it closes); `reason` goes
+  /// into the history. Throws NotFound, Conflict (completed or cancelled already).
+  json cancel_run(std::string_view id, const std::string& reason = {});
   /// {"id", "status"} after the retry. Throws NotFound, Conflict (not failed).
   json retry_run(std::string_view id);
   /// {"id", "woken", "started": [run id...]}. Throws BadRequest (no name, data too large).

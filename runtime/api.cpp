@@ -115,7 +115,9 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
   }
   if (action == "cancel" || action == "retry") {
     if (request.method != "POST") return method_not_allowed("POST");
-    return json_response(200, action == "cancel" ? admin.cancel_run(id) : admin.retry_run(id));
+    if (action == "retry") return json_response(200, admin.retry_run(id));
+    return json_response(200,
+                         admin.cancel_run(id, string_field(object_body(request), "reason", false)));
   }
   return json_error(404, "not_found", "no route " + request.path);
 }

@@ -43,7 +43,8 @@ constexpr const char* kUsageText = R"(usage: durable [--db FILE] [--json] COMMAN
   show RUN                                       a run: history, step timeline, runbook if failed
   steps RUN                                      a run's journal
   retry RUN                                      run a failed run again (completed steps stay done)
-  cancel RUN                                     cancel a run that has not ended
+  cancel RUN [--reason R]                        cancel a run that has not ended, or close a
+                                                 failed one
   start WORKFLOW [--input JSON] [--key K] [--correlation C]
                                                  queue a run for a worker that has the workflow
   send EVENT [--data JSON]                       send an event (wakes waits, starts triggered runs)
@@ -374,9 +375,14 @@ int run_command(const std::string& database, bool as_json, const Command& cmd) {
                   [](std::ostream& o, const json& j) { print_steps(o, j.at("steps")); });
   }
   if (cmd.name == "retry" || cmd.name == "cancel") {
-    cmd.allow({}, 1);
+    if (cmd.name == "retry") {
+      cmd.allow({}, 1);
+    } else {
+      cmd.allow({"reason"}, 1);
+    }
     const std::string& id = cmd.arg(0, "a run id");
-    const json done = cmd.name == "retry" ? admin.retry_run(id) : admin.cancel_run(id);
+    const json done =
+        cmd.name == "retry" ? admin.retry_run(id) : admin.cancel_run(id, cmd.flag("reason"));
     return answer(done, [](std::ostream& o, const json& j) {
       o << "run " << text_of(j, "id") << " is now " << text_of(j, "status") << '\n';
     });

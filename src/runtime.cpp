@@ -214,10 +214,10 @@ std::vector<StepInfo> RuntimeCore::steps(std::string_view run_id) {
   return std::move(*steps);
 }
 
-void RuntimeCore::cancel(std::string_view run_id) {
+void RuntimeCore::cancel(std::string_view run_id, const std::string& reason) {
   {
     std::lock_guard lock(store_mutex_);
-    if (!store_->cancel(std::string(run_id), now_ms())) {
+    if (!store_->cancel(std::string(run_id), now_ms(), reason)) {
       throw NotFound("no run with id '" + std::string(run_id) + "'");
     }
   }
@@ -701,7 +701,9 @@ std::string Runtime::start(std::string_view workflow, json input, StartOptions o
 RunInfo Runtime::get(std::string_view run_id) const { return core_->get(run_id); }
 std::vector<RunInfo> Runtime::list(const RunFilter& filter) const { return core_->list(filter); }
 std::vector<StepInfo> Runtime::steps(std::string_view run_id) const { return core_->steps(run_id); }
-void Runtime::cancel(std::string_view run_id) { core_->cancel(run_id); }
+void Runtime::cancel(std::string_view run_id, std::string reason) {
+  core_->cancel(run_id, std::move(reason));
+}
 void Runtime::retry(std::string_view run_id) { core_->retry(run_id); }
 std::size_t Runtime::run_until_idle() { return core_->run_until_idle(); }
 RunInfo Runtime::wait(std::string_view run_id, std::chrono::milliseconds timeout) {

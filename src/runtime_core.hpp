@@ -34,7 +34,7 @@ class RuntimeCore {
   RunInfo get(std::string_view run_id);
   std::vector<RunInfo> list(const RunFilter& filter);
   std::vector<StepInfo> steps(std::string_view run_id);
-  void cancel(std::string_view run_id);
+  void cancel(std::string_view run_id, const std::string& reason);
   void retry(std::string_view run_id);
   std::size_t run_until_idle();
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);

@@ -576,7 +576,8 @@ class SqliteStore final : public Store {
     });
   }
 
-  std::optional<Status> cancel(const std::string& id, std::int64_t now_ms) override {
+  std::optional<Status> cancel(const std::string& id, std::int64_t now_ms,
+                               const std::string& reason) override {
     return guarded([&]() -> std::optional<Status> {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
       Cached status(this, "SELECT status FROM runs WHERE id = ?");
@@ -584,7 +585,19 @@ class SqliteStore final : public Store {
       if (!status.executeStep()) return std::nullopt;
       const auto before = status_from_string(status.getColumn(0).getString());
       status.reset();
-      cancel_in(id, now_ms, "cancelled");
+      const std::string history = reason.empty() ? "cancelled" : "cancelled: " + reason;
+      if (before == Status::failed) {
+        // Closed, not cancelled midway: its parent heard of the failure when it failed, and its
+        // children ended with it. The error stays, for whoever looks at it later.
+        Cached close(this,
+                     "UPDATE runs SET status = 'cancelled', crashes = 0, updated_at = ? "
+                     "WHERE id = ? AND status = 'failed'");
+        close.bind(1, static_cast<int64_t>(now_ms));
+        close.bind(2, id);
+        if (close.exec() > 0) add_history(id, now_ms, Status::cancelled, history);
+      } else {
+        cancel_in(id, now_ms, history);
+      }
       tx.commit();
       return before;
     });

@@ -169,9 +169,11 @@ class Store {
   virtual void renew_leases(const std::string& owner, const std::vector<std::string>& ids,
                             std::int64_t until_ms) = 0;
 
-  /// Cancels the run; returns its status before, read in the same transaction (nullopt: an
-  /// unknown run). A run that already ended is left as it is.
-  virtual std::optional<Status> cancel(const std::string& id, std::int64_t now_ms) = 0;
+  /// Cancels the run, or closes it when it failed (cancelled, its error kept); `reason`, when
+  /// given, goes into the state history. Returns its status before, read in the same transaction
+  /// (nullopt: an unknown run). A completed or cancelled run is left as it is.
+  virtual std::optional<Status> cancel(const std::string& id, std::int64_t now_ms,
+                                       const std::string& reason) = 0;
   /// Requeues a failed run, its failed steps with fresh attempts. False for an unknown run;
   /// throws RunStateRefused when it is not failed.
   virtual bool retry(const std::string& id, std::int64_t now_ms) = 0;

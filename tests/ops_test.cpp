@@ -705,3 +705,26 @@ TEST_CASE("durable serve: a token with a space or a control character is bad usa
   CHECK(code == 2);
   CHECK(has(out, "bearer token"));
 }
+
+TEST_CASE("a failed run is closed by cancel, with a reason, from the command and over HTTP") {
+  Fixture f;
+  const std::string db = "--db '" + f.db + "' ";
+  CHECK(durable_cli(db + "cancel " + f.failed + " --reason 'card expired for good'").first == 0);
+  Runtime look({.database = f.db});
+  RunInfo run = look.get(f.failed);
+  CHECK(run.status == Status::cancelled);
+  CHECK(run.history.back().reason == "cancelled: card expired for good");
+  CHECK(durable_cli(db + "cancel " + f.failed).first == 4);  // ended: nothing more to close
+
+  Fixture g;
+  ops::Admin admin(g.db);
+  ops::HttpServer server({.port = 0}, ops::api_handler(admin));
+  const auto answer = http(server.port(), "POST", "/v1/runs/" + g.failed + "/cancel",
+                           R"({"reason":"duplicate order"})");
+  CHECK(answer.first == 200);
+  CHECK(body_of(answer).at("status") == "cancelled");
+  run = Runtime({.database = g.db}).get(g.failed);
+  CHECK(run.history.back().reason == "cancelled: duplicate order");
+  CHECK(http(server.port(), "POST", "/v1/runs/" + g.completed + "/cancel").first == 409);
+  CHECK(http(server.port(), "POST", "/v1/runs/" + g.waiting + "/cancel", "[1]").first == 400);
+}

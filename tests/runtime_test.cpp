@@ -162,6 +162,26 @@ TEST_CASE("cancel ends a sleeping run for good") {
   CHECK(runtime.get(id).history.size() == run.history.size());
 }
 
+TEST_CASE("cancel closes a failed run: cancelled, the reason in its history, its error kept") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(
+      Workflow("fails", [](Step&, const json&) -> json { throw std::runtime_error("bad input"); }));
+  const std::string id = runtime.start("fails");
+  runtime.run_until_idle();
+  REQUIRE(runtime.get(id).status == Status::failed);
+  runtime.cancel(id, "order o-7 was refunded by hand");
+  const RunInfo run = runtime.get(id);
+  CHECK(run.status == Status::cancelled);
+  CHECK(run.history.back().status == Status::cancelled);
+  CHECK(run.history.back().reason == "cancelled: order o-7 was refunded by hand");
+  REQUIRE(run.error.has_value());
+  CHECK(run.error->message.find("bad input") != std::string::npos);
+  CHECK(runtime.list({.status = Status::failed}).empty());
+  CHECK_THROWS_AS(runtime.retry(id), Error);  // closed for good
+  runtime.cancel(id);                         // and a second cancel leaves it as it is
+  CHECK(runtime.get(id).history.size() == run.history.size());
+}
+
 TEST_CASE("cancel during a running step body: the result is not journaled and no step follows") {
   Runtime runtime({.database = ":memory:"});
   std::string id;

@@ -68,9 +68,11 @@ class Runtime {
   std::vector<StepInfo> steps(std::string_view run_id) const;
 
   /// Ends a pending, sleeping, waiting or running run as cancelled: no further step starts, and
-  /// the result of a step body already running is not journaled. Throws NotFound; a run already
-  /// completed, failed or cancelled is left as it is.
-  void cancel(std::string_view run_id);
+  /// the result of a step body already running is not journaled. Also closes a failed run (it
+  /// can then no longer be retried; its error stays), so that one that can never succeed stops
+  /// counting as failed. `reason` goes into the state history. Throws NotFound; a run already
+  /// completed or cancelled is left as it is.
+  void cancel(std::string_view run_id, std::string reason = {});
   /// Queues a failed run again: completed steps stay journaled, failed ones run again with a
   /// fresh set of attempts. Throws NotFound, and Error for a run that is not failed.
   void retry(std::string_view run_id);
