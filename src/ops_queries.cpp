@@ -6,7 +6,7 @@
 #include <durable/errors.hpp>
 #include <filesystem>
 
-#include "store.hpp"
+#include "store_sqlite.hpp"
 
 namespace durable::detail {
 

@@ -27,14 +27,14 @@ bool is_non_finite(const json& value) {
 // may run on a fiber's small stack.
 Flaw flaw_of(const json& value) {
   if (!value.is_structured()) return is_non_finite(value) ? Flaw::non_finite : Flaw::none;
-  std::vector<std::pair<const json*, int>> todo{{&value, 1}};
-  while (!todo.empty()) {
-    const auto [item, depth] = todo.back();
-    todo.pop_back();
+  std::vector<std::pair<const json*, int>> to_visit{{&value, 1}};
+  while (!to_visit.empty()) {
+    const auto [item, depth] = to_visit.back();
+    to_visit.pop_back();
     if (depth > kMaxJsonDepth) return Flaw::too_deep;
     for (const json& child : *item) {
       if (child.is_structured()) {
-        todo.emplace_back(&child, depth + 1);
+        to_visit.emplace_back(&child, depth + 1);
       } else if (is_non_finite(child)) {
         return Flaw::non_finite;
       }

@@ -5,8 +5,6 @@
 // the writing owner, so a cancelled run or one taken over after its lease lapsed never gets a
 // result from a step body that was still running elsewhere.
 
-#include "store.hpp"
-
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
 
@@ -21,6 +19,7 @@
 #include "ids.hpp"
 #include "serialization.hpp"
 #include "store_schema.hpp"
+#include "store_sqlite.hpp"
 
 namespace durable::detail {
 

@@ -24,7 +24,7 @@
 #include <limits>
 #include <optional>
 
-#include "store.hpp"
+#include "store_sqlite.hpp"
 
 namespace durable::detail {
 

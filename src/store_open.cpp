@@ -14,7 +14,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "store.hpp"
+#include "store_sqlite.hpp"
 
 namespace durable::detail {
 
