@@ -137,6 +137,14 @@ inline HttpResponse echo(const HttpRequest& request) {
   return response;
 }
 
+// echo, counting its calls: a request the server refused never reached it.
+inline HttpHandler counting_echo(std::atomic<int>& calls) {
+  return [&calls](const HttpRequest& request) {
+    ++calls;
+    return echo(request);
+  };
+}
+
 inline HttpOptions ephemeral() {
   HttpOptions options;
   options.port = 0;

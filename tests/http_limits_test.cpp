@@ -52,10 +52,7 @@ TEST_CASE("http server: a request refused on its header gets no 100 Continue and
   HttpOptions options = ephemeral();
   options.token = "s3cret";
   std::atomic<int> calls{0};
-  HttpServer server(options, [&](const HttpRequest& request) {
-    ++calls;
-    return echo(request);
-  });
+  HttpServer server(options, counting_echo(calls));
   const std::string expect = "Content-Length: 5\r\nExpect: 100-continue\r\n";
   SUBCASE("no token: 401") {
     Client client(server.port());

@@ -135,10 +135,7 @@ TEST_CASE("http server: a body over max_body gets 413 payload_too_large") {
   HttpOptions options = ephemeral();
   options.max_body = 1024;
   std::atomic<int> calls{0};
-  HttpServer server(options, [&](const HttpRequest& request) {
-    ++calls;
-    return echo(request);
-  });
+  HttpServer server(options, counting_echo(calls));
   Client client(server.port());
   CHECK(client.exchange(request_text("POST", "/at-limit", std::string(1024, 'a'))).result_int() ==
         200);
@@ -175,10 +172,7 @@ TEST_CASE("http server: a token is needed on every path but the public ones") {
   HttpOptions options = ephemeral();
   options.token = "s3cret";
   std::atomic<int> calls{0};
-  HttpServer server(options, [&](const HttpRequest& request) {
-    ++calls;
-    return echo(request);
-  });
+  HttpServer server(options, counting_echo(calls));
   Client client(server.port());
   for (const char* authorization :
        {"", "Authorization: Bearer wrong\r\n", "Authorization: Bearer s3cre\r\n",

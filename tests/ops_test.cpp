@@ -24,6 +24,7 @@
 
 using namespace durable;
 using namespace std::chrono_literals;
+using test::has;
 
 namespace {
 
@@ -601,9 +602,6 @@ namespace {
 // Runs a shell command; returns its exit code and what it printed on stdout and stderr.
 std::pair<int, std::string> shell(const std::string& command) {
   return run_shell(command + " 2>&1");
-}
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 }  // namespace
 

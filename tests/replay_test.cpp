@@ -13,6 +13,7 @@
 
 using namespace durable;
 using namespace std::chrono_literals;
+using test::has;
 using testing::replay;
 using testing::replay_all;
 
@@ -63,10 +64,6 @@ std::string divergence(const Workflow& wf, const std::string& path, const std::s
     return e.what();
   }
   return "";
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 // The SQLite store: files that are not ours, newer schemas, WAL, durability modes.
 
-#include "store.hpp"
-
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <doctest/doctest.h>
 #include <sqlite3.h>
@@ -12,6 +10,7 @@
 
 #include "durations.hpp"
 #include "scratch_mount.hpp"
+#include "store_sqlite.hpp"
 #include "support.hpp"
 
 using namespace durable;

@@ -14,6 +14,11 @@
 
 namespace durable::test {
 
+/// Whether `part` occurs in `text`: for checks of a message or a command's output.
+inline bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 /// A fresh directory under /tmp, removed with everything in it at the end of the scope.
 class TempDir {
  public:
