@@ -80,8 +80,11 @@ class Admin {
 
   /// {"runs": [run summary...], "counts": {status: n, ... every status}, "total": n}, newest
   /// first. A run summary: {"id", "workflow", "status", "correlation_id", "created_at",
-  /// "updated_at", "invocations", "known", and when set "wake_at", "parent_id", "error"}; times
-  /// are ISO 8601 UTC strings with milliseconds; "known": some worker registered the workflow.
+  /// "updated_at", "invocations", "known", "orphaned", and when set "wake_at", "parent_id",
+  /// "error", "worker", "lease_until"}; times are ISO 8601 UTC strings with milliseconds;
+  /// "known": some worker registered the workflow; "worker" ("HOST:PID") and "lease_until": who
+  /// holds a running run and until when; "orphaned": running with its lease lapsed (now, by this
+  /// Admin's clock), its holder gone or stuck.
   json list_runs(const RunQuery& query);
   /// A run summary with "input", "output", "history" [{"status", "at", "reason"}], "steps"
   /// [step...] and "runbook" (null unless the run failed: see runbook()). Throws NotFound.
@@ -102,7 +105,8 @@ class Admin {
   json send_event(std::string_view name, const json& data);
   /// {"counts": {status: n}, "total", "pending_depth" (due and unclaimed),
   ///  "oldest_pending_age_seconds" (null when none), "steps", "retries", "failed_runs",
-  ///  "failed_steps", "workers", "workflows": [known names]}.
+  ///  "failed_steps", "workers" (live ones: see OpsQueries::live_workers), "workflows": [known
+  ///  names]}.
   json stats();
   /// {"schedules": [{"id", "workflow", "input", "every_ms", "cron", "remaining", "next_at",
   /// "fired"}]}.

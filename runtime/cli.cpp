@@ -131,6 +131,12 @@ void print_counts(std::ostream& out, const json& answer) {
   out << "(total " << answer.at("total") << ")\n";
 }
 
+// A run's status, "running (orphaned)" when its holder's lease lapsed.
+std::string status_of(const json& run) {
+  const bool orphaned = run.contains("orphaned") && run.at("orphaned").get<bool>();
+  return text_of(run, "status") + (orphaned ? " (orphaned)" : "");
+}
+
 void print_runs(std::ostream& out, const json& answer) {
   print_counts(out, answer);
   if (answer.at("runs").empty()) {
@@ -138,13 +144,14 @@ void print_runs(std::ostream& out, const json& answer) {
     return;
   }
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "WORKFLOW", "STATUS", "UPDATED", "INVOCATIONS", ""}};
+      {"ID", "WORKFLOW", "STATUS", "WORKER", "UPDATED", "INVOCATIONS", ""}};
   for (const json& run : answer.at("runs")) {
     std::string note;
     if (!run.at("known").get<bool>()) note = "no worker has this workflow";
     if (run.contains("error")) note = text_of(run.at("error"), "message").substr(0, 60);
-    rows.push_back({text_of(run, "id"), text_of(run, "workflow"), text_of(run, "status"),
-                    text_of(run, "updated_at"), text_of(run, "invocations"), note});
+    rows.push_back({text_of(run, "id"), text_of(run, "workflow"), status_of(run),
+                    text_of(run, "worker"), text_of(run, "updated_at"), text_of(run, "invocations"),
+                    note});
   }
   out << '\n';
   table(out, rows);
@@ -177,7 +184,7 @@ void print_steps(std::ostream& out, const json& steps) {
 }
 
 void print_run(std::ostream& out, const json& run) {
-  std::string status = text_of(run, "status");
+  std::string status = status_of(run);
   for (char& c : status) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   out << "run " << text_of(run, "id") << " (" << text_of(run, "workflow") << ")  " << status
       << "\n";
@@ -189,6 +196,14 @@ void print_run(std::ostream& out, const json& run) {
                                                 {"output", shown(run.at("output"))}};
   if (run.contains("wake_at")) rows.push_back({"next due", text_of(run, "wake_at")});
   if (run.contains("parent_id")) rows.push_back({"parent", text_of(run, "parent_id")});
+  if (run.contains("worker")) rows.push_back({"held by", text_of(run, "worker")});
+  if (run.contains("lease_until")) {
+    const bool orphaned = run.contains("orphaned") && run.at("orphaned").get<bool>();
+    rows.push_back({"lease until", text_of(run, "lease_until") +
+                                       (orphaned ? " (lapsed: orphaned, the next claim by any "
+                                                   "worker takes the run over)"
+                                                 : "")});
+  }
   if (!run.at("known").get<bool>()) {
     rows.push_back({"warning", "no worker has registered workflow '" + text_of(run, "workflow") +
                                    "': the run waits for one that has it"});

@@ -6,6 +6,7 @@
 #include <durable/errors.hpp>
 #include <filesystem>
 
+#include "store.hpp"
 #include "store_sqlite.hpp"
 
 namespace durable::detail {
@@ -118,9 +119,15 @@ std::int64_t OpsQueries::failures_alike(const std::string& workflow, const std::
   });
 }
 
-std::int64_t OpsQueries::workers() {
+std::int64_t OpsQueries::live_workers(std::int64_t now_ms) {
   return guarded([&] {
-    SQLite::Statement query(*db_, "SELECT count(*) FROM workers");
+    // A worker that has not beaten yet has no lease recorded: the default's window applies.
+    SQLite::Statement query(*db_,
+                            "SELECT count(*) FROM workers WHERE seen_at + ? * coalesce(lease_ms, ?) "
+                            "> ?");
+    query.bind(1, static_cast<int64_t>(kLiveLeases));
+    query.bind(2, static_cast<int64_t>(kDefaultLeaseMs));
+    query.bind(3, static_cast<int64_t>(now_ms));
     return query.executeStep() ? query.getColumn(0).getInt64() : std::int64_t{0};
   });
 }

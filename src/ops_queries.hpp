@@ -47,8 +47,10 @@ class OpsQueries {
   std::int64_t failures_alike(const std::string& workflow, const std::string& step_id,
                               const std::string& type, std::int64_t since_ms,
                               const std::string& except);
-  /// Registered workers (runtimes open now, or gone without a trace yet).
-  std::int64_t workers();
+  /// Live workers at now_ms: those whose heartbeat was seen less than kLiveLeases of their
+  /// leases ago (store.hpp). A killed worker's row stays until its runs are taken over; it stops
+  /// counting once its last heartbeat is that old.
+  std::int64_t live_workers(std::int64_t now_ms);
 
  private:
   std::unique_ptr<SQLite::Database> db_;

@@ -218,6 +218,7 @@ class SqliteStore final : public Store {
           claimed.quarantined.push_back(candidate.id);
         } else {
           claimed.runs.push_back(take(candidate, request));
+          claimed.runs.back().alone = candidate.crashes >= isolate_after(request);
         }
       }
       tx.commit();
@@ -399,7 +400,7 @@ class SqliteStore final : public Store {
       update.bind(3, id);
       update.bind(4, owner);
       const bool released = update.exec() > 0;
-      if (released) add_history(id, now_ms, Status::pending, reason);
+      if (released && !reason.empty()) add_history(id, now_ms, Status::pending, reason);
       tx.commit();
       return released;
     });
@@ -661,8 +662,8 @@ class SqliteStore final : public Store {
   void register_worker(const Worker& worker, std::int64_t now_ms) override {
     guarded([&] {
       Cached insert(this,
-                    "INSERT OR REPLACE INTO workers (id, host, pid, start_ticks, started_at) "
-                    "VALUES (?, ?, ?, ?, ?)");
+                    "INSERT OR REPLACE INTO workers (id, host, pid, start_ticks, started_at, "
+                    "seen_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)");
       insert.bind(1, worker.id);
       insert.bind(2, worker.host);
       insert.bind(3, static_cast<int64_t>(worker.pid));
@@ -670,6 +671,16 @@ class SqliteStore final : public Store {
       insert.bind(5, static_cast<int64_t>(now_ms));
       insert.exec();
       return 0;
+    });
+  }
+
+  void touch_worker(const std::string& id, std::int64_t now_ms, std::int64_t lease_ms) override {
+    guarded([&] {
+      Cached touch(this, "UPDATE workers SET seen_at = ?, lease_ms = ? WHERE id = ?");
+      touch.bind(1, static_cast<int64_t>(now_ms));
+      touch.bind(2, static_cast<int64_t>(lease_ms));
+      touch.bind(3, id);
+      return touch.exec();
     });
   }
 
@@ -698,6 +709,10 @@ class SqliteStore final : public Store {
     return guarded([&] { return db_.execAndGet("PRAGMA synchronous").getInt(); });
   }
 
+  std::int64_t data_version() override {
+    return guarded([&] { return db_.execAndGet("PRAGMA data_version").getInt64(); });
+  }
+
   // One use of a cached statement: the call sites read as with a plain SQLite::Statement,
   // and the statement is reset when the use ends.
   class Cached {
@@ -723,7 +738,11 @@ class SqliteStore final : public Store {
   static constexpr const char* kRunColumns =
       "SELECT id, workflow, correlation_id, status, input, output, error, "
       "max(invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = r.id)), "
-      "created_at, updated_at, due_at, coalesce(parent_id, '')";
+      "created_at, updated_at, due_at, coalesce(parent_id, ''), "
+      // Who holds a running run: "HOST:PID" of its owner, the host name being the part of the
+      // worker's host identity (host_identity() in runtime.cpp) before the first space.
+      "(SELECT substr(w.host, 1, instr(w.host || ' ', ' ') - 1) || ':' || w.pid FROM workers w "
+      "WHERE w.id = r.owner AND r.status = 'running')";
   static constexpr const char* kScheduleColumns =
       "SELECT id, workflow, input, every_ms, cron, remaining, next_at, fired, created_at FROM "
       "schedules";
@@ -771,7 +790,7 @@ class SqliteStore final : public Store {
         due.push_back(std::move(candidate));
         return false;
       }
-      if (!due.empty()) return false;
+      if (!due.empty() || !request.executing.empty()) return false;
       due.push_back(std::move(candidate));
       return true;
     };
@@ -857,7 +876,7 @@ class SqliteStore final : public Store {
         const Status status =
             status_from_string(query.getColumn(1).getString()).value_or(Status::pending);
         const int crashes = query.getColumn(3).getInt();
-        if (crashes >= isolate_after(request) && !due.empty()) {
+        if (crashes >= isolate_after(request) && (!due.empty() || !request.executing.empty())) {
           skip.push_back(std::move(id));  // claimed alone, by a later claim
           continue;
         }
@@ -1427,6 +1446,12 @@ class SqliteStore final : public Store {
          info.status == Status::waiting))
       info.wake_at = to_time(q.getColumn(10).getInt64());
     info.parent_id = q.getColumn(11).getString();
+    if (info.status == Status::running) {
+      // due_at is the lease expiry while running; the owner's row may be gone (pruned by an
+      // older durable), and the run still held until then.
+      if (!q.getColumn(12).isNull()) info.worker = q.getColumn(12).getString();
+      if (!q.getColumn(10).isNull()) info.lease_until = to_time(q.getColumn(10).getInt64());
+    }
     return info;
   }
 

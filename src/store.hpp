@@ -71,6 +71,9 @@ struct Claim {
   /// Claims of this run in a row that ended with its owner dead, this one's included when it is
   /// a takeover; cleared by a commit (RunWrite::clear_crashes).
   int crashes = 0;
+  /// Suspected of the crashes it was in: claimed while the claimer held no other run, and it
+  /// must claim none beside it until it lets it go, so that its next crash is its own.
+  bool alone = false;
   /// Set when a value stored for the run (its input, a journaled output) cannot be read safely:
   /// the run must be failed with this reason, not executed.
   std::optional<std::string> unreadable;
@@ -145,7 +148,8 @@ class Store {
   /// Claims due runs (pending and sleeping runs whose time came, running runs whose lease
   /// lapsed or whose owner died) and loads their journals. A run taken over once more than
   /// ClaimRequest::quarantine_after allows is failed instead; a run under suspicion of crashing
-  /// its workers is claimed alone.
+  /// its workers is claimed alone, and only by a claimer that holds no other run (`executing`
+  /// empty).
   virtual Claimed claim(const ClaimRequest& request) = 0;
   /// Writes atomically. Returns false, writing nothing, when the run is no longer running under
   /// this owner (cancelled, or taken over after its lease lapsed).
@@ -156,7 +160,8 @@ class Store {
   /// The earliest due time of a claimable run of these workflows, leaving out `executing`.
   virtual std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                                const std::vector<std::string>& executing) = 0;
-  /// Hands a run this owner holds back: pending, due now, for any runtime to go on with.
+  /// Hands a run this owner holds back: pending, due now, for any runtime to go on with. The
+  /// reason goes into its history; empty, no history row is written (a run yielding its turn).
   virtual bool release(const std::string& id, const std::string& owner, std::int64_t now_ms,
                        const std::string& reason) = 0;
   /// Moves the lease expiry of these runs, where they are still running under `owner`.
@@ -197,7 +202,12 @@ class Store {
 
   virtual Backlog backlog(std::int64_t now_ms) = 0;
 
+  /// Registers the worker, seen at now_ms.
   virtual void register_worker(const Worker& worker, std::int64_t now_ms) = 0;
+  /// The worker's heartbeat: records that it was alive at now_ms, claiming runs for `lease_ms`.
+  /// It counts as live (OpsQueries::live_workers) until kLiveLeases leases after; a worker with
+  /// no heartbeat yet, for that long after it registered with the default lease.
+  virtual void touch_worker(const std::string& id, std::int64_t now_ms, std::int64_t lease_ms) = 0;
   /// Workers registered from this host.
   virtual std::vector<Worker> workers_on(const std::string& host) = 0;
   /// Forgets a worker that owns no running run (a closed runtime, or a dead process whose runs
@@ -217,6 +227,10 @@ class Store {
 
   /// The SQLite synchronous level in force (1 NORMAL, 2 FULL); for the tests.
   virtual int synchronous() = 0;
+  /// A number that changes whenever another connection, of this process or another, commits to
+  /// the database (this store's own commits may leave it as it is). Cheap (no table is read): a
+  /// watcher (Client::wait) looks at it every few milliseconds and reads again only on a change.
+  virtual std::int64_t data_version() = 0;
   /// Run writes committed so far by commit() and commit_all(), one per transaction; for the
   /// tests of group commit.
   virtual std::size_t write_transactions() const = 0;
@@ -244,8 +258,13 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability dur
 /// lost).
 std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path);
 
+/// A worker is live while its last heartbeat is less than this many of its leases old.
+inline constexpr std::int64_t kLiveLeases = 2;
+/// The lease of a worker that has not beaten yet (RuntimeOptions::lease's default).
+inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
+
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

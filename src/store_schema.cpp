@@ -108,6 +108,11 @@ CREATE TABLE workflows (
                                                              R"sql(
 ALTER TABLE runs ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX runs_correlation ON runs (correlation_id);
+)sql",
+                                                             R"sql(
+ALTER TABLE workers ADD COLUMN seen_at INTEGER;
+ALTER TABLE workers ADD COLUMN lease_ms INTEGER;
+UPDATE workers SET seen_at = started_at;
 )sql"};
 
 }  // namespace durable::detail

@@ -18,6 +18,7 @@
 
 #include "admin.hpp"
 #include "api.hpp"
+#include "durations.hpp"
 #include "http_server.hpp"
 #include "scratch_mount.hpp"
 #include "support.hpp"
@@ -278,6 +279,91 @@ TEST_CASE("ops: stats and metrics read the database") {
         "durable_step_duration_seconds_count 4\n"}) {
     CHECK_MESSAGE(metrics.find(line) != std::string::npos, line);
   }
+}
+
+TEST_CASE("ops: a running run shows who holds it until when, and is orphaned once that lapsed") {
+  test::TempDir dir;
+  const std::string db = dir.file("held.db");
+  Runtime runtime(quiet(db));
+  std::atomic<bool> entered{false}, release{false};
+  runtime.add(Workflow("hold", [&](Step& step, const json&) -> json {
+    return step.run("wait", [&] {
+      entered = true;
+      while (!release) std::this_thread::sleep_for(5ms);
+      return 1;
+    });
+  }));
+  const std::string id = runtime.start("hold");
+  CHECK(runtime.get(id).worker.empty());  // pending: nobody holds it
+  CHECK_FALSE(runtime.get(id).lease_until);
+  std::thread driver([&] { runtime.run_until_idle(); });
+  struct Release {  // lets the body end, whatever a failed check left
+    std::atomic<bool>& release;
+    std::thread& driver;
+    ~Release() {
+      release = true;
+      if (driver.joinable()) driver.join();
+    }
+  } let_go{release, driver};
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!entered && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  REQUIRE(entered);
+
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string holder = std::string(host) + ":" + std::to_string(::getpid());
+  const RunInfo held = runtime.get(id);
+  CHECK(held.status == Status::running);
+  CHECK(held.worker == holder);
+  REQUIRE(held.lease_until);
+  CHECK(*held.lease_until > Clock::now());
+  CHECK(*held.lease_until <= Clock::now() + RuntimeOptions{}.lease);
+  REQUIRE(runtime.list({}).size() == 1);
+  CHECK(runtime.list({})[0].worker == holder);
+
+  // The Admin's clock is the one that tells a lapsed lease and a stale heartbeat.
+  std::atomic<std::int64_t> ahead_ms{0};
+  ops::Admin admin(db, {}, [&] { return Clock::now() + std::chrono::milliseconds(ahead_ms.load()); });
+  json run = admin.show_run(id);
+  CHECK(run.at("worker") == holder);
+  CHECK(run.at("lease_until") == detail::utc_text(detail::to_ms(*runtime.get(id).lease_until)));
+  CHECK(run.at("orphaned") == false);
+  CHECK(admin.stats().at("workers") == 1);
+  {
+    ops::HttpServer server({.port = 0}, ops::api_handler(admin));
+    const json listed = body_of(http(server.port(), "GET", "/v1/runs")).at("runs").at(0);
+    CHECK(listed.at("worker") == holder);
+    CHECK(listed.at("lease_until").is_string());
+    CHECK(listed.at("orphaned") == false);
+    CHECK(body_of(http(server.port(), "GET", "/v1/runs/" + id)).at("worker") == holder);
+  }
+  const std::string cli = "--db '" + db + "' ";
+  CHECK(has(durable_cli(cli + "runs").second, holder));
+  const std::string shown = durable_cli(cli + "show " + id).second;
+  CHECK(has(shown, "held by"));
+  CHECK(has(shown, holder));
+  CHECK(has(shown, "lease until"));
+  CHECK_FALSE(has(shown, "orphaned"));
+
+  // Two leases on, as if the process had hung or died: the lease lapsed, the heartbeat is stale.
+  ahead_ms = 2 * RuntimeOptions{}.lease.count() + 1000;
+  CHECK(admin.show_run(id).at("orphaned") == true);
+  CHECK(admin.list_runs({}).at("runs").at(0).at("orphaned") == true);
+  CHECK(admin.stats().at("workers") == 0);
+  CHECK(has(admin.metrics(), "durable_workers 0\n"));
+  ahead_ms = 0;
+  CHECK(has(admin.metrics(), "durable_workers 1\n"));
+
+  release = true;
+  driver.join();
+  const RunInfo done = runtime.get(id);
+  CHECK(done.status == Status::completed);
+  CHECK(done.worker.empty());
+  CHECK_FALSE(done.lease_until);
+  run = admin.show_run(id);
+  CHECK_FALSE(run.contains("worker"));
+  CHECK_FALSE(run.contains("lease_until"));
+  CHECK(run.at("orphaned") == false);
 }
 
 TEST_CASE("ops: schedules are listed and removed") {

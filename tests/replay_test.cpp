@@ -376,6 +376,7 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
     db.exec(
         "ALTER TABLE steps DROP COLUMN duration_ms; DROP TABLE workflows; "
         "ALTER TABLE runs DROP COLUMN crashes; DROP INDEX runs_correlation; "
+        "ALTER TABLE workers DROP COLUMN seen_at; ALTER TABLE workers DROP COLUMN lease_ms; "
         "PRAGMA user_version = 2");
   }
   const std::string before = read_all(path);

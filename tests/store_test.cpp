@@ -9,7 +9,9 @@
 #include <iterator>
 
 #include "durations.hpp"
+#include "ops_queries.hpp"
 #include "scratch_mount.hpp"
+#include "store_schema.hpp"
 #include "store_sqlite.hpp"
 #include "support.hpp"
 
@@ -109,6 +111,54 @@ TEST_CASE("an older durable database is migrated forward on open, keeping its ru
   CHECK(runtime.get(id).output == 1);
   SQLite::Database db(path);
   CHECK(db.execAndGet("PRAGMA user_version").getInt() == detail::kSchemaVersion);
+}
+
+TEST_CASE("a schema 4 file is migrated to 5: its workers get a heartbeat, its held run a holder") {
+  using std::chrono::milliseconds;
+  test::TempDir dir;
+  const std::string path = dir.file("v4.db");
+  {  // A file as durable wrote it at schema version 4, a worker holding a run.
+    SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec("PRAGMA application_id = " + std::to_string(detail::kApplicationId));
+    for (int v = 0; v < 4; ++v) db.exec(detail::kMigrations[static_cast<std::size_t>(v)]);
+    db.exec("PRAGMA user_version = 4");
+    db.exec(
+        "INSERT INTO workers (id, host, pid, start_ticks, started_at) "
+        "VALUES ('w1', 'box boot:0b1e pid:[4026531836]', 4242, 7, 1000)");
+    db.exec(
+        "INSERT INTO runs (id, workflow, correlation_id, status, input, due_at, owner, "
+        "created_at, updated_at) VALUES ('r1', 'trivial', 'c1', 'running', '{}', 61000, 'w1', "
+        "1000, 1000)");
+  }
+  auto store = detail::open_sqlite_store(path, Durability::normal);
+  {
+    SQLite::Database db(path, SQLite::OPEN_READONLY);
+    CHECK(db.execAndGet("PRAGMA user_version").getInt() == detail::kSchemaVersion);
+    CHECK(db.execAndGet("SELECT seen_at FROM workers WHERE id = 'w1'").getInt64() == 1000);
+  }
+  const std::optional<RunInfo> run = store->get_run("r1", false);
+  REQUIRE(run);
+  CHECK(run->status == Status::running);
+  CHECK(run->worker == "box:4242");  // the host name, not the whole identity
+  CHECK(run->lease_until == Clock::time_point(milliseconds(61000)));
+  REQUIRE(store->list_runs({}).size() == 1);
+  CHECK(store->list_runs({})[0].worker == "box:4242");
+
+  // Not beaten since: live for two default leases after it was last seen; then with its own.
+  detail::OpsQueries queries(path);
+  CHECK(queries.live_workers(1000 + 2 * 30'000 - 1) == 1);
+  CHECK(queries.live_workers(1000 + 2 * 30'000) == 0);
+  store->touch_worker("w1", 100'000, 500);
+  CHECK(queries.live_workers(100'999) == 1);
+  CHECK(queries.live_workers(101'000) == 0);
+
+  // Handed back: nobody holds it.
+  CHECK(store->release("r1", "w1", 2000, "handed back"));
+  const std::optional<RunInfo> released = store->get_run("r1", false);
+  REQUIRE(released);
+  CHECK(released->status == Status::pending);
+  CHECK(released->worker.empty());
+  CHECK_FALSE(released->lease_until);
 }
 
 TEST_CASE("Durability::full syncs every commit and normal does not") {

@@ -29,6 +29,13 @@ struct RunInfo {
   std::optional<Clock::time_point> wake_at;  ///< when a pending or sleeping run is next due
   std::vector<Transition> history;           ///< every status change, oldest first
   std::string parent_id;  ///< a run started by step.invoke: the run that invoked it
+  /// While running: "HOST:PID" of the process holding the claim (its host name and process id);
+  /// empty when no process holds the run (any other status).
+  std::string worker;
+  /// While running: when the holder's claim lapses unless its heartbeat renews it. A running
+  /// run whose lease_until has passed is orphaned: its holder stopped renewing (killed, hung or
+  /// cut off) and any worker may take it over. Unset for any other status.
+  std::optional<Clock::time_point> lease_until;
 };
 
 /// A journal entry of a run.
