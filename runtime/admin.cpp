@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "durations.hpp"
-#include "ids.hpp"
 #include "ops_queries.hpp"
+#include "run_requests.hpp"
 #include "serialization.hpp"
 #include "store.hpp"
 
@@ -28,7 +28,14 @@ const Status kStatuses[] = {Status::pending,   Status::running, Status::sleeping
 std::string iso(std::int64_t ms) { return detail::utc_text(ms); }
 std::string iso(Clock::time_point t) { return iso(detail::to_ms(t)); }
 
-json summary(const RunInfo& run, const std::set<std::string>& known) {
+// A running run whose lease lapsed at `now_ms`: its holder stopped renewing the claim (killed,
+// hung or cut off from the file), and the next claim by any worker takes it over.
+bool orphaned(const RunInfo& run, std::int64_t now_ms) {
+  return run.status == Status::running && run.lease_until &&
+         detail::to_ms(*run.lease_until) < now_ms;
+}
+
+json summary(const RunInfo& run, const std::set<std::string>& known, std::int64_t now_ms) {
   json j = {{"id", run.id},
             {"workflow", run.workflow},
             {"status", to_string(run.status)},
@@ -40,6 +47,9 @@ json summary(const RunInfo& run, const std::set<std::string>& known) {
   if (run.wake_at) j["wake_at"] = iso(*run.wake_at);
   if (!run.parent_id.empty()) j["parent_id"] = run.parent_id;
   if (run.error) j["error"] = detail::error_to_json(*run.error);
+  if (!run.worker.empty()) j["worker"] = run.worker;
+  if (run.lease_until) j["lease_until"] = iso(*run.lease_until);
+  j["orphaned"] = orphaned(run, now_ms);
   return j;
 }
 
@@ -183,7 +193,8 @@ json Admin::list_runs(const RunQuery& query) {
   filter.correlation_id = query.correlation_id;
   const std::set<std::string> names = known(*db);
   json runs = json::array();
-  for (const RunInfo& run : db->store->list_runs(filter)) runs.push_back(summary(run, names));
+  const std::int64_t now = now_ms();
+  for (const RunInfo& run : db->store->list_runs(filter)) runs.push_back(summary(run, names, now));
   json answer = counts_json(db->queries->count_runs(query.workflow, query.correlation_id));
   answer["runs"] = std::move(runs);
   return answer;
@@ -195,7 +206,7 @@ json Admin::show_run(std::string_view id) {
   if (!run) throw NotFound("no run with id '" + std::string(id) + "'");
   const std::vector<StepInfo> steps =
       db->store->list_steps(run->id).value_or(std::vector<StepInfo>{});
-  json j = summary(*run, known(*db));
+  json j = summary(*run, known(*db), now_ms());
   j["input"] = run->input;
   j["output"] = run->output;
   j["history"] = json::array();
@@ -278,11 +289,11 @@ json Admin::run_steps(std::string_view id) {
 }
 
 json Admin::start_run(const StartRequest& request) {
-  if (request.workflow.empty()) throw BadRequest("a run needs a workflow name");
-  detail::NewRun run;
-  run.input = as_bad_request([&] {
-    return detail::storable_text(request.input, "the input of a run of '" + request.workflow + "'",
-                                 kMaxDataBytes);
+  StartOptions opts;
+  opts.idempotency_key = request.idempotency_key;
+  opts.correlation_id = request.correlation_id;
+  detail::NewRun run = as_bad_request([&] {
+    return detail::new_run(request.workflow, request.input, opts, now_ms(), kMaxDataBytes);
   });
   const Lease db = lease();
   const bool is_known = known(*db).contains(request.workflow);
@@ -290,16 +301,7 @@ json Admin::start_run(const StartRequest& request) {
     throw UnknownWorkflow("no worker has registered a workflow named '" + request.workflow +
                           "'; start the worker that adds it first");
   }
-  run.id = detail::new_id();
-  run.workflow = request.workflow;
-  run.correlation_id = request.correlation_id.empty() ? detail::new_id() : request.correlation_id;
-  run.idempotency_key = request.idempotency_key;
-  run.now_ms = now_ms();
-  run.due_ms = run.now_ms;
-  if (!is_known) {
-    run.reason = "started; no worker has registered workflow '" + request.workflow +
-                 "' yet: the run waits for one that has it";
-  }
+  if (!is_known) detail::mark_unregistered(run);
   const std::string id = db->store->create_run(run);
   changed();
   return {{"id", id}, {"created", id == run.id}, {"known", is_known}};
@@ -336,16 +338,9 @@ json Admin::retry_run(std::string_view id) {
 }
 
 json Admin::send_event(std::string_view name, const json& data) {
-  if (name.empty()) throw BadRequest("an event needs a name");
-  detail::NewEvent event;
-  event.data = as_bad_request([&] {
-    return detail::storable_text(data, "the data of event '" + std::string(name) + "'",
-                                 kMaxDataBytes);
-  });
-  event.id = detail::new_id();
-  event.name = std::string(name);
+  const detail::NewEvent event =
+      as_bad_request([&] { return detail::new_event(name, data, now_ms(), kMaxDataBytes); });
   const Lease db = lease();
-  event.now_ms = now_ms();
   const detail::Published published = db->store->publish(event);
   changed();
   return {{"id", event.id}, {"woken", published.woken}, {"started", published.started}};
@@ -366,7 +361,7 @@ json Admin::stats() {
   j["retries"] = totals.retries;
   j["failed_steps"] = totals.failed_steps;
   j["failed_runs"] = j["counts"]["failed"];
-  j["workers"] = db->queries->workers();
+  j["workers"] = db->queries->live_workers(now);
   j["workflows"] = db->queries->known_workflows();
   return j;
 }
@@ -427,8 +422,9 @@ std::string Admin::metrics() {
       << (backlog.oldest_due_ms ? std::max<std::int64_t>(0, now - *backlog.oldest_due_ms) / 1000.0
                                 : 0.0)
       << '\n';
-  family("durable_workers", "gauge", "Runtimes registered on the database.");
-  out << "durable_workers " << db->queries->workers() << '\n';
+  family("durable_workers", "gauge",
+         "Live runtimes: their heartbeat was seen less than two of their leases ago.");
+  out << "durable_workers " << db->queries->live_workers(now) << '\n';
   family("durable_step_duration_seconds", "histogram",
          "Time the last attempt of each step body took.");
   for (std::size_t i = 0; i < kDurationBoundsMs.size(); ++i) {

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// All of durable's public API: workflows, step tools, the runtime and its errors.
+/// All of durable's public API: workflows, step tools, the runtime, the client and their errors.
 
+#include <durable/client.hpp>
 #include <durable/errors.hpp>
 #include <durable/info.hpp>
 #include <durable/options.hpp>
