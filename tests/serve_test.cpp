@@ -424,6 +424,8 @@ TEST_CASE("serve() deletes events older than event_retention, and none when it i
       CHECK(lines.with_event("serve.events_purged").empty());
     } else {
       CHECK(eventually([&] { return event_rows(db) == 1; }));  // the recent one stays
+      // The line is written after the delete commits: wait for it too.
+      CHECK(eventually([&] { return !lines.with_event("serve.events_purged").empty(); }));
       const auto purged = lines.with_event("serve.events_purged");
       REQUIRE(purged.size() == 1);
       CHECK(purged[0].at("deleted") == 3);
