@@ -28,6 +28,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "bench_support.hpp"
@@ -50,6 +51,9 @@ struct Sizes {
   int fanout_runs = 100, fanout_width = 10;  // each run: `width` parallel steps, then 1 final step
   int replay_steps = 1000;                   // journal entries replayed per invocation
   int replay_reps = 301;                     // invocations timed per replay figure
+  int io_reps = 3;                           // repetitions of each I/O-bound figure
+  int io_runs = 64, io_steps = 5;            // W1 with sleeping bodies
+  int io_fanout_runs = 16;                   // W3 with sleeping bodies, fanout_width + 1 each
 };
 
 Sizes quick_sizes() {
@@ -62,6 +66,10 @@ Sizes quick_sizes() {
   s.fanout_runs = 10;
   s.replay_steps = 200;
   s.replay_reps = 21;
+  s.io_reps = 1;
+  s.io_runs = 8;
+  s.io_steps = 2;
+  s.io_fanout_runs = 2;
   return s;
 }
 
@@ -82,7 +90,7 @@ durable::Workflow fanout_workflow() {
 // Seconds that one run_until_idle() takes to execute `runs` runs of `workflow` with `input`, all
 // started before the clock starts, on a fresh database file; every run must complete.
 double durable_seconds(Scratch& scratch, Durability durability, durable::Replay replay,
-                       durable::Workflow workflow, int runs, const json& input) {
+                       durable::Workflow workflow, int runs, const json& input, int threads = 0) {
   const std::string path = scratch.fresh("durable-" + std::string(name_of(durability)) + "-" +
                                          std::string(name_of(replay)));
   double elapsed = 0;
@@ -91,6 +99,7 @@ double durable_seconds(Scratch& scratch, Durability durability, durable::Replay 
     options.database = path;
     options.durability = durability;
     options.replay = replay;
+    options.threads = threads;
     durable::Runtime runtime(options);
     const std::string name = workflow.name();
     runtime.add(std::move(workflow));
@@ -332,6 +341,77 @@ std::vector<Row> replay_rows(const Sizes& sizes) {
   return rows;
 }
 
+// ---- 1b. I/O-bound steps
+// --------------------------------------------------------------------------
+
+// W1 and W3 again, with bodies that sleep kIoMs as a call to a slow service would: the step
+// threads are the limit, not the database, so the figure to beat is kIoThreads / kIoMs per step.
+constexpr int kIoThreads = 16;
+constexpr int kIoMs = 50;
+
+void io_call() { std::this_thread::sleep_for(std::chrono::milliseconds(kIoMs)); }
+
+durable::Workflow io_loop_workflow() {
+  return durable::Workflow("io-loop", [](durable::Step& step, const json& input) -> json {
+    const int steps = input.at("steps").get<int>();
+    for (int i = 0; i < steps; ++i)
+      step.run("s", [i] {
+        io_call();
+        return i;
+      });
+    return steps;
+  });
+}
+
+durable::Workflow io_fanout_workflow() {
+  return durable::Workflow("io-fanout", [](durable::Step& step, const json& input) -> json {
+    std::vector<int> items(input.at("width").get<std::size_t>());
+    std::iota(items.begin(), items.end(), 0);
+    const std::vector<int> parts = step.map("part", items, [](int i) {
+      io_call();
+      return i;
+    });
+    const long sum = std::accumulate(parts.begin(), parts.end(), 0L);
+    return step.run("final", [sum] {
+      io_call();
+      return sum;
+    });
+  });
+}
+
+// sync=normal; each durable figure beside the raw commits of as many rows, and as a share of the
+// ideal kIoThreads / kIoMs steps per second.
+std::vector<Row> io_rows(Scratch& scratch, const Sizes& sizes) {
+  const int w1_steps = sizes.io_runs * sizes.io_steps;
+  const int w3_steps = sizes.io_fanout_runs * (sizes.fanout_width + 1);
+  std::vector<double> raw1, w1, raw3, w3;
+  for (int rep = 0; rep < sizes.io_reps; ++rep) {
+    raw1.push_back(raw_insert_rate(scratch, Durability::normal, w1_steps));
+    w1.push_back(w1_steps / durable_seconds(scratch, Durability::normal,
+                                            durable::Replay::every_step, io_loop_workflow(),
+                                            sizes.io_runs, {{"steps", sizes.io_steps}},
+                                            kIoThreads));
+    raw3.push_back(raw_insert_rate(scratch, Durability::normal, w3_steps));
+    w3.push_back(w3_steps / durable_seconds(scratch, Durability::normal,
+                                            durable::Replay::every_step, io_fanout_workflow(),
+                                            sizes.io_fanout_runs, {{"width", sizes.fanout_width}},
+                                            kIoThreads));
+  }
+  const double ideal = kIoThreads * 1000.0 / kIoMs;
+  const auto row = [&](std::string scenario, double rate, double raw_rate) {
+    return Row{std::move(scenario), with_commas(rate) + " steps/s",
+               with_commas(raw_rate) + " rows/s", percent(rate / ideal),
+               with_commas(ideal) + " steps/s"};
+  };
+  const std::string each =
+      " steps of " + std::to_string(kIoMs) + " ms, " + std::to_string(kIoThreads) + " threads";
+  return {row(std::to_string(sizes.io_runs) + " runs x " + std::to_string(sizes.io_steps) + each,
+              median(w1), median(raw1)),
+          row(std::to_string(sizes.io_fanout_runs) + " runs x (" +
+                  std::to_string(sizes.fanout_width) + " map + 1)" + each,
+              median(w3), median(raw3))};
+}
+
 int run(int argc, char** argv) {
   bool quick = false;
   std::string dir;
@@ -369,10 +449,15 @@ int run(int argc, char** argv) {
   print_table(
       Row{"time ratio (sync=normal, file database)", "numerator", "denominator", "ratio", "target"},
       mode_ratio_rows(modes, sizes.sequential_steps));
+  std::printf("\n");
+  print_table(Row{"I/O-bound steps (sync=normal, all started at once)", "durable", "raw sqlite",
+                  "of ideal", "ideal: threads / 50 ms"},
+              io_rows(scratch, sizes));
   std::printf(
-      "medians of %d (normal) / %d (full) repetitions, %d replays; raw sqlite: as many "
+      "medians of %d (normal) / %d (full) / %d (I/O-bound) repetitions, %d replays; raw sqlite: "
+      "as many "
       "one-row commits as steps; time ratios: medians of back-to-back pairs; %.1f s\n",
-      reps_normal, reps_full, sizes.replay_reps, seconds_since(start));
+      reps_normal, reps_full, sizes.io_reps, sizes.replay_reps, seconds_since(start));
   return 0;
 }
 
