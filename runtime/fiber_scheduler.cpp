@@ -5,6 +5,7 @@
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
 #include <thread>
+#include <utility>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -28,7 +29,7 @@ thread_local FiberScheduler* t_current = nullptr;
 // One task's fiber, its way back to the scheduler, and what the sanitizers need to follow the
 // stack switches.
 struct FiberScheduler::Task {
-  std::function<void()>* fn = nullptr;
+  std::function<void()> fn;
   ctx::fiber self;  // resumes the task
   ctx::fiber back;  // resumes the scheduler, from inside the task
   std::exception_ptr error;
@@ -42,6 +43,9 @@ struct FiberScheduler::Task {
 #endif
 };
 
+FiberScheduler::FiberScheduler(StepPool& pool) : pool_(&pool) {}
+FiberScheduler::~FiberScheduler() = default;
+
 FiberScheduler* FiberScheduler::current() { return t_current; }
 
 bool FiberScheduler::uses_fibers() {
@@ -52,88 +56,121 @@ bool FiberScheduler::uses_fibers() {
 #endif
 }
 
-void FiberScheduler::run(std::vector<std::function<void()>>& fns) {
-#if DURABLE_NO_FIBERS
-  for (auto& fn : fns) fn();
-  return;
-#endif
-  std::vector<std::unique_ptr<Task>> tasks;
-  for (auto& fn : fns) {
-    auto task = std::make_unique<Task>();
-    task->fn = &fn;
-    ctx::protected_fixedsize_stack allocator(kStackSize);
-    task->stack = allocator.allocate();
-    Task* t = task.get();
-    t->self = ctx::fiber(
-        std::allocator_arg, ctx::preallocated(t->stack.sp, t->stack.size, t->stack), allocator,
-        [this, t](ctx::fiber&& back) {
+void FiberScheduler::spawn(std::function<void()> fn) {
+  auto task = std::make_unique<Task>();
+  task->fn = std::move(fn);
+  Task* t = task.get();
+#if !DURABLE_NO_FIBERS
+  ctx::protected_fixedsize_stack allocator(kStackSize);
+  t->stack = allocator.allocate();
+  t->self = ctx::fiber(
+      std::allocator_arg, ctx::preallocated(t->stack.sp, t->stack.size, t->stack), allocator,
+      [t](ctx::fiber&& back) {
 #if DURABLE_ASAN_FIBERS
-          __sanitizer_finish_switch_fiber(nullptr, &t->scheduler_bottom, &t->scheduler_size);
+        __sanitizer_finish_switch_fiber(nullptr, &t->scheduler_bottom, &t->scheduler_size);
 #endif
-          t->back = std::move(back);
-          try {
-            (*t->fn)();
-          } catch (...) {
-            t->error = std::current_exception();
-          }
-          t->done = true;
+        t->back = std::move(back);
+        try {
+          t->fn();
+        } catch (...) {
+          t->error = std::current_exception();
+        }
+        t->done = true;
 #if DURABLE_ASAN_FIBERS
-          __sanitizer_start_switch_fiber(nullptr, t->scheduler_bottom, t->scheduler_size);
+        __sanitizer_start_switch_fiber(nullptr, t->scheduler_bottom, t->scheduler_size);
 #endif
-          return std::move(t->back);
-        });
-    ready_.push_back(t);
-    tasks.push_back(std::move(task));
-  }
-  alive_ = tasks.size();
+        return std::move(t->back);
+      });
+#endif
+  ready_.push_back(t);
+  tasks_.push_back(std::move(task));
+  ++alive_;
+}
+
+// A task returned: keep its first error, free its fiber and stack.
+void FiberScheduler::reap(Task* task) {
+  if (task->error && !first_error_) first_error_ = task->error;
+  --alive_;
+  const auto it = std::find_if(tasks_.begin(), tasks_.end(),
+                               [task](const std::unique_ptr<Task>& t) { return t.get() == task; });
+  if (it != tasks_.end()) tasks_.erase(it);
+}
+
+void FiberScheduler::run() {
   FiberScheduler* outer = t_current;
   t_current = this;
-  while (alive_ > 0) {
+  struct Restore {
+    FiberScheduler* outer;
+    ~Restore() { t_current = outer; }
+  } restore{outer};
+  for (;;) {
     if (ready_.empty() && idle_hook_ && idle_hook_()) continue;
     if (ready_.empty()) {
-      // Wait for a step thread to finish a batch, or for the first sleeper's time.
-      std::unique_lock lock(mutex_);
-      waiting_ = true;
-      const auto has_woken = [this] { return !woken_.empty(); };
-      if (sleeping_.empty()) {
-        woken_cv_.wait(lock, has_woken);
-      } else {
-        auto until = sleeping_.front()->wake_at;
-        for (Task* s : sleeping_) until = std::min(until, s->wake_at);
-        woken_cv_.wait_until(lock, until, has_woken);
-      }
-      waiting_ = false;
-      for (Task* w : woken_) ready_.push_back(w);
-      woken_.clear();
-      const auto now = std::chrono::steady_clock::now();
-      for (auto it = sleeping_.begin(); it != sleeping_.end();) {
-        if ((*it)->wake_at <= now) {
-          ready_.push_back(*it);
-          it = sleeping_.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      if (alive_ == 0) break;
+      wait_for_work();
       continue;
     }
     Task* task = ready_.front();
     ready_.pop_front();
+#if DURABLE_NO_FIBERS
+    // One after another on this thread: a task runs to its end before the next begins.
+    try {
+      task->fn();
+    } catch (...) {
+      task->error = std::current_exception();
+    }
+    task->done = true;
+#else
     switch_to(*task);
+#endif
     {
       std::lock_guard lock(mutex_);  // waits finished meanwhile join the ready ones
       for (Task* w : woken_) ready_.push_back(w);
       woken_.clear();
     }
-    if (task->done) {
-      --alive_;
+    if (task->done) reap(task);
+  }
+  if (first_error_) std::rethrow_exception(std::exchange(first_error_, nullptr));
+}
+
+// No task is ready: wait for a step thread to finish a batch, the first sleeper's time, the
+// idle hook's recheck time or a poke.
+void FiberScheduler::wait_for_work() {
+  std::optional<std::chrono::steady_clock::time_point> until = std::exchange(recheck_at_, {});
+  for (Task* s : sleeping_) until = until ? std::min(*until, s->wake_at) : s->wake_at;
+  {
+    std::unique_lock lock(mutex_);
+    waiting_ = true;
+    const auto woken = [this] { return !woken_.empty() || poked_; };
+    if (until) {
+      woken_cv_.wait_until(lock, *until, woken);
+    } else {
+      woken_cv_.wait(lock, woken);
+    }
+    waiting_ = false;
+    poked_ = false;
+    for (Task* w : woken_) ready_.push_back(w);
+    woken_.clear();
+  }
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = sleeping_.begin(); it != sleeping_.end();) {
+    if ((*it)->wake_at <= now) {
+      ready_.push_back(*it);
+      it = sleeping_.erase(it);
+    } else {
+      ++it;
     }
   }
-  t_current = outer;
-  std::exception_ptr first;
-  for (auto& task : tasks) {
-    if (task->error && !first) first = task->error;
+}
+
+void FiberScheduler::poke() {
+  bool waiting = false;
+  {
+    std::lock_guard lock(mutex_);
+    poked_ = true;
+    waiting = waiting_;
   }
-  if (first) std::rethrow_exception(first);
+  if (waiting) woken_cv_.notify_one();
 }
 
 void FiberScheduler::switch_to(Task& task) {
@@ -173,10 +210,12 @@ void FiberScheduler::wake(Task& task) {
 }
 
 void FiberScheduler::run_bodies(std::vector<std::function<void()>>& bodies) {
-  if (running_ == nullptr || t_current != this || alive_ <= 1) {
-    pool_->run_all(bodies);  // nothing else to run meanwhile: no hand-off needed
+  if (running_ == nullptr || t_current != this) {
+    pool_->run_all(bodies);
     return;
   }
+  // Even alone, the bodies go to the step threads: this thread stays free to admit runs that
+  // come due meanwhile, however long the bodies take.
   Task& task = *running_;
   auto left = std::make_shared<std::atomic<std::size_t>>(bodies.size());
   for (auto& body : bodies) {

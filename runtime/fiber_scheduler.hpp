@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "step_pool.hpp"
@@ -19,13 +20,18 @@ namespace durable::detail {
 
 class FiberScheduler {
  public:
-  explicit FiberScheduler(StepPool& pool) : pool_(&pool) {}
+  explicit FiberScheduler(StepPool& pool);
+  ~FiberScheduler();
   FiberScheduler(const FiberScheduler&) = delete;
   FiberScheduler& operator=(const FiberScheduler&) = delete;
 
-  /// Runs each task on a fiber of its own on this thread and returns when all have returned.
-  /// The first exception out of a task is rethrown then.
-  void run(std::vector<std::function<void()>>& tasks);
+  /// Adds a task, to run on a fiber of its own: before run(), or from the idle hook while it
+  /// runs (the worker loop admits runs as step threads come free).
+  void spawn(std::function<void()> task);
+  /// Runs the tasks on this thread until none is left and the idle hook adds none. The first
+  /// exception out of a task is rethrown then. A task's fiber and stack are freed as it returns,
+  /// so a scheduler that runs for hours holds only the tasks alive.
+  void run();
 
   /// The scheduler whose fiber is running on this thread, if any.
   static FiberScheduler* current();
@@ -39,8 +45,13 @@ class FiberScheduler {
   void sleep_until(std::chrono::steady_clock::time_point until);
 
   /// Called on the scheduler's thread when no task is ready, before it waits; returns whether
-  /// it made a task ready (with make_ready). Group commit runs here.
+  /// it made a task ready (with make_ready) or spawned one. Group commit and admission run here.
   void set_idle_hook(std::function<bool()> hook) { idle_hook_ = std::move(hook); }
+  /// From the idle hook: call it again at `when` (steady clock) if nothing else wakes the
+  /// scheduler first. Each wait takes the latest such time set; none: only a task wakes it.
+  void recheck_at(std::chrono::steady_clock::time_point when) { recheck_at_ = when; }
+  /// From any thread: the scheduler calls its idle hook again soon (new work may be due).
+  void poke();
   using Handle = void*;
   /// From a task: the running task, to hand to make_ready() once it may go on.
   Handle running() const { return running_; }
@@ -57,9 +68,16 @@ class FiberScheduler {
   void suspend();
   void wake(Task& task);
 
+  void wait_for_work();
+  void reap(Task* task);
+
   StepPool* pool_;
   Task* running_ = nullptr;
   std::size_t alive_ = 0;
+  std::vector<std::unique_ptr<Task>> tasks_;  // alive ones only
+  std::exception_ptr first_error_;
+  std::optional<std::chrono::steady_clock::time_point> recheck_at_;
+  bool poked_ = false;  // guarded by mutex_
   std::deque<Task*> ready_;
   std::vector<Task*> sleeping_;
   std::mutex mutex_;  // guards woken_: step threads hand finished waits back through it

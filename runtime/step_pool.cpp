@@ -50,6 +50,12 @@ void StepPool::submit(std::function<void()> body) {
   if (wake) queued_.notify_one();
 }
 
+std::size_t StepPool::free_threads() {
+  std::lock_guard lock(mutex_);
+  const std::size_t taken = running_ + queue_.size();  // a thread not started yet is free too
+  return taken < threads_.size() ? threads_.size() - taken : 0;
+}
+
 void StepPool::finish(Batch* batch) {
   if (batch != nullptr && --batch->left == 0) done_.notify_all();
 }
@@ -69,9 +75,11 @@ void StepPool::work() {
 void StepPool::run_front(std::unique_lock<std::mutex>& lock) {
   Task task = std::move(queue_.front());
   queue_.pop_front();
+  ++running_;
   lock.unlock();
   task.body();
   lock.lock();
+  --running_;
   finish(task.batch);
 }
 

@@ -27,6 +27,9 @@ class StepPool {
   /// Queues one body and returns at once; it must not throw.
   void submit(std::function<void()> body);
   std::size_t size() const { return threads_.size(); }
+  /// Threads waiting for a body that no queued body will take: what a new body would start on
+  /// at once.
+  std::size_t free_threads();
 
  private:
   struct Batch {
@@ -44,7 +47,8 @@ class StepPool {
   std::condition_variable queued_, done_;
   std::deque<Task> queue_;
   bool stopping_ = false;
-  std::size_t idle_ = 0;  // workers waiting for a body
+  std::size_t idle_ = 0;     // workers waiting for a body
+  std::size_t running_ = 0;  // bodies running (on the workers, or a thread helping in run_all)
   std::vector<std::thread> threads_;
 };
 

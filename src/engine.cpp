@@ -404,13 +404,24 @@ const json& Invocation::await(std::size_t slot) {
 // only failed for good are held, so that StepFailed reaches the workflow in this invocation.
 void Invocation::flush() {
   while (!pending_.empty()) {
+    const auto due = static_cast<std::size_t>(
+        std::count_if(pending_.begin(), pending_.end(),
+                      [this](const Pending& p) { return p.due_ms <= now_ms_; }));
+    const bool each_when_ended = config_->write_as_ended && due > 1;
     std::vector<std::function<void()>> bodies;
     for (Pending& p : pending_) {
-      if (p.due_ms <= now_ms_) bodies.emplace_back([this, &p] { run_body(p); });
+      if (p.due_ms > now_ms_) continue;
+      bodies.emplace_back([this, &p, each_when_ended] {
+        run_body(p);
+        if (each_when_ended) write_ended(p);
+      });
     }
     if (!bodies.empty()) {
       host_->run_bodies(bodies);
       now_ms_ = host_->now_ms();  // the bodies took time
+    }
+    for (const Pending& p : pending_) {
+      if (p.write_error) std::rethrow_exception(p.write_error);  // the store failed
     }
 
     Outcome outcome;
@@ -433,20 +444,21 @@ void Invocation::flush() {
       const JournalEntry& e = write.entry;
       if (e.state == StepState::failed) {
         slots_[p.slot].failure = e.error;
-        failed_.push_back(std::move(write));
+        if (!p.written) failed_.push_back(std::move(write));
         continue;
       }
       journaled = true;
       if (e.state == StepState::retrying) {
         wake_at(*e.wake_at_ms);
         Pending& retry = again.emplace_back(std::move(p));
+        retry.written = false;
         retry.attempt = e.attempts + 1;
         retry.due_ms = *e.wake_at_ms;
         retry.is_new = false;
       } else {
         completed.emplace_back(p.slot, e.key);
       }
-      outcome.entries.push_back(std::move(write));
+      if (!p.written) outcome.entries.push_back(std::move(write));
     }
     pending_.clear();
     if (lost) end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused"});
@@ -492,6 +504,30 @@ Outcome Invocation::evicted(std::int64_t wake_ms) const {
   outcome.wake_at_ms = wake_ms;
   outcome.reason = "evicted until " + format_time(wake_ms);
   return outcome;
+}
+
+// A parallel body that ended: its entry is journaled now, from its step thread, and added to
+// the run's journal, so that a crash while its siblings run does not lose it.
+void Invocation::write_ended(Pending& p) {
+  if (!p.result || p.lost) return;
+  try {
+    if (!host_->write_nested(*p.result)) {
+      p.lost = true;
+      return;
+    }
+  } catch (...) {
+    p.write_error = std::current_exception();
+    return;
+  }
+  p.written = true;
+  JournalEntry entry = p.result->entry;
+  entry.output_text = std::string();  // the journal keeps the parsed value only
+  std::lock_guard lock(nested_mutex_);
+  if (p.result->is_new) {
+    run_->journal.append(std::move(entry));
+  } else {
+    run_->journal.update(std::move(entry));
+  }
 }
 
 void Invocation::run_body(Pending& p) {

@@ -68,8 +68,8 @@ class Host {
   virtual ~Host() = default;
   /// Runs the bodies concurrently (on step threads) and returns when all have returned.
   virtual void run_bodies(std::vector<std::function<void()>>& bodies) = 0;
-  /// Journals a nested step's entry at once, from a step thread. False: the run is no longer
-  /// this runtime's to write (cancelled, or taken over).
+  /// Journals a step's entry at once, from a step thread (a nested step, or a parallel step
+  /// that ended). False: the run is no longer this runtime's to write (cancelled, taken over).
   virtual bool write_nested(const EntryWrite& write) = 0;
   /// Resident invocations (Replay::on_recovery): journals these entries now and adds them to
   /// the run's journal, so the workflow can go on in place. False as for write_nested.
@@ -100,6 +100,9 @@ struct EngineConfig {
   /// testing::replay: the invocation remembers which journal entries the calls met and the
   /// first call the journal does not hold, for the checks made after it.
   bool replay_only = false;
+  /// Parallel bodies are journaled by their step threads as each ends (Host::write_nested),
+  /// not with the invocation's outcome: a crash re-runs only those that had not ended.
+  bool write_as_ended = false;
 };
 
 class BodyScope;
@@ -165,6 +168,8 @@ class Invocation {
     std::optional<EntryWrite> result;             // filled by the body's run
     std::optional<std::int64_t> postponed_until;  // a nested step's retry holds the body back
     bool lost = false;                            // a nested write was refused
+    bool written = false;            // journaled by its step thread as it ended (parallel steps)
+    std::exception_ptr write_error;  // that write failed
   };
   // A started step as the workflow sees it through its Future.
   struct Slot {
@@ -181,6 +186,7 @@ class Invocation {
   // Runs every pending body (a wait point) and ends the invocation if anything was journaled.
   void flush();
   void run_body(Pending& pending);
+  void write_ended(Pending& pending);
   EntryWrite attempt_failed(const Pending& pending, std::exception_ptr error);
   EntryWrite output_entry(const Pending& pending, json output);
   JournalEntry entry_of(const Pending& pending) const;

@@ -50,10 +50,21 @@ std::string journal_key(std::string_view id, int n) {
   return key;
 }
 
+namespace {
+// Whether `key` is journal_key(id, n), without building it.
+bool is_key(std::string_view key, std::string_view id, int n) {
+  if (key.substr(0, id.size()) != id) return false;
+  if (n == 1) return key.size() == id.size();
+  const std::string_view rest = key.substr(id.size());
+  return rest.size() > 1 && rest.front() == '#' && rest.substr(1) == std::to_string(n);
+}
+}  // namespace
+
 void Journal::append(JournalEntry entry) {
   const auto [it, inserted] = by_key_.emplace(entry.key, entries_.size());
   if (!inserted) bug("journal key '" + entry.key + "' appended twice");
-  ++uses_[entry.base];
+  const int uses = ++uses_[entry.base];
+  entry.in_call_order = is_key(entry.key, entry.base, uses);
   entry.nested = entry.base.find('/') != std::string::npos;  // once, not on every replay
   if (!entry.nested) ++top_level_;
   entries_.push_back(std::move(entry));
@@ -63,6 +74,7 @@ void Journal::update(JournalEntry entry) {
   const auto it = by_key_.find(entry.key);
   if (it == by_key_.end()) bug("journal key '" + entry.key + "' updated before it was written");
   entry.nested = entries_[it->second].nested;
+  entry.in_call_order = entries_[it->second].in_call_order;
   entries_[it->second] = std::move(entry);
 }
 
@@ -82,7 +94,7 @@ ReplayCursor::Match ReplayCursor::next(std::string_view id, bool check) {
     while (position_ < journal_->size() && journal_->entries()[position_].nested) ++position_;
     if (position_ < journal_->size()) {
       JournalEntry& expected = const_cast<JournalEntry&>(journal_->entries()[position_]);
-      if (expected.base == id) {
+      if (expected.base == id && expected.in_call_order) {
         ++position_;
         ++matched_;
         if (remember_) met_.insert(&expected);

@@ -43,6 +43,9 @@ struct JournalEntry {
   std::int64_t updated_at_ms = 0;           ///< when it was last written (as loaded)
   std::optional<std::int64_t> duration_ms;  ///< run: how long its last attempt's body took
   bool nested = false;  ///< a step of a step body (its base holds '/'); set by the Journal
+  /// Its key counts the uses of its id before it in the journal (set by the Journal): false for
+  /// a parallel step journaled before a sibling called ahead of it, as they end.
+  bool in_call_order = true;
 };
 
 /// What a journal entry holds, for messages: "a step.run that returned 42", "a step.sleep until
@@ -57,7 +60,8 @@ std::string journal_key(std::string_view id, int n);
 /// Nested entries (keys with '/') are kept with the others but are not the workflow's own.
 class Journal {
  public:
-  /// Adds an entry under a key the journal does not hold yet.
+  /// Adds an entry under a key the journal does not hold yet. Entries come in the order they were
+  /// written: a parallel step's when it ended, which may be before a sibling called ahead of it.
   void append(JournalEntry entry);
   /// Replaces the entry with the same key.
   void update(JournalEntry entry);
@@ -81,8 +85,9 @@ class Journal {
 /// Keys depend on how often an id was used before in this invocation. The common case is a
 /// replay that meets the journal's entries in the order they were written; while it does
 /// ("on track"), the count of earlier uses is the entry's own, and a lookup is one string
-/// comparison with no allocation. The first call off that order switches to counting uses
-/// in a map, which gives the same keys for any order.
+/// comparison with no allocation. The first call off that order (or an entry written out of
+/// call order: parallel steps that ended in another order) switches to counting uses in a map,
+/// which gives the same keys for any order.
 class ReplayCursor {
  public:
   explicit ReplayCursor(Journal& journal) : journal_(&journal) {}

@@ -10,6 +10,7 @@
 #include "errors_internal.hpp"
 #include "ids.hpp"
 #include "retry.hpp"
+#include "run_requests.hpp"
 #include "runtime_core.hpp"
 #include "serialization.hpp"
 
@@ -50,10 +51,6 @@ bool process_alive(const Worker& worker) {
   return ticks == 0 || ticks == worker.start_ticks;
 }
 
-bool terminal(Status status) {
-  return status == Status::completed || status == Status::failed || status == Status::cancelled;
-}
-
 }  // namespace
 
 RuntimeCore::RuntimeCore(RuntimeOptions opts)
@@ -72,6 +69,7 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   engine_config_.max_output_bytes = options_.max_output_bytes;
   engine_config_.resident = options_.replay == Replay::on_recovery;
   engine_config_.resident_sleep_ms = options_.resident_sleep.count();
+  engine_config_.write_as_ended = true;
   store_ = open_sqlite_store(options_.database, options_.durability);
   worker_.id = new_id();
   worker_.host = host_identity();
@@ -147,17 +145,8 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
   const std::shared_ptr<const Workflow> wf = find_workflow(workflow);
   if (!wf) unknown_workflow(workflow);
   // Stored form first: it refuses a value nested too deep before anything copies it.
-  std::string text = storable_text(input, "the input of a run of '" + std::string(workflow) + "'",
-                                   options_.max_output_bytes);
+  const NewRun run = new_run(workflow, input, opts, now_ms(), options_.max_output_bytes);
   wf->check_input(input);
-  NewRun run;
-  run.id = new_id();
-  run.workflow = std::string(workflow);
-  run.correlation_id = opts.correlation_id.empty() ? new_id() : opts.correlation_id;
-  run.idempotency_key = opts.idempotency_key;
-  run.input = std::move(text);
-  run.now_ms = now_ms();
-  run.due_ms = opts.at ? std::max(run.now_ms, to_ms(*opts.at)) : run.now_ms;
   std::string id;
   {
     std::lock_guard lock(store_mutex_);
@@ -174,13 +163,7 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
 }
 
 void RuntimeCore::send_event(std::string_view name, json data) {
-  if (name.empty()) throw Error("an event needs a name");
-  NewEvent event;
-  event.data = storable_text(data, "the data of event '" + std::string(name) + "'",
-                             options_.max_output_bytes);
-  event.id = new_id();
-  event.name = std::string(name);
-  event.now_ms = now_ms();
+  const NewEvent event = new_event(name, data, now_ms(), options_.max_output_bytes);
   Published published;
   {
     std::lock_guard lock(store_mutex_);
@@ -198,7 +181,7 @@ void RuntimeCore::send_event(std::string_view name, json data) {
 RunInfo RuntimeCore::get(std::string_view run_id) {
   std::lock_guard lock(store_mutex_);
   auto run = store_->get_run(std::string(run_id), true);
-  if (!run) throw NotFound("no run with id '" + std::string(run_id) + "'");
+  if (!run) throw no_such_run(run_id);
   return std::move(*run);
 }
 
@@ -210,7 +193,7 @@ std::vector<RunInfo> RuntimeCore::list(const RunFilter& filter) {
 std::vector<StepInfo> RuntimeCore::steps(std::string_view run_id) {
   std::lock_guard lock(store_mutex_);
   auto steps = store_->list_steps(std::string(run_id));
-  if (!steps) throw NotFound("no run with id '" + std::string(run_id) + "'");
+  if (!steps) throw no_such_run(run_id);
   return std::move(*steps);
 }
 
@@ -218,7 +201,7 @@ void RuntimeCore::cancel(std::string_view run_id, const std::string& reason) {
   {
     std::lock_guard lock(store_mutex_);
     if (!store_->cancel(std::string(run_id), now_ms(), reason)) {
-      throw NotFound("no run with id '" + std::string(run_id) + "'");
+      throw no_such_run(run_id);
     }
   }
   logger_.write(LogLevel::info, "run.cancelled", "cancel requested", {{"run_id", run_id}},
@@ -230,7 +213,7 @@ void RuntimeCore::retry(std::string_view run_id) {
   {
     std::lock_guard lock(store_mutex_);
     if (!store_->retry(std::string(run_id), now_ms())) {
-      throw NotFound("no run with id '" + std::string(run_id) + "'");
+      throw no_such_run(run_id);
     }
   }
   logger_.write(LogLevel::info, "run.retried", "retry requested: queued again",
@@ -253,243 +236,44 @@ std::vector<std::string> RuntimeCore::dead_owners() {
   return dead_owners_;
 }
 
-std::size_t RuntimeCore::run_until_idle() { return run_due(std::nullopt, kClaimBatch); }
-
-std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
-                                 std::size_t batch) {
-  start_heartbeat();
-  std::size_t invocations = 0;
-  const std::vector<std::string> names = workflow_names();
-  std::map<std::string, int> limits;
-  {
-    std::lock_guard lock(workflows_mutex_);
-    for (const auto& [name, wf] : workflows_) {
-      if (wf->options().concurrency > 0) limits[name] = wf->options().concurrency;
-    }
-  }
-  while ((!deadline || std::chrono::steady_clock::now() < *deadline) && !stopping() && !halted_) {
-    fire_schedules();               // also while a steady stream of work keeps this loop busy
-    if (serving_) check_backlog();  // and the same for the backlog signals
-    std::vector<Claim> claims;
-    std::vector<std::string> quarantined;
-    {
-      std::lock_guard lock(store_mutex_);
-      ClaimRequest request;
-      request.owner = worker_.id;
-      request.workflows = names;
-      request.now_ms = now_ms();
-      request.lease_ms = options_.lease.count();
-      request.limit = batch;
-      request.dead_owners = dead_owners();
-      request.executing.assign(executing_.begin(), executing_.end());
-      request.limits = limits;
-      request.quarantine_after = options_.quarantine_after;
-      Claimed claimed = store_->claim(request);
-      claims = std::move(claimed.runs);
-      quarantined = std::move(claimed.quarantined);
-      for (const Claim& claim : claims) executing_.insert(claim.run.id);
-    }
-    for (const std::string& id : quarantined) report_quarantined(id);
-    if (claims.empty() && !quarantined.empty()) continue;
-    if (claims.empty()) break;
-    // The heartbeat keeps the batch's leases while its runs wait their turn and run. Each run's
-    // workflow code runs on a fiber of this thread; their step bodies on the step threads.
-    Executing executing(*this, claims);
-    std::vector<std::function<void()>> tasks;
-    for (Claim& claim : claims) {
-      tasks.emplace_back([this, &claim, &invocations, &executing] {
-        const std::string id = claim.run.id;
-        invocations += drive(std::move(claim));
-        executing.release(id);
-      });
-    }
-    FiberScheduler scheduler(step_pool());
-    CommitGroup group(*this, scheduler);
-    scheduler.set_idle_hook([&group] { return group.flush(); });
-    scheduler.run(tasks);
-  }
-  return invocations;
-}
-
-RuntimeCore::Executing::Executing(RuntimeCore& core, const std::vector<Claim>& claims)
-    : core_(&core) {
-  for (const Claim& claim : claims) ids_.push_back(claim.run.id);
-}
-
-RuntimeCore::Executing::~Executing() {
-  std::lock_guard lock(core_->store_mutex_);
-  for (const std::string& id : ids_) core_->executing_.erase(id);
-}
-
-void RuntimeCore::Executing::release(const std::string& id) {
-  std::lock_guard lock(core_->store_mutex_);
-  core_->executing_.erase(id);
-}
-
 void RuntimeCore::start_heartbeat() {
   std::call_once(heartbeat_started_, [this] { heartbeat_ = std::thread([this] { beat(); }); });
 }
 
 // Renews the leases of the runs this runtime executes, a third of a lease apart, so a step body
-// longer than the lease keeps its run. Runs on its own thread from the first run_until_idle()
-// or wait() until the runtime is destroyed.
+// longer than the lease keeps its run, and marks the worker seen at every beat, executing or
+// not, which is what `stats` counts as a live worker. Runs on its own thread from the first
+// run_until_idle(), wait() or serve() until the runtime is destroyed.
 void RuntimeCore::beat() {
   std::unique_lock lock(heartbeat_mutex_);
   while (!stopping_) {
-    heartbeat_wake_.wait_for(lock, options_.lease / 3, [this] { return stopping_; });
-    if (stopping_) return;
     lock.unlock();
-    try {
+    {
       std::lock_guard store_lock(store_mutex_);
-      if (!executing_.empty()) {
-        const std::vector<std::string> ids(executing_.begin(), executing_.end());
-        store_->renew_leases(worker_.id, ids, now_ms() + options_.lease.count());
+      // A failed write (a busy or full disk) is tried again at the next beat; meanwhile the
+      // commit of each step still checks that the run is ours, and a worker seen less than
+      // kLiveLeases leases ago still counts as live.
+      try {
+        // A halted runtime (the crash sweep's crash) is as dead as a killed one: it goes unseen.
+        if (!halted_) store_->touch_worker(worker_.id, now_ms(), options_.lease.count());
+      } catch (const std::exception&) {
       }
-    } catch (const std::exception&) {
-      // A failed renewal (a busy or full disk) is tried again at the next beat; meanwhile the
-      // commit of each step still checks that the run is ours.
+      try {
+        if (!executing_.empty()) {
+          const std::vector<std::string> ids(executing_.begin(), executing_.end());
+          store_->renew_leases(worker_.id, ids, now_ms() + options_.lease.count());
+        }
+      } catch (const std::exception&) {
+      }
     }
     lock.lock();
+    heartbeat_wake_.wait_for(lock, options_.lease / 3, [this] { return stopping_; });
   }
 }
 
-// A run this runtime holds goes back to pending when serve() is stopping, so that the next
-// runtime goes on with it at once instead of after the lease.
-void RuntimeCore::hand_back(const RunState& run) {
-  if (!stopping()) return;
-  bool released = false;
-  {
-    std::lock_guard lock(store_mutex_);
-    released =
-        store_->release(run.id, worker_.id, now_ms(), "handed back: its runtime was stopped");
-  }
-  if (released) {
-    logger_.write(LogLevel::info, "run.handed_back", "handed back at a step boundary on stop",
-                  run_fields(run), now_ms());
-  }
-}
-
-// A claimed run with a stored value too deep to read safely (written before the depth limit, or
-// by another tool) is failed at once: executing it would crash this process.
-std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
-  RunWrite write;
-  write.run_id = claim.run.id;
-  write.owner = worker_.id;
-  write.first_seq = claim.run.next_seq;
-  write.invocations = claim.run.invocations;
-  write.now_ms = now_ms();
-  write.status = Status::failed;
-  write.reason = "run " + claim.run.id + ": " + *claim.unreadable;
-  write.error = ErrorInfo{"durable::Error", write.reason, {}, 0};
-  write.clear_crashes = claim.crashes > 0;
-  if (commit(write)) record(claim.run, nullptr, &write);
-  return 0;
-}
-
-std::size_t RuntimeCore::drive(Claim claim) {
-  std::shared_ptr<const Workflow> wf = find_workflow(claim.run.workflow);
-  RunState& run = claim.run;
-  std::uint64_t seed = 0;
-  {
-    std::lock_guard lock(store_mutex_);
-    seed = random_();
-  }
-  std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
-  if (claim.unreadable) return fail_unreadable(claim);
-  RunHost host(*this, run);
-  for (std::size_t made = 1;; ++made) {
-    if (stopping()) {  // a run of the batch not begun yet when serve() was asked to stop
-      hand_back(run);
-      return made - 1;
-    }
-    if (halted_) return made - 1;
-    Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random, host).execute();
-    ++run.invocations;
-    if (outcome.kind == Outcome::Kind::lost) {
-      hand_back(run);
-      return made;
-    }
-    RunWrite write = write_for(run, outcome, claim.lease_until_ms);
-    write.clear_crashes = claim.crashes > 0;
-    const bool written = commit(write);
-    run.next_seq += write.new_entries();
-    // Not written: the run was cancelled or taken over meanwhile; its result is not used.
-    if (!written) return made;
-    claim.crashes = 0;
-    record(run, &outcome.entries, &write);
-    if (outcome.kind != Outcome::Kind::step_done) return made;
-    for (EntryWrite& w : outcome.entries) {
-      w.entry.output_text = std::string();  // the journal keeps the parsed value only
-      if (w.is_new) {
-        run.journal.append(std::move(w.entry));
-      } else {
-        run.journal.update(std::move(w.entry));
-      }
-    }
-  }
-}
-
-namespace {
-thread_local RuntimeCore::CommitGroup* t_group = nullptr;
-}
-
-RuntimeCore::CommitGroup::CommitGroup(RuntimeCore& core, FiberScheduler& scheduler)
-    : core_(&core), scheduler_(&scheduler), outer_(t_group) {
-  t_group = this;
-}
-
-RuntimeCore::CommitGroup::~CommitGroup() { t_group = outer_; }
-
-// Group commit: the runs of a batch that reached a commit wait (their fibers parked) until no
-// run can go on without one; then all their writes go in one transaction.
-bool RuntimeCore::CommitGroup::flush() {
-  if (waiting_.empty()) return false;
-  std::vector<const RunWrite*> writes;
-  for (const Waiter* w : waiting_) writes.push_back(w->write);
-  try {
-    if (!core_->halted_) {
-      std::lock_guard lock(core_->store_mutex_);
-      const std::vector<bool> written = core_->store_->commit_all(writes);
-      for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->written = written[i];
-    }
-    for (const Waiter* w : waiting_) {
-      if (w->written) core_->committed(w->write->run_id, w->write->entries);
-    }
-  } catch (...) {
-    for (Waiter* w : waiting_) w->error = std::current_exception();
-  }
-  for (Waiter* w : waiting_) scheduler_->make_ready(w->task);
-  waiting_.clear();
-  return true;
-}
-
-bool RuntimeCore::CommitGroup::wait(const RunWrite& write) {
-  Waiter waiter{&write, scheduler_->running(), false, nullptr};
-  waiting_.push_back(&waiter);
-  scheduler_->park();
-  if (waiter.error) std::rethrow_exception(waiter.error);
-  return waiter.written;
-}
-
-// A run's write: with other runs in flight on this thread's fibers, in their group's next
-// transaction; alone, at once.
-bool RuntimeCore::commit(const RunWrite& write) {
-  if (halted_) return false;
-  FiberScheduler* scheduler = FiberScheduler::current();
-  if (t_group != nullptr && scheduler != nullptr && scheduler->running() != nullptr &&
-      scheduler->alive() > 1) {
-    return t_group->wait(write);
-  }
-  bool written = false;
-  {
-    std::lock_guard lock(store_mutex_);
-    written = store_->commit(write);
-  }
-  if (written) committed(write.run_id, write.entries);
-  return written;
-}
-
-RuntimeCore::RunHost::RunHost(RuntimeCore& core, RunState& run) : core_(&core), run_(&run) {}
+RuntimeCore::RunHost::RunHost(RuntimeCore& core, RunState& run,
+                              std::chrono::steady_clock::time_point claimed_at)
+    : core_(&core), run_(&run), claimed_at_(claimed_at) {}
 
 void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies) {
   if (FiberScheduler* scheduler = FiberScheduler::current()) {
@@ -500,37 +284,27 @@ void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies
 }
 
 bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
-  const std::vector<EntryWrite> entries{entry};
-  RunWrite write;
-  write.run_id = run_->id;
-  write.owner = core_->worker_.id;
-  write.entries = &entries;
-  write.now_ms = core_->now_ms();
-  std::lock_guard lock(core_->store_mutex_);
-  write.first_seq = run_->next_seq;
-  if (core_->halted_) return false;
-  const bool written = core_->store_->commit(write);
-  if (written) run_->next_seq += write.new_entries();
-  if (written) core_->record(*run_, &entries, nullptr);
-  if (written) core_->committed(run_->id, &entries);
-  return written;
+  return core_->step_writes_.write(*run_, entry);
 }
 
 bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
-  RunWrite write;
-  write.run_id = run_->id;
-  write.owner = core_->worker_.id;
-  write.entries = &entries;
-  write.now_ms = core_->now_ms();
-  write.invocations = run_->invocations + 1;
-  {
-    std::lock_guard lock(core_->store_mutex_);
-    write.first_seq = run_->next_seq;
-    if (core_->halted_ || !core_->store_->commit(write)) return false;
-    run_->next_seq += write.new_entries();
+  // Entries the step threads wrote as their bodies ended are in the journal already.
+  if (!entries.empty()) {
+    RunWrite write;
+    write.run_id = run_->id;
+    write.owner = core_->worker_.id;
+    write.entries = &entries;
+    write.now_ms = core_->now_ms();
+    write.invocations = run_->invocations + 1;
+    {
+      std::lock_guard lock(core_->store_mutex_);
+      write.first_seq = run_->next_seq;
+      if (core_->halted_ || !core_->store_->commit(write)) return false;
+      run_->next_seq += write.new_entries();
+    }
+    core_->record(*run_, &entries, nullptr);
+    core_->committed(run_->id, &entries);
   }
-  core_->record(*run_, &entries, nullptr);
-  core_->committed(run_->id, &entries);
   for (EntryWrite& w : entries) {
     w.entry.output_text = std::string();
     if (w.is_new) {
@@ -540,10 +314,18 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
     }
   }
   entries.clear();
-  return !core_->stopping();  // stopping: the invocation ends here and the run is handed back
+  // Stopping, or yielding its turn: the invocation ends here and the run is handed back.
+  if (core_->stopping()) return false;
+  yielded_ = core_->should_yield(claimed_at_);
+  return !yielded_;
 }
 
 json RuntimeCore::RunHost::call_body(const std::string& key, int attempt, const Body& body) {
+  struct Note {  // however the body ends
+    RuntimeCore* core;
+    std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
+    ~Note() { core->note_body(std::chrono::steady_clock::now() - began); }
+  } note{core_};
   if (core_->body_hook_) return core_->body_hook_(run_->id, key, attempt, body);
   return body();
 }
@@ -652,10 +434,10 @@ RunInfo RuntimeCore::wait(std::string_view run_id, std::chrono::milliseconds tim
     // Read before looking at the store, so a start, retry or cancel after the look is not missed.
     const std::uint64_t seen = wake_generation();
     RunInfo run = get(run_id);
-    if (terminal(run.status)) return run;
+    if (ended(run.status)) return run;
     run_due(deadline, 1);  // one run at a time, so the deadline is looked at between runs
     run = get(run_id);
-    if (terminal(run.status) || std::chrono::steady_clock::now() >= deadline) return run;
+    if (ended(run.status) || std::chrono::steady_clock::now() >= deadline) return run;
     std::optional<std::int64_t> due;
     {
       std::lock_guard lock(store_mutex_);
@@ -678,6 +460,7 @@ void RuntimeCore::notify_waiters() {
     ++wake_generation_;
   }
   wake_.notify_all();
+  wake_loops();
   std::lock_guard lock(serve_mutex_);
   if (serve_wake_) serve_wake_();
 }

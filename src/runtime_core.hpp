@@ -78,12 +78,23 @@ class RuntimeCore {
   }
 
  private:
-  // Runs due work in claims of `batch` runs until none is due or the deadline passed.
+  // The worker loop (src/runtime_loop.cpp): admits due runs while a step thread is free, in
+  // claims of at most `batch`, and executes them on fibers until none is left and none is due,
+  // or the deadline passed.
   std::size_t run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
                       std::size_t batch);
-  /// Executes a claimed run's invocations until it sleeps, ends or is lost; returns how many.
+  /// Executes a claimed run's invocations until it sleeps, ends, is lost or yields its turn;
+  /// returns how many.
   std::size_t drive(Claim claim);
-  void hand_back(const RunState& run);
+  /// Whether a run holding its claim since `since` gives its turn up at this step boundary:
+  /// it held it for a fair slice, and another run is due that this runtime could take.
+  bool should_yield(std::chrono::steady_clock::time_point since);
+  /// Hands a run back when serve() is stopping, or when it yields its turn (`yielding`).
+  void hand_back(const RunState& run, bool yielding = false);
+  /// How long a step body took (from the step threads): admission claims fewer runs at a time
+  /// while bodies are slow, so that none waits for a thread behind another's slow body.
+  void note_body(std::chrono::steady_clock::duration took);
+  bool bodies_quick() const { return quick_bodies_.load() >= kQuickStreak; }
   std::size_t fail_unreadable(const Claim& claim);
   void report_quarantined(const std::string& id);
   void start_heartbeat();
@@ -131,7 +142,9 @@ class RuntimeCore {
   // What the engine asks of the runtime while one run's invocation runs.
   class RunHost final : public Host {
    public:
-    RunHost(RuntimeCore& core, RunState& run);
+    RunHost(RuntimeCore& core, RunState& run, std::chrono::steady_clock::time_point claimed_at);
+    /// A resident invocation ended to give the run's turn up (RuntimeCore::should_yield).
+    bool yielded() const { return yielded_; }
     void run_bodies(std::vector<std::function<void()>>& bodies) override;
     bool write_nested(const EntryWrite& entry) override;
     bool journal_now(std::vector<EntryWrite>& entries) override;
@@ -144,25 +157,44 @@ class RuntimeCore {
    private:
     RuntimeCore* core_;
     RunState* run_;
+    std::chrono::steady_clock::time_point claimed_at_;
+    bool yielded_ = false;
   };
 
-  // The runs of one claimed batch in executing_, from the claim until each has run (or an
-  // exception left the batch).
-  class Executing {
+  class Admission;  // the worker loop's claims (src/runtime_loop.cpp)
+
+  // Journal entries written from the step threads (a parallel body that ended, a nested step):
+  // those that arrive while a transaction is in flight go together in the next one.
+  class StepWrites {
    public:
-    Executing(RuntimeCore& core, const std::vector<Claim>& claims);
-    ~Executing();
-    Executing(const Executing&) = delete;
-    Executing& operator=(const Executing&) = delete;
-    void release(const std::string& id);
+    explicit StepWrites(RuntimeCore& core) : core_(&core) {}
+    bool write(RunState& run, const EntryWrite& entry);
 
    private:
+    struct Pending {
+      RunState* run;
+      std::vector<EntryWrite> entries;
+      RunWrite write;
+      bool done = false, written = false;
+      std::exception_ptr error;
+    };
+    void commit(std::vector<Pending*>& batch);
     RuntimeCore* core_;
-    std::vector<std::string> ids_;
+    std::mutex mutex_;
+    std::condition_variable done_;
+    std::vector<Pending*> queue_;
+    bool leader_ = false;  // a thread is committing a batch
   };
+  StepWrites step_writes_{*this};
 
   static constexpr std::size_t kClaimBatch = 64;  // runs claimed per transaction
   static constexpr std::int64_t kMinPause = 10;   // ms: the shortest sleep of wait()
+  // A run that held its claim this long gives its turn up at a step boundary to a run due
+  // before it (runs due earlier go first; a run of quick steps is not cut up).
+  static constexpr std::chrono::milliseconds kFairSlice{100};
+  // Bodies in a row that ended within kQuickBody before admission claims whole batches again.
+  static constexpr int kQuickStreak = 4;
+  static constexpr std::chrono::milliseconds kQuickBody{5};
   RunWrite write_for(const RunState& run, const Outcome& outcome, std::int64_t& lease_until_ms);
   std::vector<std::string> dead_owners();
   std::vector<std::string> workflow_names();
@@ -211,6 +243,18 @@ class RuntimeCore {
         retries{0}, events_sent{0}, schedule_fires{0};
   };
   AtomicCounters counters_;
+
+  // Bodies in a row that ended within kQuickBody. None at first: a fresh runtime claims a run per
+  // free thread until its bodies prove quick.
+  std::atomic<int> quick_bodies_{0};
+  struct Loop {
+    FiberScheduler* scheduler;
+    Admission* admission;
+    bool operator==(const Loop&) const = default;
+  };
+  std::mutex loops_mutex_;   // guards loops_
+  std::vector<Loop> loops_;  // the worker loops running now (run_due)
+  void wake_loops();         // they look at the store at their next idle moment
 
   void notify_waiters();
   std::uint64_t wake_generation();

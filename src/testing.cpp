@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <durable/testing.hpp>
 #include <filesystem>
@@ -204,20 +205,21 @@ CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
       std::string id;
       std::vector<std::string> executed;
       {
-        // Bodies are numbered as they start, as the crash-free run listed them; the crash
-        // strikes when body k finishes (an outer step finishes after its nested ones).
-        std::atomic<std::size_t> started{0};  // outlive the runtime whose hooks use them
+        // Body k is the n-th body of its step key in the crash-free run's list; the crash
+        // strikes when that one finishes here (an outer step finishes after its nested ones),
+        // whatever order parallel bodies start and end in.
+        const auto nth =
+            static_cast<int>(std::count(bodies.begin(), bodies.begin() + k + 1, bodies[k]));
+        std::map<std::string, int> finished;  // per key; outlives the runtime using it
         std::atomic<bool> finished_k{false};
         SweepRuntime first(file, ticks);
         first.runtime.add(wf);
         first.core().set_body_hook(
             [&](const std::string&, const std::string& key, int, const detail::Body& body) -> json {
               if (crashed) return json();  // a body still in flight dies with the process
-              std::size_t index = 0;
               {
                 std::lock_guard lock(first.mutex);
                 first.executed.push_back(key);
-                index = started++;
               }
               // A failed attempt is a body of the sweep too: count it, then let it throw.
               std::exception_ptr failure;
@@ -227,7 +229,12 @@ CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
               } catch (...) {
                 failure = std::current_exception();
               }
-              if (index == k) {
+              bool is_k = false;
+              if (key == bodies[k]) {
+                std::lock_guard lock(first.mutex);
+                is_k = ++finished[key] == nth;
+              }
+              if (is_k) {
                 finished_k = true;
                 if (before_commit) {
                   crashed = true;

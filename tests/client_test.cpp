@@ -21,25 +21,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using test::Serving;
+
 RuntimeOptions options_on(const std::string& db) {
   return {.database = db, .poll_interval = 20ms, .log_level = LogLevel::off};
 }
-
-// serve() on a thread for the scope of the object; stop() and join at its end.
-class Serving {
- public:
-  explicit Serving(Runtime& runtime) : runtime_(&runtime), thread_([this] { runtime_->serve(); }) {}
-  ~Serving() {
-    runtime_->stop();
-    thread_.join();
-  }
-  Serving(const Serving&) = delete;
-  Serving& operator=(const Serving&) = delete;
-
- private:
-  Runtime* runtime_;
-  std::thread thread_;
-};
 
 // "greet": one step; the output is "hello NAME".
 Workflow greet_workflow(std::atomic<int>* bodies = nullptr) {

@@ -15,30 +15,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// serve() on a thread for the scope of the object; stop() and join at its end.
-class Serving {
- public:
-  explicit Serving(Runtime& runtime) : runtime_(&runtime), thread_([this] { run(); }) {}
-  ~Serving() {
-    runtime_->stop();
-    thread_.join();
-  }
-  Serving(const Serving&) = delete;
-  Serving& operator=(const Serving&) = delete;
-  std::exception_ptr error() const { return error_; }
-
- private:
-  void run() {
-    try {
-      runtime_->serve();
-    } catch (...) {
-      error_ = std::current_exception();
-    }
-  }
-  Runtime* runtime_;
-  std::exception_ptr error_;
-  std::thread thread_;
-};
+using test::Serving;
 
 RunInfo wait_for(Runtime& runtime, const std::string& id, Status status,
                  std::chrono::milliseconds timeout = 10s) {

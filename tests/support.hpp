@@ -6,9 +6,11 @@
 
 #include <atomic>
 #include <durable/durable.hpp>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "runtime_core.hpp"
 
@@ -18,6 +20,32 @@ namespace durable::test {
 inline bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
+
+/// serve() on a thread for the scope of the object; stop() and join at its end. error(): what
+/// serve() threw, if it did.
+class Serving {
+ public:
+  explicit Serving(Runtime& runtime) : runtime_(&runtime), thread_([this] { run(); }) {}
+  ~Serving() {
+    runtime_->stop();
+    thread_.join();
+  }
+  Serving(const Serving&) = delete;
+  Serving& operator=(const Serving&) = delete;
+  std::exception_ptr error() const { return error_; }
+
+ private:
+  void run() {
+    try {
+      runtime_->serve();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
+  Runtime* runtime_;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
 
 /// A fresh directory under /tmp, removed with everything in it at the end of the scope.
 class TempDir {

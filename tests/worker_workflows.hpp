@@ -11,6 +11,7 @@
 #include <durable/durable.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace durable::test {
 
@@ -68,6 +69,26 @@ inline Workflow poison_workflow(const std::string& log) {
       return 0;
     });
     return "survived";
+  });
+}
+
+// "fanout": a map over 8 items; items 0-2 take 100 ms, items 3-7 input["slow_ms"] (default
+// 4,000 ms). Each body logs "RUN item-I" as it begins; the output is the sum 0 + ... + 7.
+inline Workflow fanout_workflow(const std::string& log) {
+  return Workflow("fanout", [log](Step& step, const json& input) -> json {
+    const int slow_ms = input.value("slow_ms", 4000);
+    const std::vector<int> items{0, 1, 2, 3, 4, 5, 6, 7};
+    const std::vector<int> done = step.map("item", items, [&](int i) {
+      std::string what(step.run_id());
+      what += " item-";
+      what += std::to_string(i);
+      log_body(log, what);
+      std::this_thread::sleep_for(std::chrono::milliseconds(i < 3 ? 100 : slow_ms));
+      return i;
+    });
+    int sum = 0;
+    for (const int i : done) sum += i;
+    return sum;
   });
 }
 

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <random>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "admin.hpp"
 #include "support.hpp"
 #include "worker_workflows.hpp"
 
@@ -22,16 +24,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// quarantine_after: the worker's RuntimeOptions::quarantine_after; empty: the default.
+// quarantine_after: the worker's RuntimeOptions::quarantine_after; empty: the default. lease_ms:
+// its RuntimeOptions::lease (with a quarantine_after); empty: 5 s.
 pid_t spawn_worker(const std::string& db, const std::string& log,
-                   const std::string& quarantine_after = "") {
+                   const std::string& quarantine_after = "", const std::string& lease_ms = "") {
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     if (freopen("/dev/null", "w", stdout) == nullptr) _exit(126);
     execl(DURABLE_SERVE_WORKER, DURABLE_SERVE_WORKER, db.c_str(), log.c_str(),
           quarantine_after.empty() ? nullptr : quarantine_after.c_str(),
-          static_cast<char*>(nullptr));
+          lease_ms.empty() ? nullptr : lease_ms.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   return pid;
@@ -89,6 +92,24 @@ bool wait_until(const std::function<bool()>& done, std::chrono::seconds timeout)
     std::this_thread::sleep_for(20ms);
   }
   return true;
+}
+
+// "HOST:PID" of a process of this host, as RunInfo::worker names it.
+std::string holder(pid_t pid) {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return std::string(name) + ":" + std::to_string(pid);
+}
+
+// What the durable command prints on stdout for these arguments.
+std::string durable_cli(const std::string& args) {
+  FILE* pipe = ::popen((std::string(DURABLE_CLI) + " " + args + " 2>/dev/null").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buffer[4096];
+  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  ::pclose(pipe);
+  return out;
 }
 
 }  // namespace
@@ -298,4 +319,100 @@ TEST_CASE(
   crashes.bind(1, poison);
   REQUIRE(crashes.executeStep());
   CHECK(crashes.getColumn(0).getInt() == 0);
+}
+
+TEST_CASE("a kill -9ed worker's run shows as orphaned, and the worker stops counting as live") {
+  test::TempDir dir;
+  const std::string db = dir.file("db"), log = dir.file("bodies");
+  ops::Admin admin(db);  // no Runtime in this process: only the workers count
+  const auto workers = [&] { return admin.stats().at("workers").get<int>(); };
+  CHECK(workers() == 0);
+  // A 600 ms lease: its heartbeat touches it every 200 ms; dead, it is stale after 1.2 s.
+  const pid_t first = spawn_worker(db, log, "5", "600");
+  REQUIRE(wait_until([&] { return workers() == 1; }, 20s));
+  const std::string id =
+      admin.start_run({.workflow = "slow", .queue_unknown = true}).at("id").get<std::string>();
+  REQUIRE(wait_until([&] { return logged(log, "begin-first"); }, 20s));
+
+  json run = admin.list_runs({}).at("runs").at(0);
+  CHECK(run.at("id") == id);
+  CHECK(run.at("status") == "running");
+  CHECK(run.at("worker") == holder(first));
+  CHECK(run.at("lease_until").is_string());
+  CHECK(run.at("orphaned") == false);
+
+  kill(first, SIGKILL);
+  CHECK(reap(first) == -SIGKILL);
+  // Nothing renews the lease now: the run stays running, held by the dead process, until a
+  // worker takes it over.
+  REQUIRE(wait_until([&] { return admin.show_run(id).at("orphaned") == true; }, 20s));
+  run = admin.show_run(id);
+  CHECK(run.at("status") == "running");
+  CHECK(run.at("worker") == holder(first));
+  const std::string runs = durable_cli("--db '" + db + "' runs");
+  CHECK(test::has(runs, "running (orphaned)"));
+  CHECK(test::has(runs, holder(first)));
+  const std::string shown = durable_cli("--db '" + db + "' show " + id);
+  CHECK(test::has(shown, "held by"));
+  CHECK(test::has(shown, "(lapsed: orphaned"));
+  // Its row stays (it owns a running run), but it is no longer seen.
+  REQUIRE(wait_until([&] { return workers() == 0; }, 20s));
+  {
+    SQLite::Database look(db, SQLite::OPEN_READONLY);
+    CHECK(look.execAndGet("SELECT count(*) FROM workers").getInt() == 1);
+  }
+
+  const pid_t second = spawn_worker(db, log, "5", "600");
+  const bool done = wait_until(
+      [&] { return admin.show_run(id).at("status") == "completed" && workers() == 1; }, 30s);
+  run = admin.show_run(id);
+  kill(second, SIGTERM);
+  CHECK(reap(second) == 0);
+  REQUIRE(done);
+  CHECK_FALSE(run.contains("worker"));
+  CHECK_FALSE(run.contains("lease_until"));
+  CHECK(run.at("orphaned") == false);
+}
+
+TEST_CASE("kill -9 mid fan-out: the items that had ended are journaled and do not run again") {
+  test::TempDir dir;
+  const std::string db = dir.file("db"), log = dir.file("bodies");
+  auto runtime = client(db, log);
+  runtime->add(test::fanout_workflow(log));
+  // Items 0-2 take 100 ms, items 3-7 1.5 s each.
+  const std::string id = runtime->start("fanout", {{"slow_ms", 1500}});
+  const auto journaled = [&] {
+    std::set<std::string> keys;
+    for (const StepInfo& step : runtime->steps(id)) {
+      if (step.status == "completed") keys.insert(step.id);
+    }
+    return keys;
+  };
+  const std::set<std::string> quick = {"item[0]", "item[1]", "item[2]"};
+  pid_t worker = spawn_worker(db, log);
+  // The quick items are durable as they end, while the slow ones still run.
+  REQUIRE(wait_until([&] { return journaled() == quick; }, 30s));
+  kill(worker, SIGKILL);
+  CHECK(reap(worker) == -SIGKILL);
+  CHECK(journaled() == quick);
+
+  worker = spawn_worker(db, log);
+  REQUIRE(wait_until([&] { return runtime->get(id).status == Status::completed; }, 60s));
+  kill(worker, SIGTERM);
+  CHECK(reap(worker) == 0);
+  CHECK(runtime->get(id).output == 28);
+  std::map<std::string, int> runs_of;  // body executions per item, over both workers
+  for (const Body& body : read_bodies(log)) ++runs_of[body.step];
+  MESSAGE("bodies per item: " << json(runs_of).dump());
+  for (int i = 0; i < 8; ++i) {
+    const std::string item = "item-" + std::to_string(i);
+    CAPTURE(item);
+    // A quick item ran once; a slow one ran again only if the kill cut it short.
+    if (i < 3) {
+      CHECK(runs_of[item] == 1);
+    } else {
+      CHECK(runs_of[item] >= 1);
+      CHECK(runs_of[item] <= 2);
+    }
+  }
 }

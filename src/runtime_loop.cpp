@@ -1,0 +1,407 @@
+// The worker loop: which runs this runtime takes and when, how it executes them, and how their
+// writes reach the store.
+//
+// One thread (serve()'s, or the caller's of run_until_idle() and wait()) runs each claimed run's
+// workflow code on a fiber of its own; the step bodies run on the step threads. Whenever no fiber
+// can go on and a step thread is free, the loop claims the runs due next, oldest first, so a run
+// that comes due while others' bodies execute starts at once. A run that held its claim for a
+// fair slice gives its turn up at its next step boundary when another run is due, so a queue of
+// slow runs cannot starve the runs due after them.
+
+#include <algorithm>
+
+#include "runtime_core.hpp"
+
+namespace durable::detail {
+
+std::size_t RuntimeCore::run_until_idle() { return run_due(std::nullopt, kClaimBatch); }
+
+// Claims due runs for one run_due() and spawns a fiber for each.
+class RuntimeCore::Admission {
+ public:
+  Admission(RuntimeCore& core, FiberScheduler& scheduler,
+            std::optional<std::chrono::steady_clock::time_point> deadline, std::size_t batch)
+      : core_(&core), scheduler_(&scheduler), deadline_(deadline), batch_(batch) {
+    std::lock_guard lock(core.workflows_mutex_);
+    for (const auto& [name, wf] : core.workflows_) {
+      names_.push_back(name);
+      if (wf->options().concurrency > 0) limits_[name] = wf->options().concurrency;
+    }
+  }
+
+  ~Admission() {
+    // Runs still claimed when an exception ended the loop: their leases lapse, and any runtime
+    // (this one too) takes them over then.
+    std::lock_guard lock(core_->store_mutex_);
+    for (const std::string& id : claimed_) core_->executing_.erase(id);
+  }
+
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+
+  // The scheduler's idle hook: claims what is due when a step thread is free; whether it
+  // spawned a fiber.
+  bool admit() {
+    if (failed_ || alone_ || core_->stopping() || core_->halted_) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (deadline_ && now >= *deadline_) return false;
+    const std::size_t alive = scheduler_->alive();
+    if (alive >= kClaimBatch) return false;  // a body's end or a commit brings the loop back
+    const std::size_t free = core_->step_pool().free_threads();
+    if (alive > 0 && free == 0) return false;  // likewise: claimed now, a run would wait
+    if (alive > 0 && !look_now_ && now < next_look_) {
+      scheduler_->recheck_at(next_look_);
+      return false;
+    }
+    core_->fire_schedules();  // also while a steady stream of work keeps this loop busy
+    if (core_->serving_) core_->check_backlog();
+    // Quick bodies: a whole batch at once, whose commits go together. Slow ones: a run per free
+    // thread, so that no claimed run waits for a thread while the runs due after it wait too.
+    std::size_t limit = std::min(batch_, kClaimBatch - alive);
+    if (!core_->bodies_quick()) limit = std::min(limit, std::max<std::size_t>(free, 1));
+    std::vector<Claim> claims;
+    for (;;) {
+      std::vector<std::string> quarantined;
+      claims = claim(limit, quarantined);
+      for (const std::string& id : quarantined) core_->report_quarantined(id);
+      if (!claims.empty() || quarantined.empty()) break;
+    }
+    // A claim that took fewer than it could: nothing else is due before the next due time,
+    // unless a start or event in this process (a poke) or another process says otherwise.
+    look_now_ = claims.size() == limit;
+    if (!look_now_.load()) plan_next_look();
+    for (Claim& claim : claims) spawn(std::move(claim));
+    return !claims.empty();
+  }
+
+  // A start, event, cancel or stop in this process: look at the store at the next idle moment.
+  void look_now() { look_now_ = true; }  // from any thread
+  std::size_t invocations() const { return invocations_; }
+
+ private:
+  std::vector<Claim> claim(std::size_t limit, std::vector<std::string>& quarantined) {
+    std::lock_guard lock(core_->store_mutex_);
+    ClaimRequest request;
+    request.owner = core_->worker_.id;
+    request.workflows = names_;
+    request.now_ms = core_->now_ms();
+    request.lease_ms = core_->options_.lease.count();
+    request.limit = limit;
+    request.dead_owners = core_->dead_owners();
+    request.executing.assign(core_->executing_.begin(), core_->executing_.end());
+    request.limits = limits_;
+    request.quarantine_after = core_->options_.quarantine_after;
+    Claimed claimed = core_->store_->claim(request);
+    for (const Claim& c : claimed.runs) {
+      core_->executing_.insert(c.run.id);
+      claimed_.insert(c.run.id);
+    }
+    quarantined = std::move(claimed.quarantined);
+    return std::move(claimed.runs);
+  }
+
+  // When to look at the store again while fibers run: at the next due time, or after
+  // poll_interval for what other processes write.
+  void plan_next_look() {
+    const auto now = std::chrono::steady_clock::now();
+    auto wait = core_->options_.poll_interval;
+    std::optional<std::int64_t> due;
+    {
+      std::lock_guard lock(core_->store_mutex_);
+      due = core_->store_->next_due(names_, {core_->executing_.begin(), core_->executing_.end()});
+    }
+    if (due) {
+      wait = std::min(wait, std::chrono::milliseconds(
+                                std::max<std::int64_t>(kMinPause, *due - core_->now_ms())));
+    }
+    next_look_ = now + wait;
+    if (deadline_) next_look_ = std::min(next_look_, *deadline_);
+    scheduler_->recheck_at(next_look_);
+  }
+
+  void spawn(Claim claim) {
+    alone_ = alone_ || claim.alone;  // nothing more is claimed beside it until it ends
+    auto held = std::make_shared<Claim>(std::move(claim));
+    scheduler_->spawn([this, held] {
+      const std::string id = held->run.id;
+      const bool alone = held->alone;
+      try {
+        invocations_ += core_->drive(std::move(*held));
+      } catch (...) {
+        failed_ = true;  // the loop admits no more; the error leaves run_due() once all end
+        throw;
+      }
+      if (alone) alone_ = false;
+      std::lock_guard lock(core_->store_mutex_);
+      core_->executing_.erase(id);
+      claimed_.erase(id);
+    });
+  }
+
+  RuntimeCore* core_;
+  FiberScheduler* scheduler_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  std::size_t batch_;
+  std::vector<std::string> names_;
+  std::map<std::string, int> limits_;
+  std::set<std::string> claimed_;  // by this loop and not let go yet (store_mutex_)
+  std::size_t invocations_ = 0;
+  bool failed_ = false;
+  bool alone_ = false;  // a run claimed alone (Claim::alone) is alive
+  std::atomic<bool> look_now_{true};
+  std::chrono::steady_clock::time_point next_look_{};
+};
+
+std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
+                                 std::size_t batch) {
+  start_heartbeat();
+  FiberScheduler scheduler(step_pool());
+  Admission admission(*this, scheduler, deadline, batch);
+  CommitGroup group(*this, scheduler);
+  scheduler.set_idle_hook([&] { return group.flush() || admission.admit(); });
+  // A start or event in this process wakes the loop (notify_waiters) to look at the store.
+  const Loop loop{&scheduler, &admission};
+  {
+    std::lock_guard lock(loops_mutex_);
+    loops_.push_back(loop);
+  }
+  struct Forget {
+    RuntimeCore* core;
+    Loop loop;
+    ~Forget() {
+      std::lock_guard lock(core->loops_mutex_);
+      std::erase(core->loops_, loop);
+    }
+  } forget{this, loop};
+  scheduler.run();
+  return admission.invocations();
+}
+
+void RuntimeCore::wake_loops() {
+  std::lock_guard lock(loops_mutex_);
+  for (const Loop& loop : loops_) {
+    loop.admission->look_now();
+    loop.scheduler->poke();
+  }
+}
+
+void RuntimeCore::note_body(std::chrono::steady_clock::duration took) {
+  if (took <= kQuickBody) {
+    if (quick_bodies_.load(std::memory_order_relaxed) < kQuickStreak) ++quick_bodies_;
+  } else {
+    quick_bodies_ = 0;
+  }
+}
+
+bool RuntimeCore::should_yield(std::chrono::steady_clock::time_point since) {
+  if (std::chrono::steady_clock::now() - since < kFairSlice) return false;
+  const std::vector<std::string> names = workflow_names();
+  std::lock_guard lock(store_mutex_);
+  const std::optional<std::int64_t> due =
+      store_->next_due(names, {executing_.begin(), executing_.end()});
+  return due && *due <= now_ms();
+}
+
+// A run this runtime holds goes back to pending when serve() is stopping, so that the next
+// runtime goes on with it at once instead of after the lease; or when it yields its turn, to
+// be claimed again after the runs due before it.
+void RuntimeCore::hand_back(const RunState& run, bool yielding) {
+  if (!yielding && !stopping()) return;
+  bool released = false;
+  {
+    std::lock_guard lock(store_mutex_);
+    released = store_->release(run.id, worker_.id, now_ms(),
+                               yielding ? "" : "handed back: its runtime was stopped");
+  }
+  if (released && !yielding) {
+    logger_.write(LogLevel::info, "run.handed_back", "handed back at a step boundary on stop",
+                  run_fields(run), now_ms());
+  }
+}
+
+// A claimed run with a stored value too deep to read safely (written before the depth limit, or
+// by another tool) is failed at once: executing it would crash this process.
+std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
+  RunWrite write;
+  write.run_id = claim.run.id;
+  write.owner = worker_.id;
+  write.first_seq = claim.run.next_seq;
+  write.invocations = claim.run.invocations;
+  write.now_ms = now_ms();
+  write.status = Status::failed;
+  write.reason = "run " + claim.run.id + ": " + *claim.unreadable;
+  write.error = ErrorInfo{"durable::Error", write.reason, {}, 0};
+  write.clear_crashes = claim.crashes > 0;
+  if (commit(write)) record(claim.run, nullptr, &write);
+  return 0;
+}
+
+std::size_t RuntimeCore::drive(Claim claim) {
+  const auto claimed_at = std::chrono::steady_clock::now();
+  std::shared_ptr<const Workflow> wf = find_workflow(claim.run.workflow);
+  RunState& run = claim.run;
+  std::uint64_t seed = 0;
+  {
+    std::lock_guard lock(store_mutex_);
+    seed = random_();
+  }
+  std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
+  if (claim.unreadable) return fail_unreadable(claim);
+  RunHost host(*this, run, claimed_at);
+  for (std::size_t made = 1;; ++made) {
+    if (stopping()) {  // a run claimed before serve() was asked to stop, not begun yet
+      hand_back(run);
+      return made - 1;
+    }
+    if (halted_) return made - 1;
+    Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random, host).execute();
+    ++run.invocations;
+    if (outcome.kind == Outcome::Kind::lost) {
+      hand_back(run, host.yielded());
+      return made;
+    }
+    RunWrite write = write_for(run, outcome, claim.lease_until_ms);
+    write.clear_crashes = claim.crashes > 0;
+    // Steps whose entries the step threads wrote as they ended, and nothing else: no write.
+    const bool nothing_new = outcome.kind == Outcome::Kind::step_done && outcome.entries.empty() &&
+                             !write.renew_lease && !write.clear_crashes;
+    if (!nothing_new) {
+      const bool written = commit(write);
+      run.next_seq += write.new_entries();
+      // Not written: the run was cancelled or taken over meanwhile; its result is not used.
+      if (!written) return made;
+      claim.crashes = 0;
+      record(run, &outcome.entries, &write);
+    }
+    if (outcome.kind != Outcome::Kind::step_done) return made;
+    for (EntryWrite& w : outcome.entries) {
+      w.entry.output_text = std::string();  // the journal keeps the parsed value only
+      if (w.is_new) {
+        run.journal.append(std::move(w.entry));
+      } else {
+        run.journal.update(std::move(w.entry));
+      }
+    }
+    if (should_yield(claimed_at)) {
+      hand_back(run, true);
+      return made;
+    }
+  }
+}
+
+namespace {
+thread_local RuntimeCore::CommitGroup* t_group = nullptr;
+}
+
+RuntimeCore::CommitGroup::CommitGroup(RuntimeCore& core, FiberScheduler& scheduler)
+    : core_(&core), scheduler_(&scheduler), outer_(t_group) {
+  t_group = this;
+}
+
+RuntimeCore::CommitGroup::~CommitGroup() { t_group = outer_; }
+
+// Group commit: the runs on this thread's fibers that reached a commit wait (their fibers
+// parked) until no run can go on without one; then all their writes go in one transaction.
+bool RuntimeCore::CommitGroup::flush() {
+  if (waiting_.empty()) return false;
+  std::vector<const RunWrite*> writes;
+  for (const Waiter* w : waiting_) writes.push_back(w->write);
+  try {
+    if (!core_->halted_) {
+      std::lock_guard lock(core_->store_mutex_);
+      const std::vector<bool> written = core_->store_->commit_all(writes);
+      for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->written = written[i];
+    }
+    for (const Waiter* w : waiting_) {
+      if (w->written) core_->committed(w->write->run_id, w->write->entries);
+    }
+  } catch (...) {
+    for (Waiter* w : waiting_) w->error = std::current_exception();
+  }
+  for (Waiter* w : waiting_) scheduler_->make_ready(w->task);
+  waiting_.clear();
+  return true;
+}
+
+bool RuntimeCore::CommitGroup::wait(const RunWrite& write) {
+  Waiter waiter{&write, scheduler_->running(), false, nullptr};
+  waiting_.push_back(&waiter);
+  scheduler_->park();
+  if (waiter.error) std::rethrow_exception(waiter.error);
+  return waiter.written;
+}
+
+// A run's write: with other runs in flight on this thread's fibers, in their group's next
+// transaction; alone, at once.
+bool RuntimeCore::commit(const RunWrite& write) {
+  if (halted_) return false;
+  FiberScheduler* scheduler = FiberScheduler::current();
+  if (t_group != nullptr && scheduler != nullptr && scheduler->running() != nullptr &&
+      scheduler->alive() > 1) {
+    return t_group->wait(write);
+  }
+  bool written = false;
+  {
+    std::lock_guard lock(store_mutex_);
+    written = store_->commit(write);
+  }
+  if (written) committed(write.run_id, write.entries);
+  return written;
+}
+
+bool RuntimeCore::StepWrites::write(RunState& run, const EntryWrite& entry) {
+  Pending me{&run, {entry}, {}, false, false, nullptr};
+  std::unique_lock lock(mutex_);
+  queue_.push_back(&me);
+  while (!me.done) {
+    if (leader_) {
+      done_.wait(lock);
+      continue;
+    }
+    // No transaction in flight: this thread commits what has queued up, its own included.
+    leader_ = true;
+    std::vector<Pending*> batch = std::move(queue_);
+    queue_.clear();
+    lock.unlock();
+    commit(batch);
+    lock.lock();
+    for (Pending* p : batch) p->done = true;
+    leader_ = false;
+    done_.notify_all();
+  }
+  if (me.error) std::rethrow_exception(me.error);
+  return me.written;
+}
+
+void RuntimeCore::StepWrites::commit(std::vector<Pending*>& batch) {
+  try {
+    std::vector<const RunWrite*> writes;
+    std::lock_guard lock(core_->store_mutex_);
+    if (core_->halted_) return;
+    std::map<const RunState*, std::size_t> seq;  // the next position of each run in the batch
+    for (Pending* p : batch) {
+      RunWrite& w = p->write;
+      w.run_id = p->run->id;
+      w.owner = core_->worker_.id;
+      w.entries = &p->entries;
+      w.now_ms = core_->now_ms();
+      auto [it, fresh] = seq.try_emplace(p->run, p->run->next_seq);
+      w.first_seq = it->second;
+      it->second += w.new_entries();
+      writes.push_back(&w);
+    }
+    const std::vector<bool> written = core_->store_->commit_all(writes);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      Pending& p = *batch[i];
+      p.written = written[i];
+      if (!p.written) continue;
+      p.run->next_seq += p.write.new_entries();
+      core_->record(*p.run, &p.entries, nullptr);
+      core_->committed(p.run->id, &p.entries);
+    }
+  } catch (...) {
+    for (Pending* p : batch) p->error = std::current_exception();
+  }
+}
+
+}  // namespace durable::detail
