@@ -420,9 +420,14 @@ void Invocation::flush() {
       host_->run_bodies(bodies);
       now_ms_ = host_->now_ms();  // the bodies took time
     }
+    bool written = false;
     for (const Pending& p : pending_) {
       if (p.write_error) std::rethrow_exception(p.write_error);  // the store failed
+      written = written || p.written;
     }
+    // Entries the step threads journaled are this invocation's own from here on: the calls
+    // after them (a failure caught, the same id used again) number past them.
+    if (written) cursor_.absorb_appended();
 
     Outcome outcome;
     outcome.kind = Outcome::Kind::step_done;

@@ -247,6 +247,9 @@ class RuntimeCore {
   // Bodies in a row that ended within kQuickBody. None at first: a fresh runtime claims a run per
   // free thread until its bodies prove quick.
   std::atomic<int> quick_bodies_{0};
+  // The due time of a run the last claim left although due (-1: none): runs held do not give
+  // their turns up for it.
+  std::atomic<std::int64_t> unclaimable_due_ms_{-1};
   struct Loop {
     FiberScheduler* scheduler;
     Admission* admission;

@@ -42,14 +42,33 @@ class RuntimeCore::Admission {
   // The scheduler's idle hook: claims what is due when a step thread is free; whether it
   // spawned a fiber.
   bool admit() {
+    try {
+      return admit_due();
+    } catch (...) {
+      // The fibers alive finish their invocations first; run_due() rethrows after them.
+      failed_ = true;
+      if (!error_) error_ = std::current_exception();
+      return false;
+    }
+  }
+
+  // A start, event, cancel or stop in this process: look at the store at the next idle moment.
+  void look_now() { look_now_ = true; }  // from any thread
+  std::size_t invocations() const { return invocations_; }
+  std::exception_ptr error() const { return error_; }
+
+ private:
+  bool admit_due() {
     if (failed_ || alone_ || core_->stopping() || core_->halted_) return false;
     const auto now = std::chrono::steady_clock::now();
     if (deadline_ && now >= *deadline_) return false;
     const std::size_t alive = scheduler_->alive();
-    if (alive >= kClaimBatch) return false;  // a body's end or a commit brings the loop back
+    // A body's end or a commit brings the loop back. (wait() holds one run at a time.)
+    if (alive >= std::min(batch_, kClaimBatch)) return false;
     const std::size_t free = core_->step_pool().free_threads();
     if (alive > 0 && free == 0) return false;  // likewise: claimed now, a run would wait
-    if (alive > 0 && !look_now_ && now < next_look_) {
+    // Taken before the claim, so that a wake-up during it is not lost.
+    if (!look_now_.exchange(false) && alive > 0 && now < next_look_) {
       scheduler_->recheck_at(next_look_);
       return false;
     }
@@ -68,17 +87,15 @@ class RuntimeCore::Admission {
     }
     // A claim that took fewer than it could: nothing else is due before the next due time,
     // unless a start or event in this process (a poke) or another process says otherwise.
-    look_now_ = claims.size() == limit;
-    if (!look_now_.load()) plan_next_look();
+    if (claims.size() == limit) {
+      look_now_ = true;
+    } else {
+      plan_next_look();
+    }
     for (Claim& claim : claims) spawn(std::move(claim));
     return !claims.empty();
   }
 
-  // A start, event, cancel or stop in this process: look at the store at the next idle moment.
-  void look_now() { look_now_ = true; }  // from any thread
-  std::size_t invocations() const { return invocations_; }
-
- private:
   std::vector<Claim> claim(std::size_t limit, std::vector<std::string>& quarantined) {
     std::lock_guard lock(core_->store_mutex_);
     ClaimRequest request;
@@ -110,10 +127,15 @@ class RuntimeCore::Admission {
       std::lock_guard lock(core_->store_mutex_);
       due = core_->store_->next_due(names_, {core_->executing_.begin(), core_->executing_.end()});
     }
-    if (due) {
-      wait = std::min(wait, std::chrono::milliseconds(
-                                std::max<std::int64_t>(kMinPause, *due - core_->now_ms())));
+    const std::int64_t now_ms = core_->now_ms();
+    if (due && *due > now_ms) {
+      wait = std::min(wait,
+                      std::chrono::milliseconds(std::max<std::int64_t>(kMinPause, *due - now_ms)));
     }
+    // A run due now that this claim left (its workflow at its limit, a run to be claimed alone,
+    // one another process took meanwhile) is looked at again after poll_interval, not in a
+    // spin, and the runs held do not give their turns up for it.
+    core_->unclaimable_due_ms_ = due && *due <= now_ms ? *due : -1;
     next_look_ = now + wait;
     if (deadline_) next_look_ = std::min(next_look_, *deadline_);
     scheduler_->recheck_at(next_look_);
@@ -147,7 +169,8 @@ class RuntimeCore::Admission {
   std::set<std::string> claimed_;  // by this loop and not let go yet (store_mutex_)
   std::size_t invocations_ = 0;
   bool failed_ = false;
-  bool alone_ = false;  // a run claimed alone (Claim::alone) is alive
+  std::exception_ptr error_;  // out of a claim
+  bool alone_ = false;        // a run claimed alone (Claim::alone) is alive
   std::atomic<bool> look_now_{true};
   std::chrono::steady_clock::time_point next_look_{};
 };
@@ -174,6 +197,7 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
     }
   } forget{this, loop};
   scheduler.run();
+  if (admission.error()) std::rethrow_exception(admission.error());
   return admission.invocations();
 }
 
@@ -195,11 +219,13 @@ void RuntimeCore::note_body(std::chrono::steady_clock::duration took) {
 
 bool RuntimeCore::should_yield(std::chrono::steady_clock::time_point since) {
   if (std::chrono::steady_clock::now() - since < kFairSlice) return false;
+  // Another thread free besides the one this run would use: the loop takes the other run too.
+  if (step_pool().free_threads() > 1) return false;
   const std::vector<std::string> names = workflow_names();
   std::lock_guard lock(store_mutex_);
   const std::optional<std::int64_t> due =
       store_->next_due(names, {executing_.begin(), executing_.end()});
-  return due && *due <= now_ms();
+  return due && *due <= now_ms() && *due != unclaimable_due_ms_.load();
 }
 
 // A run this runtime holds goes back to pending when serve() is stopping, so that the next
@@ -392,15 +418,21 @@ void RuntimeCore::StepWrites::commit(std::vector<Pending*>& batch) {
     }
     const std::vector<bool> written = core_->store_->commit_all(writes);
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      Pending& p = *batch[i];
-      p.written = written[i];
-      if (!p.written) continue;
-      p.run->next_seq += p.write.new_entries();
-      core_->record(*p.run, &p.entries, nullptr);
-      core_->committed(p.run->id, &p.entries);
+      batch[i]->written = written[i];
+      if (written[i]) batch[i]->run->next_seq += batch[i]->write.new_entries();
     }
   } catch (...) {
     for (Pending* p : batch) p->error = std::current_exception();
+    return;
+  }
+  for (Pending* p : batch) {  // written: counted and logged (a log failure is not a lost write)
+    if (!p->written) continue;
+    try {
+      core_->record(*p->run, &p->entries, nullptr);
+      core_->committed(p->run->id, &p->entries);
+    } catch (...) {
+      p->error = std::current_exception();
+    }
   }
 }
 

@@ -438,3 +438,35 @@ TEST_CASE("group commit: a run refused in a group (cancelled) leaves the others 
   CHECK(runtime.get(ids[1]).status == Status::cancelled);
   CHECK(runtime.steps(ids[1]).empty());
 }
+
+TEST_CASE("parallel steps that all fail, caught, and the same id used again: a new step runs") {
+  // Each failed body is journaled by its thread as it ends; the call after them must number
+  // past them (x#3), not find x's failure again, in the first execution as in every replay.
+  for (const Replay replay : {Replay::every_step, Replay::on_recovery}) {
+    CAPTURE(static_cast<int>(replay));
+    Runtime runtime({.database = ":memory:", .threads = 2, .replay = replay});
+    const StepOptions once{.retry = RetryPolicy{.max_attempts = 1}};
+    std::atomic<int> ran{0};
+    runtime.add(Workflow("fail-then-go-on", [&](Step& step, const json&) -> json {
+      try {
+        auto a = step.start(
+            "x", []() -> int { throw std::runtime_error("a"); }, once);
+        auto b = step.start(
+            "x", []() -> int { throw std::runtime_error("b"); }, once);
+        all(a, b);
+      } catch (const StepFailed&) {
+      }
+      return step.run("x", [&] {
+        ++ran;
+        return 7;
+      });
+    }));
+    const std::string id = runtime.start("fail-then-go-on");
+    runtime.run_until_idle();
+    CHECK(runtime.get(id).output == 7);
+    CHECK(ran == 1);
+    auto keys = keys_of(runtime, id);
+    std::sort(keys.begin(), keys.end());
+    CHECK(keys == std::vector<std::string>{"x", "x#2", "x#3"});
+  }
+}
