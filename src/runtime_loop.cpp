@@ -219,13 +219,16 @@ void RuntimeCore::note_body(std::chrono::steady_clock::duration took) {
 
 bool RuntimeCore::should_yield(std::chrono::steady_clock::time_point since) {
   if (std::chrono::steady_clock::now() - since < kFairSlice) return false;
-  // Another thread free besides the one this run would use: the loop takes the other run too.
-  if (step_pool().free_threads() > 1) return false;
+  // The free step threads, this run's own among them: it gives its turn up when the runs due
+  // (before it, since it is due now) would take them all.
+  const std::size_t free = std::max<std::size_t>(step_pool().free_threads(), 1);
   const std::vector<std::string> names = workflow_names();
   std::lock_guard lock(store_mutex_);
-  const std::optional<std::int64_t> due =
-      store_->next_due(names, {executing_.begin(), executing_.end()});
-  return due && *due <= now_ms() && *due != unclaimable_due_ms_.load();
+  const std::int64_t now = now_ms();
+  std::size_t due = store_->due_count(names, {executing_.begin(), executing_.end()}, now, free + 1);
+  const std::int64_t left = unclaimable_due_ms_.load();
+  if (left >= 0 && left <= now && due > 0) --due;  // one the last claim could not take
+  return due >= free;
 }
 
 // A run this runtime holds goes back to pending when serve() is stopping, so that the next

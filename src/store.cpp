@@ -562,6 +562,27 @@ class SqliteStore final : public Store {
     });
   }
 
+  std::size_t due_count(const std::vector<std::string>& workflows,
+                        const std::vector<std::string>& executing, std::int64_t now_ms,
+                        std::size_t limit) override {
+    return guarded([&]() -> std::size_t {
+      if (workflows.empty() || limit == 0) return 0;
+      Cached query(this,
+                   "SELECT count(*) FROM (SELECT 1 FROM runs INDEXED BY runs_claimable WHERE "
+                   "status IN ('pending', 'sleeping', 'waiting', 'running') AND due_at <= ? AND "
+                   "workflow IN (" +
+                       placeholders(workflows.size()) + ") AND id NOT IN (" +
+                       placeholders(executing.size()) + ") LIMIT ?)");
+      int i = 1;
+      query.bind(i++, static_cast<int64_t>(now_ms));
+      for (const auto& name : workflows) query.bind(i++, name);
+      for (const auto& id : executing) query.bind(i++, id);
+      query.bind(i, static_cast<int64_t>(limit));
+      query.executeStep();
+      return static_cast<std::size_t>(query.getColumn(0).getInt64());
+    });
+  }
+
   void renew_leases(const std::string& owner, const std::vector<std::string>& ids,
                     std::int64_t until_ms) override {
     guarded([&] {

@@ -160,6 +160,11 @@ class Store {
   /// The earliest due time of a claimable run of these workflows, leaving out `executing`.
   virtual std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                                const std::vector<std::string>& executing) = 0;
+  /// How many claimable runs of these workflows are due at now_ms, leaving out `executing`,
+  /// counted up to `limit`.
+  virtual std::size_t due_count(const std::vector<std::string>& workflows,
+                                const std::vector<std::string>& executing, std::int64_t now_ms,
+                                std::size_t limit) = 0;
   /// Hands a run this owner holds back: pending, due now, for any runtime to go on with. The
   /// reason goes into its history; empty, no history row is written (a run yielding its turn).
   virtual bool release(const std::string& id, const std::string& owner, std::int64_t now_ms,
