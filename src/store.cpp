@@ -547,16 +547,8 @@ class SqliteStore final : public Store {
                                        const std::vector<std::string>& executing) override {
     return guarded([&]() -> std::optional<std::int64_t> {
       if (workflows.empty()) return std::nullopt;
-      Cached query(
-          this,
-          "SELECT min(due_at) FROM runs INDEXED BY runs_claimable WHERE status IN ('pending', "
-          "'sleeping', 'waiting', 'running') "
-          "AND workflow IN (" +
-              placeholders(workflows.size()) + ") AND id NOT IN (" +
-              placeholders(executing.size()) + ")");
-      int i = 1;
-      for (const auto& name : workflows) query.bind(i++, name);
-      for (const auto& id : executing) query.bind(i++, id);
+      Cached query(this, "SELECT min(due_at) " + live_runs(workflows.size(), executing.size()));
+      bind_live(query, workflows, executing);
       if (!query.executeStep() || query.getColumn(0).isNull()) return std::nullopt;
       return query.getColumn(0).getInt64();
     });
@@ -567,16 +559,11 @@ class SqliteStore final : public Store {
                         std::size_t limit) override {
     return guarded([&]() -> std::size_t {
       if (workflows.empty() || limit == 0) return 0;
-      Cached query(this,
-                   "SELECT count(*) FROM (SELECT 1 FROM runs INDEXED BY runs_claimable WHERE "
-                   "status IN ('pending', 'sleeping', 'waiting', 'running') AND due_at <= ? AND "
-                   "workflow IN (" +
-                       placeholders(workflows.size()) + ") AND id NOT IN (" +
-                       placeholders(executing.size()) + ") LIMIT ?)");
-      int i = 1;
+      Cached query(this, "SELECT count(*) FROM (SELECT 1 " +
+                             live_runs(workflows.size(), executing.size()) +
+                             " AND due_at <= ? LIMIT ?)");
+      int i = bind_live(query, workflows, executing);
       query.bind(i++, static_cast<int64_t>(now_ms));
-      for (const auto& name : workflows) query.bind(i++, name);
-      for (const auto& id : executing) query.bind(i++, id);
       query.bind(i, static_cast<int64_t>(limit));
       query.executeStep();
       return static_cast<std::size_t>(query.getColumn(0).getInt64());
@@ -878,17 +865,12 @@ class SqliteStore final : public Store {
       if (it == room.end() || it->second > 0) workflows.push_back(name);
     }
     while (due.size() < request.limit && !workflows.empty()) {
-      Cached query(this,
-                   // Read in due order from the partial index: no sort of every due run.
-                   "SELECT id, status, workflow, crashes FROM runs INDEXED BY runs_claimable "
-                   "WHERE status IN ('pending', 'sleeping', 'waiting', 'running') AND status != "
-                   "'running' AND due_at <= ? AND workflow IN (" +
-                       placeholders(workflows.size()) + ") AND id NOT IN (" +
-                       placeholders(skip.size()) + ") ORDER BY due_at LIMIT ?");
-      int i = 1;
+      // Read in due order from the partial index: no sort of every due run.
+      Cached query(this, "SELECT id, status, workflow, crashes " +
+                             live_runs(workflows.size(), skip.size()) +
+                             " AND status != 'running' AND due_at <= ? ORDER BY due_at LIMIT ?");
+      int i = bind_live(query, workflows, skip);
       query.bind(i++, static_cast<int64_t>(request.now_ms));
-      for (const auto& name : workflows) query.bind(i++, name);
-      for (const auto& id : skip) query.bind(i++, id);
       query.bind(i, static_cast<int64_t>(request.limit - due.size()));
       bool full = false, any = false;
       while (query.executeStep()) {
@@ -1344,6 +1326,22 @@ class SqliteStore final : public Store {
     std::string text;
     for (std::size_t i = 0; i < n; ++i) text += i == 0 ? "?" : ", ?";
     return text;
+  }
+
+  // The live runs of these workflows but the excluded ones, from the partial index that holds
+  // them in due order: the runs a claim may take, for next_due, due_count and claim_due alike.
+  // bind_live binds its parameters and returns the next parameter's index.
+  static std::string live_runs(std::size_t workflows, std::size_t excluded) {
+    return "FROM runs INDEXED BY runs_claimable WHERE status IN ('pending', 'sleeping', "
+           "'waiting', 'running') AND workflow IN (" +
+           placeholders(workflows) + ") AND id NOT IN (" + placeholders(excluded) + ")";
+  }
+  static int bind_live(Cached& query, const std::vector<std::string>& workflows,
+                       const std::vector<std::string>& excluded) {
+    int i = 1;
+    for (const auto& name : workflows) query.bind(i++, name);
+    for (const auto& id : excluded) query.bind(i++, id);
+    return i;
   }
 
   static std::string claim_reason(Status before) {

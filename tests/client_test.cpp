@@ -340,16 +340,8 @@ TEST_CASE("a client in a second process starts runs by name and awaits each, ser
   Serving serving(runtime);
 
   const std::string command = std::string(DURABLE_CLIENT_WORKER) + " " + db + " 5";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) {
-    out.append(buffer.data(), n);
-  }
-  const int status = ::pclose(pipe);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  const auto [status, out] = test::run_shell(command);
+  CHECK(status == 0);
 
   std::istringstream lines(out);
   std::string id, state, output;

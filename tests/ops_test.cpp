@@ -109,22 +109,9 @@ std::pair<int, std::string> http(unsigned short port, const std::string& method,
 
 json body_of(const std::pair<int, std::string>& answer) { return json::parse(answer.second); }
 
-// Runs a shell command line; returns its exit code and what it printed on stdout.
-std::pair<int, std::string> run_shell(const std::string& command) {
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) {
-    out.append(buffer.data(), n);
-  }
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 // Runs the durable command; returns its exit code and what it printed on stdout.
 std::pair<int, std::string> durable_cli(const std::string& args) {
-  return run_shell(std::string(DURABLE_CLI) + " " + args + " 2>/dev/null");
+  return test::run_shell(std::string(DURABLE_CLI) + " " + args + " 2>/dev/null");
 }
 
 }  // namespace
@@ -323,7 +310,8 @@ TEST_CASE("ops: a running run shows who holds it until when, and is orphaned onc
 
   // The Admin's clock is the one that tells a lapsed lease and a stale heartbeat.
   std::atomic<std::int64_t> ahead_ms{0};
-  ops::Admin admin(db, {}, [&] { return Clock::now() + std::chrono::milliseconds(ahead_ms.load()); });
+  ops::Admin admin(db, {},
+                   [&] { return Clock::now() + std::chrono::milliseconds(ahead_ms.load()); });
   json run = admin.show_run(id);
   CHECK(run.at("worker") == holder);
   CHECK(run.at("lease_until") == detail::utc_text(detail::to_ms(*runtime.get(id).lease_until)));
@@ -687,7 +675,7 @@ TEST_CASE("http api: a read answers while a write waits on another connection's 
 namespace {
 // Runs a shell command; returns its exit code and what it printed on stdout and stderr.
 std::pair<int, std::string> shell(const std::string& command) {
-  return run_shell(command + " 2>&1");
+  return test::run_shell(command + " 2>&1");
 }
 }  // namespace
 

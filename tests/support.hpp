@@ -2,15 +2,20 @@
 // Helpers shared by the tests: temporary directories and a clock the test moves by hand.
 
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <cstdio>
 #include <durable/durable.hpp>
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "runtime_core.hpp"
 
@@ -119,6 +124,20 @@ inline RetryPolicy exact_policy(int attempts, std::chrono::milliseconds initial)
   policy.initial_backoff = initial;
   policy.jitter = 0;
   return policy;
+}
+
+/// Runs a shell command line; returns its exit code (-1: it did not exit) and what it printed on
+/// stdout.
+inline std::pair<int, std::string> run_shell(const std::string& command) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("popen failed for: " + command);
+  std::string out;
+  std::array<char, 4096> buffer{};
+  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) {
+    out.append(buffer.data(), n);
+  }
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
 }  // namespace durable::test

@@ -103,13 +103,7 @@ std::string holder(pid_t pid) {
 
 // What the durable command prints on stdout for these arguments.
 std::string durable_cli(const std::string& args) {
-  FILE* pipe = ::popen((std::string(DURABLE_CLI) + " " + args + " 2>/dev/null").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  ::pclose(pipe);
-  return out;
+  return test::run_shell(std::string(DURABLE_CLI) + " " + args + " 2>/dev/null").second;
 }
 
 }  // namespace
