@@ -7,6 +7,8 @@
 #include <thread>
 #include <utility>
 
+#include "spin.hpp"
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
 #define DURABLE_ASAN_FIBERS 1
@@ -127,6 +129,7 @@ void FiberScheduler::run() {
       std::lock_guard lock(mutex_);  // waits finished meanwhile join the ready ones
       for (Task* w : woken_) ready_.push_back(w);
       woken_.clear();
+      signalled_ = poked_;  // a poke meanwhile still counts
     }
     if (task->done) reap(task);
   }
@@ -138,6 +141,11 @@ void FiberScheduler::run() {
 void FiberScheduler::wait_for_work() {
   std::optional<std::chrono::steady_clock::time_point> until = std::exchange(recheck_at_, {});
   for (Task* s : sleeping_) until = until ? std::min(*until, s->wake_at) : s->wake_at;
+  // Quick bodies on the step threads: their ends are microseconds away, less than a sleep and a
+  // wake-up call cost.
+  if (in_bodies_ > 0 && pool_->quick()) {
+    spin_until(StepPool::kSpin, [this] { return signalled_.load(std::memory_order_acquire); });
+  }
   {
     std::unique_lock lock(mutex_);
     waiting_ = true;
@@ -151,6 +159,7 @@ void FiberScheduler::wait_for_work() {
     poked_ = false;
     for (Task* w : woken_) ready_.push_back(w);
     woken_.clear();
+    signalled_ = false;
   }
   const auto now = std::chrono::steady_clock::now();
   for (auto it = sleeping_.begin(); it != sleeping_.end();) {
@@ -168,6 +177,7 @@ void FiberScheduler::poke() {
   {
     std::lock_guard lock(mutex_);
     poked_ = true;
+    signalled_.store(true, std::memory_order_release);
     waiting = waiting_;
   }
   if (waiting) woken_cv_.notify_one();
@@ -204,13 +214,16 @@ void FiberScheduler::wake(Task& task) {
   {
     std::lock_guard lock(mutex_);
     woken_.push_back(&task);
+    signalled_.store(true, std::memory_order_release);
     waiting = waiting_;
   }
   if (waiting) woken_cv_.notify_one();  // no call while the scheduler is busy running fibers
 }
 
+bool FiberScheduler::on_fiber() const { return running_ != nullptr && t_current == this; }
+
 void FiberScheduler::run_bodies(std::vector<std::function<void()>>& bodies) {
-  if (running_ == nullptr || t_current != this) {
+  if (!on_fiber()) {
     pool_->run_all(bodies);
     return;
   }
@@ -224,7 +237,9 @@ void FiberScheduler::run_bodies(std::vector<std::function<void()>>& bodies) {
       if (left->fetch_sub(1) == 1) wake(task);
     });
   }
+  ++in_bodies_;
   suspend();
+  --in_bodies_;
 }
 
 void FiberScheduler::sleep_until(std::chrono::steady_clock::time_point until) {

@@ -3,6 +3,7 @@
 // or wait(). A run whose workflow waits for step bodies (or a short in-place sleep) suspends its
 // fiber; the others go on, and the bodies run on the step threads meanwhile.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -38,6 +39,9 @@ class FiberScheduler {
   /// False in a ThreadSanitizer build, where tasks run one after another without fibers.
   static bool uses_fibers();
 
+  /// Whether this thread runs one of this scheduler's tasks on a fiber now (run_bodies then
+  /// lets the other tasks go on while the bodies run).
+  bool on_fiber() const;
   /// From a task: runs the bodies on the step threads and returns when all have returned, while
   /// the other tasks' fibers go on. Alone, or off a fiber, it runs them as StepPool::run_all.
   void run_bodies(std::vector<std::function<void()>>& bodies);
@@ -83,6 +87,8 @@ class FiberScheduler {
   std::mutex mutex_;  // guards woken_: step threads hand finished waits back through it
   std::condition_variable woken_cv_;
   std::vector<Task*> woken_;
+  std::atomic<bool> signalled_{false};  // woken_ is not empty or poked_: read by a spin
+  std::size_t in_bodies_ = 0;           // tasks waiting in run_bodies
   std::function<bool()> idle_hook_;
   bool waiting_ = false;  // the scheduler sleeps on woken_cv_
 };

@@ -1,6 +1,8 @@
 #pragma once
 // The step threads: a fixed pool that runs step bodies.
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -31,6 +33,16 @@ class StepPool {
   /// at once.
   std::size_t free_threads();
 
+  /// Whether bodies lately ended within microseconds to milliseconds. While they do, a hand-off
+  /// is worth a short spin instead of a sleep and a wake-up call: one step thread that ends a
+  /// body spins for the next one (kSpin), and the fiber scheduler waiting for a body spins for
+  /// its end.
+  void set_quick(bool quick) { quick_.store(quick, std::memory_order_relaxed); }
+  bool quick() const { return quick_.load(std::memory_order_relaxed); }
+  /// How long a spin for a hand-off lasts before the thread sleeps: about what a journal commit
+  /// at Durability::normal and the workflow code between two steps take here.
+  static constexpr std::chrono::microseconds kSpin{200};
+
  private:
   struct Batch {
     std::size_t left;
@@ -42,14 +54,18 @@ class StepPool {
   void work();
   void finish(Batch* batch);
   void run_front(std::unique_lock<std::mutex>& lock);
+  void spin_for_body();
 
   std::mutex mutex_;
-  std::condition_variable queued_, done_;
+  std::condition_variable has_body_, done_;
   std::deque<Task> queue_;
   bool stopping_ = false;
   std::size_t idle_ = 0;     // workers waiting for a body
   std::size_t running_ = 0;  // bodies running (on the workers, or a thread helping in run_all)
   std::vector<std::thread> threads_;
+  std::atomic<bool> quick_{false};
+  std::atomic<bool> spinning_{false};   // one step thread at most spins (the cores are few)
+  std::atomic<std::size_t> queued_{0};  // queue_.size(), read without the lock by a spinner
 };
 
 }  // namespace durable::detail

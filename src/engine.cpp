@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "body_scope.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "ids.hpp"
@@ -19,174 +20,7 @@ constexpr std::string_view kSwallowed =
 
 std::string format_time(std::int64_t ms) { return utc_text(ms, false); }
 
-// Thrown out of a step body when a nested step's retry is not due yet: the outer step's body
-// stops and runs again once it is. Not a std::exception, like the runtime's own unwinding.
-struct Postpone {
-  std::int64_t until_ms;
-};
-// Thrown out of a step body when a nested step's write was refused (cancelled, taken over).
-struct Lost {};
-
-thread_local BodyScope* t_scope = nullptr;
-
-// " (at file:line)" of the step call being made, or nothing when unknown.
-std::string at_call_site() {
-  const std::string site = call_site();
-  return site.empty() ? std::string() : " (at " + site + ")";
-}
-
 }  // namespace
-
-// The context of a step body running on a step thread: its nested steps are keyed under the
-// body's own key and journaled at once, since they do not end the invocation.
-class BodyScope {
- public:
-  BodyScope(Invocation& invocation, std::string prefix)
-      : invocation_(&invocation), prefix_(std::move(prefix)), outer_(t_scope) {
-    t_scope = this;
-  }
-  ~BodyScope() { t_scope = outer_; }
-  BodyScope(const BodyScope&) = delete;
-  BodyScope& operator=(const BodyScope&) = delete;
-
-  Invocation& invocation() const { return *invocation_; }
-
-  [[noreturn]] void refuse(std::string_view tool, std::string_view id) const {
-    throw NonRetryableError(std::string(tool) + "('" + std::string(id) +
-                            "') was called inside the body of " +
-                            invocation_->step_label(prefix_.substr(0, prefix_.size() - 1)) +
-                            "; call it from the workflow function, between steps");
-  }
-
-  const json* begin_run(std::string_view id, const StepOptions& opts) {
-    Invocation::Pending& p = add(id, opts, {});
-    if (p.result) return finish(p);  // journaled already
-    return nullptr;
-  }
-
-  const json& run_new(Body body) {
-    Invocation::Pending& p = pending_.back();
-    p.body = std::move(body);
-    run(p);
-    return *finish(p);
-  }
-
-  std::size_t start_step(std::string_view id, const StepOptions& opts, Body body,
-                         std::optional<std::size_t> item) {
-    add(id, opts, item).body = std::move(body);
-    return pending_.size() - 1;
-  }
-
-  const json& await(std::size_t slot) {
-    std::vector<std::function<void()>> bodies;
-    for (auto& p : pending_) {
-      if (p.result || !p.body) continue;
-      bodies.emplace_back([this, &p] {
-        try {
-          run(p);
-        } catch (const Postpone& postpone) {
-          p.postponed_until = postpone.until_ms;
-        } catch (const Lost&) {
-        }
-      });
-    }
-    if (!bodies.empty()) invocation_->host_->run_bodies(bodies);
-    std::optional<std::int64_t> postponed;
-    for (auto& p : pending_) {
-      if (p.lost) throw Lost{};
-      if (p.postponed_until)
-        postponed = std::min(postponed.value_or(*p.postponed_until), *p.postponed_until);
-    }
-    if (postponed) throw Postpone{*postponed};
-    return *finish(pending_.at(slot));
-  }
-
-  bool ready(std::size_t slot) const { return pending_.at(slot).result.has_value(); }
-
- private:
-  // Finds or creates the entry of the next nested call with this id. A journaled entry comes
-  // back with its result set; a new one (or one due for another attempt) without.
-  Invocation::Pending& add(std::string_view id, const StepOptions& opts,
-                           std::optional<std::size_t> item) {
-    check_step_id(id);
-    std::string base = prefix_ + std::string(id);
-    if (item) base += "[" + std::to_string(*item) + "]";
-    Invocation::Pending& p = pending_.emplace_back();
-    p.key = journal_key(base, ++uses_[base]);
-    p.base = std::move(base);
-    p.options = opts;
-    std::lock_guard lock(invocation_->nested_mutex_);
-    const JournalEntry* entry = invocation_->run_->journal.find(p.key);
-    if (entry == nullptr) return p;
-    if (entry->kind != StepKind::run) {
-      invocation_->diverged_ =
-          ErrorInfo{"durable::NonDeterminism",
-                    invocation_->step_label(entry->key) + " was journaled as " + describe(*entry) +
-                        ", but the code now calls step.run with it" + at_call_site(),
-                    entry->key, 0};
-      throw NonDeterminism(invocation_->diverged_->message);
-    }
-    if (entry->state == StepState::retrying) {
-      if (entry->wake_at_ms && *entry->wake_at_ms > invocation_->now_ms_) {
-        throw Postpone{*entry->wake_at_ms};
-      }
-      p.attempt = entry->attempts + 1;
-      p.is_new = false;
-      return p;
-    }
-    p.result = EntryWrite{*entry, false};
-    return p;
-  }
-
-  // Runs a nested body on this thread and journals its entry.
-  void run(Invocation::Pending& p) {
-    {
-      BodyScope inner(*invocation_, p.key + "/");
-      const std::int64_t began = invocation_->host_->now_ms();
-      try {
-        p.result =
-            invocation_->output_entry(p, invocation_->host_->call_body(p.key, p.attempt, p.body));
-        p.result->entry.duration_ms = invocation_->host_->now_ms() - began;
-      } catch (const Postpone&) {
-        throw;
-      } catch (const Lost&) {
-        p.lost = true;
-        throw;
-      } catch (...) {
-        p.result = invocation_->attempt_failed(p, std::current_exception());
-        p.result->entry.duration_ms = invocation_->host_->now_ms() - began;
-      }
-    }
-    if (!invocation_->host_->write_nested(*p.result)) {
-      p.lost = true;
-      throw Lost{};
-    }
-    std::lock_guard lock(invocation_->nested_mutex_);
-    if (p.result->is_new) {
-      invocation_->run_->journal.append(p.result->entry);
-    } else {
-      invocation_->run_->journal.update(p.result->entry);
-    }
-  }
-
-  const json* finish(const Invocation::Pending& p) {
-    const JournalEntry& e = p.result->entry;
-    switch (e.state) {
-      case StepState::completed:
-        return &e.output;
-      case StepState::retrying:
-        throw Postpone{e.wake_at_ms.value_or(invocation_->now_ms_)};
-      default:
-        throw StepFailed(e.error.value_or(ErrorInfo{"unknown", "", e.key, e.attempts}));
-    }
-  }
-
-  Invocation* invocation_;
-  std::string prefix_;
-  BodyScope* outer_;
-  std::deque<Invocation::Pending> pending_;
-  std::unordered_map<std::string, int> uses_;
-};
 
 Invocation::Invocation(RunState& run, const Workflow& workflow, const EngineConfig& config,
                        std::int64_t now_ms, std::mt19937_64& random, Host& host)
@@ -208,7 +42,8 @@ std::string Invocation::step_label(std::string_view key) const {
 }
 
 BodyScope* Invocation::scope() const {
-  return t_scope != nullptr && &t_scope->invocation() == this ? t_scope : nullptr;
+  BodyScope* scope = BodyScope::current();
+  return scope != nullptr && &scope->invocation() == this ? scope : nullptr;
 }
 
 Outcome Invocation::execute() {
@@ -515,24 +350,25 @@ Outcome Invocation::evicted(std::int64_t wake_ms) const {
 // the run's journal, so that a crash while its siblings run does not lose it.
 void Invocation::write_ended(Pending& p) {
   if (!p.result || p.lost) return;
-  try {
-    if (!host_->write_nested(*p.result)) {
+  host_->write_ended(*p.result, [this, &p](bool written, std::exception_ptr error) {
+    if (error) {
+      p.write_error = error;
+      return;
+    }
+    if (!written) {
       p.lost = true;
       return;
     }
-  } catch (...) {
-    p.write_error = std::current_exception();
-    return;
-  }
-  p.written = true;
-  JournalEntry entry = p.result->entry;
-  entry.output_text = std::string();  // the journal keeps the parsed value only
-  std::lock_guard lock(nested_mutex_);
-  if (p.result->is_new) {
-    run_->journal.append(std::move(entry));
-  } else {
-    run_->journal.update(std::move(entry));
-  }
+    p.written = true;
+    JournalEntry entry = p.result->entry;
+    entry.output_text = std::string();  // the journal keeps the parsed value only
+    std::lock_guard lock(nested_mutex_);
+    if (p.result->is_new) {
+      run_->journal.append(std::move(entry));
+    } else {
+      run_->journal.update(std::move(entry));
+    }
+  });
 }
 
 void Invocation::run_body(Pending& p) {

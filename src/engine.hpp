@@ -9,6 +9,7 @@
 #include <deque>
 #include <durable/step.hpp>
 #include <durable/workflow.hpp>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -71,6 +72,22 @@ class Host {
   /// Journals a step's entry at once, from a step thread (a nested step, or a parallel step
   /// that ended). False: the run is no longer this runtime's to write (cancelled, taken over).
   virtual bool write_nested(const EntryWrite& write) = 0;
+  /// How a write of write_ended came out: in the store (written), refused (as write_nested's
+  /// false), or failed (error).
+  using WriteDone = std::function<void(bool written, std::exception_ptr error)>;
+  /// Journals the entry of a parallel body that ended, from its step thread. The runtime may
+  /// queue it and let the thread take its next body: `done` is called once the entry is
+  /// durable, and before the run_bodies that ran the body returns. Here: at once.
+  virtual void write_ended(const EntryWrite& write, const WriteDone& done) {
+    bool written = false;
+    try {
+      written = write_nested(write);
+    } catch (...) {
+      done(false, std::current_exception());
+      return;
+    }
+    done(written, nullptr);
+  }
   /// Resident invocations (Replay::on_recovery): journals these entries now and adds them to
   /// the run's journal, so the workflow can go on in place. False as for write_nested.
   virtual bool journal_now(std::vector<EntryWrite>& entries) = 0;
@@ -100,7 +117,7 @@ struct EngineConfig {
   /// testing::replay: the invocation remembers which journal entries the calls met and the
   /// first call the journal does not hold, for the checks made after it.
   bool replay_only = false;
-  /// Parallel bodies are journaled by their step threads as each ends (Host::write_nested),
+  /// Parallel bodies are journaled as each ends (Host::write_ended),
   /// not with the invocation's outcome: a crash re-runs only those that had not ended.
   bool write_as_ended = false;
 };

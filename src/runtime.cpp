@@ -276,15 +276,31 @@ RuntimeCore::RunHost::RunHost(RuntimeCore& core, RunState& run,
     : core_(&core), run_(&run), claimed_at_(claimed_at) {}
 
 void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies) {
-  if (FiberScheduler* scheduler = FiberScheduler::current()) {
-    scheduler->run_bodies(bodies);
-  } else {
-    core_->step_pool().run_all(bodies);  // a nested batch, on a step thread
+  FiberScheduler* scheduler = FiberScheduler::current();
+  if (scheduler == nullptr || !scheduler->on_fiber()) {
+    // A nested batch on a step thread, or a build without fibers: each body's entry is written
+    // by its own thread.
+    core_->step_pool().run_all(bodies);
+    return;
   }
+  // On a fiber, the loop commits the entries of bodies that ended between its other work; their
+  // threads take their next bodies meanwhile.
+  group_ = CommitGroup::current();
+  scheduler->run_bodies(bodies);
+  if (group_ != nullptr) group_->wait_queued(queued_);
+  group_ = nullptr;
 }
 
 bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
   return core_->step_writes_.write(*run_, entry);
+}
+
+void RuntimeCore::RunHost::write_ended(const EntryWrite& entry, const WriteDone& done) {
+  if (group_ == nullptr) {
+    Host::write_ended(entry, done);  // no loop to commit it: at once, on this thread
+  } else {
+    group_->queue(*run_, entry, done, queued_);
+  }
 }
 
 bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
@@ -296,14 +312,10 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
     write.entries = &entries;
     write.now_ms = core_->now_ms();
     write.invocations = run_->invocations + 1;
-    {
-      std::lock_guard lock(core_->store_mutex_);
-      write.first_seq = run_->next_seq;
-      if (core_->halted_ || !core_->store_->commit(write)) return false;
-      run_->next_seq += write.new_entries();
-    }
+    write.first_seq = run_->next_seq;  // no body of the run is running: none writes beside it
+    if (!core_->commit(write)) return false;  // with other runs' writes, when there are any
+    run_->next_seq += write.new_entries();
     core_->record(*run_, &entries, nullptr);
-    core_->committed(run_->id, &entries);
   }
   for (EntryWrite& w : entries) {
     w.entry.output_text = std::string();

@@ -113,15 +113,39 @@ class RuntimeCore {
   [[noreturn]] void unknown_workflow(std::string_view name);
 
  public:
-  // The writes of the runs one run_until_idle() drives on its fibers, committed together.
+  // Journal entries written apart from an invocation's outcome (a nested step, a parallel body
+  // that ended): placed at the run's next journal positions when their transaction begins.
+  struct EntriesWrite {
+    RunState* run;
+    std::vector<EntryWrite> entries;
+    RunWrite write;
+  };
+  // Commits `writes` and then the batch in one transaction (store_mutex_ held); whether each
+  // was written, in that order. A run's journal position moves past its entries written.
+  std::vector<bool> commit_with(std::vector<const RunWrite*> writes,
+                                const std::vector<EntriesWrite*>& batch);
+  // One was written: it is counted and logged. A failure to log is returned, not thrown: the
+  // entries are in the store all the same.
+  std::exception_ptr wrote(EntriesWrite& w);
+
+  // The writes of the runs one run_until_idle() drives on its fibers, and the entries of their
+  // parallel bodies as they end on the step threads, committed together.
   class CommitGroup {
    public:
     CommitGroup(RuntimeCore& core, FiberScheduler& scheduler);
     ~CommitGroup();
     CommitGroup(const CommitGroup&) = delete;
     CommitGroup& operator=(const CommitGroup&) = delete;
+    /// The group of the worker loop on this thread, if any.
+    static CommitGroup* current();
     bool flush();                      // the scheduler's idle hook
     bool wait(const RunWrite& write);  // from a run's fiber
+    /// From a step thread: queues the entry of a body of `run` that ended, for the next flush;
+    /// `done` is called then, and `left` (counting the run's queued entries) counts it off.
+    void queue(RunState& run, const EntryWrite& entry, Host::WriteDone done,
+               std::atomic<std::size_t>& left);
+    /// From a run's fiber, once its bodies returned: waits until `left` is zero.
+    void wait_queued(const std::atomic<std::size_t>& left);
 
    private:
     struct Waiter {
@@ -130,10 +154,24 @@ class RuntimeCore {
       bool written = false;
       std::exception_ptr error;
     };
+    struct Queued {
+      EntriesWrite write;  // the one entry
+      Host::WriteDone done;
+      std::atomic<std::size_t>* left;
+    };
+    struct QueueWaiter {
+      const std::atomic<std::size_t>* left;
+      FiberScheduler::Handle task;
+    };
+    void report(std::vector<Queued>& queued, const std::vector<bool>& written, std::size_t from,
+                std::exception_ptr error);
     RuntimeCore* core_;
     FiberScheduler* scheduler_;
     CommitGroup* outer_;
     std::vector<Waiter*> waiting_;
+    std::mutex queue_mutex_;  // guards queued_: the step threads add to it
+    std::vector<Queued> queued_;
+    std::vector<QueueWaiter> queue_waiters_;
   };
 
  private:
@@ -147,6 +185,7 @@ class RuntimeCore {
     bool yielded() const { return yielded_; }
     void run_bodies(std::vector<std::function<void()>>& bodies) override;
     bool write_nested(const EntryWrite& entry) override;
+    void write_ended(const EntryWrite& entry, const WriteDone& done) override;
     bool journal_now(std::vector<EntryWrite>& entries) override;
     std::int64_t park_until(std::int64_t wake_ms) override;
     std::int64_t now_ms() override { return core_->now_ms(); }
@@ -159,6 +198,10 @@ class RuntimeCore {
     RunState* run_;
     std::chrono::steady_clock::time_point claimed_at_;
     bool yielded_ = false;
+    // While the run's fiber waits for a batch of bodies: the loop's group that commits their
+    // entries as they end, and how many of those it has yet to commit.
+    CommitGroup* group_ = nullptr;
+    std::atomic<std::size_t> queued_{0};
   };
 
   class Admission;  // the worker loop's claims (src/runtime_loop.cpp)
@@ -172,9 +215,7 @@ class RuntimeCore {
 
    private:
     struct Pending {
-      RunState* run;
-      std::vector<EntryWrite> entries;
-      RunWrite write;
+      EntriesWrite write;
       bool done = false, written = false;
       std::exception_ptr error;
     };

@@ -215,6 +215,7 @@ void RuntimeCore::note_body(std::chrono::steady_clock::duration took) {
   } else {
     quick_bodies_ = 0;
   }
+  step_pool().set_quick(bodies_quick());
 }
 
 bool RuntimeCore::should_yield(std::chrono::steady_clock::time_point since) {
@@ -329,27 +330,82 @@ RuntimeCore::CommitGroup::CommitGroup(RuntimeCore& core, FiberScheduler& schedul
 
 RuntimeCore::CommitGroup::~CommitGroup() { t_group = outer_; }
 
+RuntimeCore::CommitGroup* RuntimeCore::CommitGroup::current() { return t_group; }
+
 // Group commit: the runs on this thread's fibers that reached a commit wait (their fibers
-// parked) until no run can go on without one; then all their writes go in one transaction.
+// parked) until no run can go on without one; then all their writes go in one transaction,
+// with the entries of the bodies that ended on the step threads since the last one.
 bool RuntimeCore::CommitGroup::flush() {
-  if (waiting_.empty()) return false;
+  std::vector<Queued> queued;
+  {
+    std::lock_guard lock(queue_mutex_);
+    queued.swap(queued_);
+  }
+  if (waiting_.empty() && queued.empty()) return false;
   std::vector<const RunWrite*> writes;
   for (const Waiter* w : waiting_) writes.push_back(w->write);
+  std::exception_ptr error;
+  std::vector<bool> written;
   try {
     if (!core_->halted_) {
       std::lock_guard lock(core_->store_mutex_);
-      const std::vector<bool> written = core_->store_->commit_all(writes);
-      for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->written = written[i];
-    }
-    for (const Waiter* w : waiting_) {
-      if (w->written) core_->committed(w->write->run_id, w->write->entries);
+      std::vector<EntriesWrite*> batch;
+      for (Queued& q : queued) batch.push_back(&q.write);
+      written = core_->commit_with(std::move(writes), batch);
     }
   } catch (...) {
-    for (Waiter* w : waiting_) w->error = std::current_exception();
+    error = std::current_exception();
   }
-  for (Waiter* w : waiting_) scheduler_->make_ready(w->task);
+  written.resize(waiting_.size() + queued.size(), false);  // halted: nothing was written
+  for (std::size_t i = 0; i < waiting_.size(); ++i) {
+    Waiter& w = *waiting_[i];
+    w.written = written[i];
+    w.error = error;
+    if (w.written) {
+      try {
+        core_->committed(w.write->run_id, w.write->entries);
+      } catch (...) {
+        w.error = std::current_exception();
+      }
+    }
+    scheduler_->make_ready(w.task);
+  }
+  report(queued, written, waiting_.size(), error);
   waiting_.clear();
+  std::erase_if(queue_waiters_, [this](const QueueWaiter& w) {
+    if (w.left->load() != 0) return false;
+    scheduler_->make_ready(w.task);
+    return true;
+  });
   return true;
+}
+
+// Tells each queued entry's body how its write came out (written[from + i]), and counts and
+// logs those written.
+void RuntimeCore::CommitGroup::report(std::vector<Queued>& queued, const std::vector<bool>& written,
+                                      std::size_t from, std::exception_ptr error) {
+  for (std::size_t i = 0; i < queued.size(); ++i) {
+    Queued& q = queued[i];
+    const bool ok = !error && written[from + i];
+    q.done(ok, ok ? core_->wrote(q.write) : error);
+    --*q.left;
+  }
+}
+
+void RuntimeCore::CommitGroup::queue(RunState& run, const EntryWrite& entry, Host::WriteDone done,
+                                     std::atomic<std::size_t>& left) {
+  ++left;
+  {
+    std::lock_guard lock(queue_mutex_);
+    queued_.push_back(Queued{{&run, {entry}, {}}, std::move(done), &left});
+  }
+  scheduler_->poke();
+}
+
+void RuntimeCore::CommitGroup::wait_queued(const std::atomic<std::size_t>& left) {
+  if (left.load() == 0) return;
+  queue_waiters_.push_back({&left, scheduler_->running()});
+  scheduler_->park();
 }
 
 bool RuntimeCore::CommitGroup::wait(const RunWrite& write) {
@@ -379,7 +435,7 @@ bool RuntimeCore::commit(const RunWrite& write) {
 }
 
 bool RuntimeCore::StepWrites::write(RunState& run, const EntryWrite& entry) {
-  Pending me{&run, {entry}, {}, false, false, nullptr};
+  Pending me{{&run, {entry}, {}}, false, false, nullptr};
   std::unique_lock lock(mutex_);
   queue_.push_back(&me);
   while (!me.done) {
@@ -404,39 +460,51 @@ bool RuntimeCore::StepWrites::write(RunState& run, const EntryWrite& entry) {
 
 void RuntimeCore::StepWrites::commit(std::vector<Pending*>& batch) {
   try {
-    std::vector<const RunWrite*> writes;
     std::lock_guard lock(core_->store_mutex_);
     if (core_->halted_) return;
-    std::map<const RunState*, std::size_t> seq;  // the next position of each run in the batch
-    for (Pending* p : batch) {
-      RunWrite& w = p->write;
-      w.run_id = p->run->id;
-      w.owner = core_->worker_.id;
-      w.entries = &p->entries;
-      w.now_ms = core_->now_ms();
-      auto [it, fresh] = seq.try_emplace(p->run, p->run->next_seq);
-      w.first_seq = it->second;
-      it->second += w.new_entries();
-      writes.push_back(&w);
-    }
-    const std::vector<bool> written = core_->store_->commit_all(writes);
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      batch[i]->written = written[i];
-      if (written[i]) batch[i]->run->next_seq += batch[i]->write.new_entries();
-    }
+    std::vector<EntriesWrite*> writes;
+    for (Pending* p : batch) writes.push_back(&p->write);
+    const std::vector<bool> written = core_->commit_with({}, writes);
+    for (std::size_t i = 0; i < batch.size(); ++i) batch[i]->written = written[i];
   } catch (...) {
     for (Pending* p : batch) p->error = std::current_exception();
     return;
   }
-  for (Pending* p : batch) {  // written: counted and logged (a log failure is not a lost write)
-    if (!p->written) continue;
-    try {
-      core_->record(*p->run, &p->entries, nullptr);
-      core_->committed(p->run->id, &p->entries);
-    } catch (...) {
-      p->error = std::current_exception();
-    }
+  for (Pending* p : batch) {
+    if (p->written) p->error = core_->wrote(p->write);
   }
+}
+
+std::vector<bool> RuntimeCore::commit_with(std::vector<const RunWrite*> writes,
+                                           const std::vector<EntriesWrite*>& batch) {
+  std::map<const RunState*, std::size_t> seq;  // the next position of each run in the batch
+  for (EntriesWrite* e : batch) {
+    RunWrite& w = e->write;
+    w.run_id = e->run->id;
+    w.owner = worker_.id;
+    w.entries = &e->entries;
+    w.now_ms = now_ms();
+    auto [it, fresh] = seq.try_emplace(e->run, e->run->next_seq);
+    w.first_seq = it->second;
+    it->second += w.new_entries();
+    writes.push_back(&w);
+  }
+  const std::vector<bool> written = store_->commit_all(writes);
+  const std::size_t from = writes.size() - batch.size();
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (written[from + i]) batch[i]->run->next_seq += batch[i]->write.new_entries();
+  }
+  return written;
+}
+
+std::exception_ptr RuntimeCore::wrote(EntriesWrite& w) {
+  try {
+    record(*w.run, &w.entries, nullptr);
+    committed(w.run->id, &w.entries);
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
 }
 
 }  // namespace durable::detail

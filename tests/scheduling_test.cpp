@@ -106,3 +106,32 @@ TEST_CASE(
                << " slow bodies had run when the last quick run ended");
   CHECK(done <= kSlowRuns * kSlowSteps / 2);
 }
+
+TEST_CASE("a step thread takes its next body while the entry of the one that ended commits") {
+  if (!runs_on_fibers()) return;
+  // One step thread, and a commit of part[0]'s entry that lasts until part[1] has begun: the
+  // thread must not wait for that commit before it takes part[1].
+  Runtime runtime({.database = ":memory:", .threads = 1});
+  std::atomic<bool> second_began{false};
+  std::atomic<bool> waited_in_vain{false};
+  detail::RuntimeAccess::core(runtime).set_commit_hook(
+      [&](const std::string&, const std::vector<detail::EntryWrite>& entries) {
+        for (const auto& w : entries) {
+          if (w.entry.key != "part[0]") continue;
+          if (!within(10s, [&] { return second_began.load(); })) waited_in_vain = true;
+        }
+      });
+  runtime.add(Workflow("two", [&](Step& step, const json&) -> json {
+    const std::vector<int> parts = step.map("part", std::vector<int>{0, 1}, [&](int i) {
+      if (i == 1) second_began = true;
+      return i;
+    });
+    return parts.at(0) + parts.at(1);
+  }));
+  const std::string id = runtime.start("two");
+  runtime.run_until_idle();
+  CHECK_FALSE(waited_in_vain.load());
+  CHECK(runtime.get(id).output == 1);
+  const auto steps = runtime.steps(id);
+  CHECK(steps.size() == 2);
+}

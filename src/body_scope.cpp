@@ -1,0 +1,156 @@
+#include "body_scope.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "errors_internal.hpp"
+#include "ids.hpp"
+
+namespace durable::detail {
+
+namespace {
+thread_local BodyScope* t_scope = nullptr;
+}  // namespace
+
+std::string at_call_site() {
+  const std::string site = call_site();
+  return site.empty() ? std::string() : " (at " + site + ")";
+}
+
+BodyScope::BodyScope(Invocation& invocation, std::string prefix)
+    : invocation_(&invocation), prefix_(std::move(prefix)), outer_(t_scope) {
+  t_scope = this;
+}
+
+BodyScope::~BodyScope() { t_scope = outer_; }
+
+BodyScope* BodyScope::current() { return t_scope; }
+
+void BodyScope::refuse(std::string_view tool, std::string_view id) const {
+  throw NonRetryableError(std::string(tool) + "('" + std::string(id) +
+                          "') was called inside the body of " +
+                          invocation_->step_label(prefix_.substr(0, prefix_.size() - 1)) +
+                          "; call it from the workflow function, between steps");
+}
+
+const json* BodyScope::begin_run(std::string_view id, const StepOptions& opts) {
+  Invocation::Pending& p = add(id, opts, {});
+  if (p.result) return finish(p);  // journaled already
+  return nullptr;
+}
+
+const json& BodyScope::run_new(Body body) {
+  Invocation::Pending& p = pending_.back();
+  p.body = std::move(body);
+  run(p);
+  return *finish(p);
+}
+
+std::size_t BodyScope::start_step(std::string_view id, const StepOptions& opts, Body body,
+                                  std::optional<std::size_t> item) {
+  add(id, opts, item).body = std::move(body);
+  return pending_.size() - 1;
+}
+
+const json& BodyScope::await(std::size_t slot) {
+  std::vector<std::function<void()>> bodies;
+  for (auto& p : pending_) {
+    if (p.result || !p.body) continue;
+    bodies.emplace_back([this, &p] {
+      try {
+        run(p);
+      } catch (const Postpone& postpone) {
+        p.postponed_until = postpone.until_ms;
+      } catch (const Lost&) {
+      }
+    });
+  }
+  if (!bodies.empty()) invocation_->host_->run_bodies(bodies);
+  std::optional<std::int64_t> postponed;
+  for (auto& p : pending_) {
+    if (p.lost) throw Lost{};
+    if (p.postponed_until)
+      postponed = std::min(postponed.value_or(*p.postponed_until), *p.postponed_until);
+  }
+  if (postponed) throw Postpone{*postponed};
+  return *finish(pending_.at(slot));
+}
+
+// Finds or creates the entry of the next nested call with this id. A journaled entry comes back
+// with its result set; a new one (or one due for another attempt) without.
+Invocation::Pending& BodyScope::add(std::string_view id, const StepOptions& opts,
+                                    std::optional<std::size_t> item) {
+  check_step_id(id);
+  std::string base = prefix_ + std::string(id);
+  if (item) base += "[" + std::to_string(*item) + "]";
+  Invocation::Pending& p = pending_.emplace_back();
+  p.key = journal_key(base, ++uses_[base]);
+  p.base = std::move(base);
+  p.options = opts;
+  std::lock_guard lock(invocation_->nested_mutex_);
+  const JournalEntry* entry = invocation_->run_->journal.find(p.key);
+  if (entry == nullptr) return p;
+  if (entry->kind != StepKind::run) {
+    invocation_->diverged_ =
+        ErrorInfo{"durable::NonDeterminism",
+                  invocation_->step_label(entry->key) + " was journaled as " + describe(*entry) +
+                      ", but the code now calls step.run with it" + at_call_site(),
+                  entry->key, 0};
+    throw NonDeterminism(invocation_->diverged_->message);
+  }
+  if (entry->state == StepState::retrying) {
+    if (entry->wake_at_ms && *entry->wake_at_ms > invocation_->now_ms_) {
+      throw Postpone{*entry->wake_at_ms};
+    }
+    p.attempt = entry->attempts + 1;
+    p.is_new = false;
+    return p;
+  }
+  p.result = EntryWrite{*entry, false};
+  return p;
+}
+
+// Runs a nested body on this thread and journals its entry.
+void BodyScope::run(Invocation::Pending& p) {
+  {
+    BodyScope inner(*invocation_, p.key + "/");
+    const std::int64_t began = invocation_->host_->now_ms();
+    try {
+      p.result =
+          invocation_->output_entry(p, invocation_->host_->call_body(p.key, p.attempt, p.body));
+      p.result->entry.duration_ms = invocation_->host_->now_ms() - began;
+    } catch (const Postpone&) {
+      throw;
+    } catch (const Lost&) {
+      p.lost = true;
+      throw;
+    } catch (...) {
+      p.result = invocation_->attempt_failed(p, std::current_exception());
+      p.result->entry.duration_ms = invocation_->host_->now_ms() - began;
+    }
+  }
+  if (!invocation_->host_->write_nested(*p.result)) {
+    p.lost = true;
+    throw Lost{};
+  }
+  std::lock_guard lock(invocation_->nested_mutex_);
+  if (p.result->is_new) {
+    invocation_->run_->journal.append(p.result->entry);
+  } else {
+    invocation_->run_->journal.update(p.result->entry);
+  }
+}
+
+const json* BodyScope::finish(const Invocation::Pending& p) {
+  const JournalEntry& e = p.result->entry;
+  switch (e.state) {
+    case StepState::completed:
+      return &e.output;
+    case StepState::retrying:
+      throw Postpone{e.wake_at_ms.value_or(invocation_->now_ms_)};
+    default:
+      throw StepFailed(e.error.value_or(ErrorInfo{"unknown", "", e.key, e.attempts}));
+  }
+}
+
+}  // namespace durable::detail
