@@ -49,7 +49,10 @@ void StepPool::submit(std::function<void()> body) {
     std::lock_guard lock(mutex_);
     queue_.push_back({std::move(body), nullptr});
     queued_.store(queue_.size(), std::memory_order_release);
-    wake = idle_ > 0;  // a busy or spinning worker takes it from the queue without a wake-up call
+    // A busy worker takes it from the queue without a wake-up call, and so does a spinning one
+    // if it is the only body it would find there.
+    const std::size_t spinners = spinning_.load() ? 1 : 0;
+    wake = idle_ > 0 && queue_.size() > spinners;
   }
   if (wake) has_body_.notify_one();
 }

@@ -135,3 +135,26 @@ TEST_CASE("a step thread takes its next body while the entry of the one that end
   const auto steps = runtime.steps(id);
   CHECK(steps.size() == 2);
 }
+
+TEST_CASE("after quick steps, the bodies of a fan-out still start on every free thread at once") {
+  if (!runs_on_fibers()) return;
+  // Quick steps first, so the step threads spin for hand-offs; then 4 bodies that each end only
+  // once all 4 have begun. Were they left to the one spinning thread, the first would wait alone.
+  constexpr int kWidth = 4;
+  Runtime runtime({.database = ":memory:", .threads = kWidth});
+  std::atomic<int> began{0};
+  std::atomic<int> met{0};
+  runtime.add(Workflow("fan", [&](Step& step, const json&) -> json {
+    for (int i = 0; i < 20; ++i) step.run("quick", [i] { return i; });
+    std::vector<int> items(kWidth);
+    step.map("meet", items, [&](int) {
+      ++began;
+      if (within(10s, [&] { return began.load() >= kWidth; })) ++met;
+      return 0;
+    });
+    return met.load();
+  }));
+  const std::string id = runtime.start("fan");
+  runtime.run_until_idle();
+  CHECK(runtime.get(id).output == kWidth);
+}
