@@ -348,9 +348,11 @@ Outcome Invocation::evicted(std::int64_t wake_ms) const {
 
 // A parallel body that ended: its entry is journaled now, from its step thread, and added to
 // the run's journal, so that a crash while its siblings run does not lose it.
+// Nothing here throws out of the body's thread or out of the runtime's commit: a failure is kept
+// in p.write_error and rethrown on the workflow's side, once every body has returned.
 void Invocation::write_ended(Pending& p) {
   if (!p.result || p.lost) return;
-  host_->write_ended(*p.result, [this, &p](bool written, std::exception_ptr error) {
+  const auto done = [this, &p](bool written, std::exception_ptr error) {
     if (error) {
       p.write_error = error;
       return;
@@ -359,16 +361,25 @@ void Invocation::write_ended(Pending& p) {
       p.lost = true;
       return;
     }
-    p.written = true;
-    JournalEntry entry = p.result->entry;
-    entry.output_text = std::string();  // the journal keeps the parsed value only
-    std::lock_guard lock(nested_mutex_);
-    if (p.result->is_new) {
-      run_->journal.append(std::move(entry));
-    } else {
-      run_->journal.update(std::move(entry));
+    try {
+      JournalEntry entry = p.result->entry;
+      entry.output_text = std::string();  // the journal keeps the parsed value only
+      std::lock_guard lock(nested_mutex_);
+      if (p.result->is_new) {
+        run_->journal.append(std::move(entry));
+      } else {
+        run_->journal.update(std::move(entry));
+      }
+      p.written = true;
+    } catch (...) {
+      p.write_error = std::current_exception();
     }
-  });
+  };
+  try {
+    host_->write_ended(*p.result, done);
+  } catch (...) {
+    p.write_error = std::current_exception();
+  }
 }
 
 void Invocation::run_body(Pending& p) {

@@ -334,7 +334,8 @@ RuntimeCore::CommitGroup* RuntimeCore::CommitGroup::current() { return t_group; 
 
 // Group commit: the runs on this thread's fibers that reached a commit wait (their fibers
 // parked) until no run can go on without one; then all their writes go in one transaction,
-// with the entries of the bodies that ended on the step threads since the last one.
+// with the entries of the bodies that ended on the step threads since the last one. Returns
+// whether it made a task ready (the idle hook's contract), not whether it wrote.
 bool RuntimeCore::CommitGroup::flush() {
   std::vector<Queued> queued;
   {
@@ -371,13 +372,17 @@ bool RuntimeCore::CommitGroup::flush() {
     scheduler_->make_ready(w.task);
   }
   report(queued, written, waiting_.size(), error);
+  // Whether a task was made ready: only then does the scheduler run tasks instead of going on to
+  // admit runs and to look at the woken and sleeping ones.
+  bool readied = !waiting_.empty();
   waiting_.clear();
-  std::erase_if(queue_waiters_, [this](const QueueWaiter& w) {
+  std::erase_if(queue_waiters_, [&](const QueueWaiter& w) {
     if (w.left->load() != 0) return false;
     scheduler_->make_ready(w.task);
+    readied = true;
     return true;
   });
-  return true;
+  return readied;
 }
 
 // Tells each queued entry's body how its write came out (written[from + i]), and counts and
@@ -394,10 +399,10 @@ void RuntimeCore::CommitGroup::report(std::vector<Queued>& queued, const std::ve
 
 void RuntimeCore::CommitGroup::queue(RunState& run, const EntryWrite& entry, Host::WriteDone done,
                                      std::atomic<std::size_t>& left) {
-  ++left;
   {
     std::lock_guard lock(queue_mutex_);
     queued_.push_back(Queued{{&run, {entry}, {}}, std::move(done), &left});
+    ++left;  // once queued: a throw above leaves nothing for wait_queued to wait for
   }
   scheduler_->poke();
 }

@@ -158,3 +158,29 @@ TEST_CASE("after quick steps, the bodies of a fan-out still start on every free 
   runtime.run_until_idle();
   CHECK(runtime.get(id).output == kWidth);
 }
+
+TEST_CASE("a run sleeping in place wakes on time while another run's long fan-out commits") {
+  if (!runs_on_fibers()) return;
+  // The fan-out's bodies end faster than their entries commit, for far longer than the nap, so
+  // the loop always finds entries to commit; it must still wake the run whose nap is over.
+  constexpr int kItems = 40000;
+  test::TempDir dir;
+  Runtime runtime({.database = dir.file("db"), .threads = 4, .replay = Replay::on_recovery});
+  std::atomic<bool> napper_woke{false};
+  std::atomic<bool> woke_before_fanout_ended{false};
+  runtime.add(Workflow("fanout", [&](Step& step, const json&) -> json {
+    std::vector<int> items(kItems);
+    step.map("item", items, [](int) { return 0; });
+    woke_before_fanout_ended = napper_woke.load();
+    return true;
+  }));
+  runtime.add(Workflow("napper", [&](Step& step, const json&) -> json {
+    step.sleep("nap", 20ms);  // waited out in place (under resident_sleep)
+    napper_woke = true;
+    return true;
+  }));
+  runtime.start("fanout");
+  runtime.start("napper");
+  runtime.run_until_idle();
+  CHECK(woke_before_fanout_ended.load());
+}
