@@ -172,15 +172,13 @@ void FiberScheduler::wait_for_work() {
   }
 }
 
+// Both notify under the lock: once it is released, the scheduler may run the woken task to its
+// end and be destroyed, so nothing here may touch it after that.
 void FiberScheduler::poke() {
-  bool waiting = false;
-  {
-    std::lock_guard lock(mutex_);
-    poked_ = true;
-    signalled_.store(true, std::memory_order_release);
-    waiting = waiting_;
-  }
-  if (waiting) woken_cv_.notify_one();
+  std::lock_guard lock(mutex_);
+  poked_ = true;
+  signalled_.store(true, std::memory_order_release);
+  if (waiting_) woken_cv_.notify_one();
 }
 
 void FiberScheduler::switch_to(Task& task) {
@@ -210,14 +208,10 @@ void FiberScheduler::suspend() {
 }
 
 void FiberScheduler::wake(Task& task) {
-  bool waiting = false;
-  {
-    std::lock_guard lock(mutex_);
-    woken_.push_back(&task);
-    signalled_.store(true, std::memory_order_release);
-    waiting = waiting_;
-  }
-  if (waiting) woken_cv_.notify_one();  // no call while the scheduler is busy running fibers
+  std::lock_guard lock(mutex_);
+  woken_.push_back(&task);
+  signalled_.store(true, std::memory_order_release);
+  if (waiting_) woken_cv_.notify_one();  // no call while the scheduler is busy running fibers
 }
 
 bool FiberScheduler::on_fiber() const { return running_ != nullptr && t_current == this; }
