@@ -112,7 +112,6 @@ class RuntimeCore {
   std::shared_ptr<const Workflow> find_workflow(std::string_view name);
   [[noreturn]] void unknown_workflow(std::string_view name);
 
- public:
   // Journal entries written apart from an invocation's outcome (a nested step, a parallel body
   // that ended): placed at the run's next journal positions when their transaction begins.
   struct EntriesWrite {
@@ -128,6 +127,7 @@ class RuntimeCore {
   // entries are in the store all the same.
   std::exception_ptr wrote(EntriesWrite& w);
 
+ public:
   // The writes of the runs one run_until_idle() drives on its fibers, and the entries of their
   // parallel bodies as they end on the step threads, committed together.
   class CommitGroup {
