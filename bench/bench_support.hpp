@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the benchmark programs share: scratch files, medians, the raw SQLite commit rate that
 // every figure stands beside, and the table they print.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // durable_bench: the benchmarks of DESIGN.md §4 that the runtime can run so far, each beside the
 // raw SQLite figure measured in the same run on the same file system.
 //

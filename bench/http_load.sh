@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The HTTP admin API under load: wrk against `durable serve`, beside the raw SQLite figure for the
 # same database work, measured on the same file system in the same run.
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // durable_http_raw_sqlite: the raw SQLite figure that bench/http_load.sh prints beside the HTTP
 // API's figures. It does, on one connection in one thread with no HTTP and no JSON, the database
 // work the two benchmarked requests stand for, for a fixed time, and prints one line:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // durable_runtime_bench: the benchmarks of DESIGN.md §4 that need the worker loop: many concurrent
 // runs executed by serve(), the recovery of 10,000 runs after a restart, and the memory a sleeping
 // run holds. Each figure stands beside the raw SQLite figure measured in the same run on the same

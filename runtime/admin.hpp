@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What operators do with a database: list and show runs, start, cancel, retry, send events,
 // stats, schedules and metrics. Shared by the `durable` command and the HTTP API, so that both

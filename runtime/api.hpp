@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The HTTP admin API (/v1/..., /metrics) and the dashboard page at /, on an Admin: the routes
 // docs/operations.md lists, each answering JSON, every error in json_error's shape.

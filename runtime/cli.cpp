@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The durable command: what operators ask of a database file, answered in seconds.
 //
 //   durable [--db FILE] [--json] COMMAND [ARGS]

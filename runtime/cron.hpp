@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Cron expressions, for recurring schedules: when a schedule fires next.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Workflow code on fibers: many runs' invocations share the thread that called run_until_idle()
 // or wait(). A run whose workflow waits for step bodies (or a short in-place sleep) suspends its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the HTTP server checks on a request's header before it reads a body byte or calls the
 // handler: the target decodes, the browser request comes from this server's own page, the

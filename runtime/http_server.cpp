@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HTTP server: one acceptor and one Session per connection, all on an io_context run by a few
 // io threads. Each session lives on its own strand, so its handlers never run concurrently; its
 // pending operations hold it (shared_from_this), and it ends when the last one completes.

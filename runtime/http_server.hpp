@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A small HTTP/1.1 server on Boost.Beast that hands each request to one handler function. It
 // knows nothing of runs: the /v1 routes are written on top of it. Boost stays out of this header.

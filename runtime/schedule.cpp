@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Schedules: recurring starts every interval or by a cron expression, stored in the database and
 // fired by whichever runtime looks first, once per due time.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker loop on Boost.Asio: one timer brings the loop back when the next run is due (a
 // sleep, a backoff, a delayed start, an event timeout, a schedule) or, at the latest, after
 // poll_interval, to find work other processes wrote. SIGINT and SIGTERM are watched on a thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A short busy wait for a hand-off between threads that is expected within microseconds.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The step threads: a fixed pool that runs step bodies.
 

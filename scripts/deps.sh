@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Sourced by scripts/demo and scripts/test: installs the Debian 12 packages durable builds with,
 # when any is missing. Needs root, or sudo.

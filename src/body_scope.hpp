@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Nested steps: the context of a step body running on a step thread. Its own step calls are
 // keyed under the body's key and journaled at once, since they do not end the invocation.

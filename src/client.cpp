@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Client: a Runtime's start, event, read and manage calls on a database, without the worker.
 // It registers no worker, claims nothing and knows no workflow code, so closing it or killing
 // its process leaves every run as it is.

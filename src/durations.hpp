@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Durations written as text, for step.sleep("id", "1h30m").
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The replay engine: executes one invocation of a run's workflow function against its journal.
 // It decides; the host (the runtime) runs step bodies on its threads and persists what the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Turning exceptions into journaled ErrorInfo, and durable's own unwinding.
 

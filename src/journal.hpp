@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The in-memory journal of one run and the replay cursor that matches step calls against it.
 // No I/O: the store loads entries in, the engine appends new ones.

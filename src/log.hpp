@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Structured logs: one JSON object per line, at a level, to the runtime's sink.
 

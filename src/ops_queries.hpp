@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Read-only queries operators ask of a durable database: counts by status, the workflows
 // workers registered, step totals and durations, failures alike. On a connection of their own,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Golden-journal replay: today's code of a workflow against a run recorded in a database file.
 // One invocation of the engine over the recorded journal, with a host that runs no body and
 // writes nothing; then the checks that tell whether the code still makes the calls it made.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What a start or an event sent writes, built and checked the same way whoever asks: a Runtime,
 // a Client or the admin layer (the command and the HTTP API). One rule each, so that the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The Runtime's implementation: registered workflows, the store, and the loop that claims due
 // runs and executes their invocations.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker loop: which runs this runtime takes and when, how it executes them, and how their
 // writes reach the store.
 //

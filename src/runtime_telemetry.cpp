@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the runtime reports of its work: the counters, and a log line for each thing a commit
 // changed (a step journaled, retried or failed; a run completed, failed or quarantined).
 

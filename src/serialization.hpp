@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // JSON text of journaled values, with the cases JSON cannot hold made explicit.
 

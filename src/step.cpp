@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Step's non-template members: each forwards to the invocation that owns the Step.
 
 #include <durable/step.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SQLite store. One file in WAL mode; every write is one IMMEDIATE transaction, so several
 // processes can share the file. Times are milliseconds since the Unix epoch.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The store: where runs, journals and state history persist. An interface, so that another
 // backend (PostgreSQL) can be one new source folder; SQLite is the embedded default.

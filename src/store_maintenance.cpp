@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Housekeeping of a durable database: deleting events no wait can need any more.
 //
 // Which events a wait can still need. A wait (step.wait_for_event) records `since`, the last

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opening a database file: telling an operator what is wrong when it cannot be opened, and a
 // read connection that writes nothing beside the file.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SQLite store's schema, as the migrations that build it: docs/journal-format.md describes
 // each table. A new version appends a migration and raises kSchemaVersion; none is ever edited.
 

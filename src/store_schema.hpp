@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The migrations of the SQLite store's schema; only the SQLite store uses them.
 

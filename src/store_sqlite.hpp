@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What only the SQLite store and its helpers share: telling why a file cannot be opened, a read
 // connection that writes nothing beside the file, and the purge of old events. store.hpp, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test kit: a Runtime on ":memory:" whose clock the kit moves, and a body hook for mocks,
 // injected failures and the record of the bodies that ran.
 

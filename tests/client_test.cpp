@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // durable::Client: starting runs by name, events, reads, cancel and retry on a database served by
 // others, and wait() that only watches, in this process and across processes.
 

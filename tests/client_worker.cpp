@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A process that only enqueues and watches, for the multi-process tests of durable::Client: it
 // links no workflow, starts N runs of "job" by name, waits for each and prints one line per run,
 // "ID STATUS OUTPUT", then exits 0 when every run completed, 1 otherwise.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Crash safety with real processes: kill -9 in the middle of a run, restart on the same file.
 
 #include <SQLiteCpp/SQLiteCpp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A worker process for the crash tests: runs the "crashy" workflow on a database file and logs
 // each step body it executes, one line each, to a log file. With --hang, the third step's body
 // blocks forever after logging, so the test can kill -9 the process in the middle of the run.

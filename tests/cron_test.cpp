@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cron expressions: parsing, the errors for bad ones, and when a schedule fires next (UTC).
 
 #include "cron.hpp"

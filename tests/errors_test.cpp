@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors and retries (DESIGN §2): attempts, backoff, StepFailed, failed runs, retry().
 
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Events and child workflows: send_event, wait_for_event, event-triggered runs, step.invoke.
 
 #include <SQLiteCpp/SQLiteCpp.h>

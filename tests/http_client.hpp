@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A raw-socket HTTP client for the tests of the HTTP server: it writes requests byte for byte
 // (malformed ones too) and reads responses with Beast's parser; and the small helpers those

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HTTP server's limits and checks (issue 11): connections, header and body sizes, checks on
 // the header before a body is read, handlers off the io threads, Host, Origin, token, framing.
 

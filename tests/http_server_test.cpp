@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HTTP server over real TCP: a raw-socket client writes requests byte for byte (malformed
 // ones too) and reads responses with Beast's parser.
 

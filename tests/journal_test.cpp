@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replay core with no disk, clock or threads: scripted journals in, decisions out.
 
 #include "journal.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON nested too deep (issue 11): nlohmann copies, compares and writes JSON recursively, so a
 // hostile value nested 100,000 deep would exhaust a stack and kill the process. Every way a value
 // enters durable refuses it with a clear error, and a value already stored that deep fails its

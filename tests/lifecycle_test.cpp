@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replay lifecycle of DESIGN §2, with the seed's log patterns as the oracle.
 
 #include <doctest/doctest.h>

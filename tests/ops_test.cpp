@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The operations surface: the Admin queries and actions, the HTTP API on them, the metrics, and
 // the durable command with its exit codes.
 

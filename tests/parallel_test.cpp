@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parallel and nested steps (DESIGN §2): start, Future, all, map, nested keys and retries.
 
 #include <doctest/doctest.h>

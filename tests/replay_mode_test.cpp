@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replay::on_recovery (DESIGN §2): the workflow goes on in place after its steps are journaled,
 // replays only after eviction or a restart, and shares the journal format with every_step.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // durable::testing::replay: today's code against a run recorded in a database file.
 
 #include <SQLiteCpp/SQLiteCpp.h>

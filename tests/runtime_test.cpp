@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Runtime's run lifecycle: start options, queries, cancel, state history, bad input.
 
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Schedules: recurring starts every interval or by cron, with a count; catch-up after downtime;
 // list, replace and remove; bad input.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker loop's scheduling (DESIGN §10): a run that comes due while other runs' bodies
 // execute starts at once, runs due earlier go first, and each parallel body is durable when it
 // ends. No test here is bounded by a tight wall-clock figure: each is gated on the bodies it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A small file system a test can make read-only or fill up, for the faults an operator meets:
 // a database on a read-only mount, a full disk. Permission bits cannot stand in for them when

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // serve() and stop(), timers, work from other runtimes, concurrency limits, cancel and retry
 // across runtimes, and telemetry: log lines, counters and backlog signals.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A serving worker process for the multi-process tests: adds the workflows of
 // worker_workflows.hpp and serves the database until SIGTERM or SIGINT, then exits 0.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Step identity (DESIGN §2): keys by id, id#n for repeats, reserved characters, kinds, types.
 
 #include <doctest/doctest.h>

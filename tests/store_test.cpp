@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SQLite store: files that are not ours, newer schemas, WAL, durability modes.
 
 #include <SQLiteCpp/SQLiteCpp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // durable::testing::TestRuntime: virtual time, mocks, injected failures, the record of bodies.
 
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The workflows of the serving-worker tests, shared by the test process (which starts runs) and
 // durable_serve_worker (which executes them). Every step body appends "RUN STEP PID" to a log

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Serving processes on one database file: two at once, a loop of kill -9s, a graceful SIGTERM.
 // Real processes (durable_serve_worker), real signals.
 

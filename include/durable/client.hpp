@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file
 /// A handle on a durable database for processes that start and watch runs but execute none.

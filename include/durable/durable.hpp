@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file
 /// All of durable's public API: workflows, step tools, the runtime, the client and their errors.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file
 /// Options of workflows, steps, runs and the runtime, and the status of a run.

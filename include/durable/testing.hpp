@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file
 /// The test kit: run workflows in unit tests against an in-memory database and a virtual clock.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file
 /// A workflow: a name and a function of (Step&, input) -> output.

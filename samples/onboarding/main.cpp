@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The onboarding of a new customer account: an intake that is safe to submit twice (an idempotency
 // key), then twenty steps across billing, DNS, identity, CRM and email. Some steps are best
 // effort: when they fail for good the workflow records the failure and goes on. One step waits

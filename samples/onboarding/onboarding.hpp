@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The onboarding workflow, `onboard-customer`, with its input (Customer), its steps, the intake
 // that starts it and the stand-ins for the services it calls (the DNS provider, the CRM), shared

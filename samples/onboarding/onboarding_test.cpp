@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the onboarding workflow with the test kit (durable::testing): the twenty steps in
 // order, the best-effort steps that fail without failing the onboarding, the retries of the
 // steps that must succeed, the wait for the DNS provider (its event and its 24-hour timeout), the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tissue-analysis pipeline: upload a slide image, cut it into tiles, run an AI model over
 // every region in parallel (step.map), post-process the predictions (a step with nested steps),
 // and write a report. One region's model call fails on its first attempt and is retried after a

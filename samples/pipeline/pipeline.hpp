@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The tissue-analysis pipeline of this sample, shared by main.cpp and pipeline_test.cpp: its
 // input and output types, the stand-ins for the services it calls (storage, the tiler, the model

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the tissue-analysis pipeline with the test kit: the parallel fan-out over the
 // regions, the retried model calls and their backoffs on the kit's virtual clock, a mocked model,
 // the nested post-processing steps in the journal, and crash sweeps in both replay modes.

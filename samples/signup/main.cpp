@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The sign-up flow: create the account, add it to billing, sync the billing id back, wait a
 // day, send the welcome email. Each invocation is printed, so the replay lifecycle is visible:
 // the function runs from the top every time, and only the first step it has not done runs.

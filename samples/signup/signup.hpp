@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The sign-up workflow and the stand-ins for the services it calls, shared by the sample
 // program (main.cpp) and its tests (signup_test.cpp).

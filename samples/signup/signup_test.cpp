@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the sign-up workflow, written with durable's test kit: a virtual clock, mocked and
 // failing steps, a crash at every step boundary, and a golden journal replayed against today's
 // code.

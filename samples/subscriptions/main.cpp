@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Subscription changes that take effect later: a downgrade applied at the end of the billing
 // cycle (a run that sleeps until then), a late-payment reminder sent once a day, five times (a
 // schedule with a count), and a cancellation that the customer takes back before the cycle ends

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The subscriptions sample's workflows, shared by main.cpp and subscriptions_test.cpp: a
 // downgrade applied at the end of the billing cycle, a late-payment reminder, and a cancellation

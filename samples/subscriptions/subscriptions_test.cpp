@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the subscriptions sample's workflows with the test kit: a month of billing passes
 // on the kit's virtual clock in milliseconds, the billing service is failed or mocked at will,
 // and a crash sweep shows which steps are safe to repeat.

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
 // End-to-end test of the dashboard page (runtime/dashboard/index.html) in Debian's Chromium,
 // driven by playwright-core, against a server of the admin API holding runs in known states.
 //

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installs the built durable to a prefix, then configures, builds and runs tests/consumer
 # against it with find_package(durable): what a user's project does.
 set(prefix "${WORK}/prefix")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Internal: readable C++ type names for error messages. Not part of the public API.
 
