@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -196,10 +197,11 @@ TEST_CASE(
   CHECK(run.output == -1);
   CHECK(good_bodies == 1);
   CHECK(fallback_bodies == 1);
-  const auto steps = runtime.steps(id);
-  REQUIRE(steps.size() == 3);
-  CHECK(steps[0].status == "completed");
-  CHECK(steps[1].status == "failed");
+  // The branches are journaled in the order they ended, which the threads decide.
+  std::map<std::string, std::string> status;
+  for (const StepInfo& s : runtime.steps(id)) status[s.id] = s.status;
+  CHECK(status == std::map<std::string, std::string>{
+                      {"good", "completed"}, {"bad", "failed"}, {"fallback", "completed"}});
 }
 
 TEST_CASE("a failed branch is retried after its backoff without running the other again") {
