@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <durable/version.hpp>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -55,6 +56,7 @@ constexpr const char* kUsageText = R"(usage: durable [--db FILE] [--json] COMMAN
   events purge --older-than AGE                  delete events older than AGE (e.g. 7d) that
                                                  no waiting run needs
   serve [--address A] [--port P] [--token T]     HTTP API, /metrics and dashboard over the file
+  version                                        the version of this durable (also --version)
 
   --db FILE   the database (default durable.db)   --json   print the answer as JSON
 exit codes: 0 done, 1 failed, 2 bad usage, 3 not found, 4 refused by the run's state
@@ -463,6 +465,10 @@ int main(int argc, char** argv) {
       const std::string word = argv[i];
       if (word == "--help" || word == "-h" || word == "help") {
         std::cout << kUsageText;
+        return kOk;
+      }
+      if (word == "--version" || word == "version") {
+        std::cout << "durable " << durable::version() << '\n';
         return kOk;
       }
       if (word == "--json") {

@@ -546,6 +546,13 @@ TEST_CASE("durable command: each command, its --json answer and its exit code") 
   CHECK(durable_cli("--db '" + f.dir.file("typo.db") + "' runs").first == 2);  // bad usage
   CHECK_FALSE(std::filesystem::exists(f.dir.file("typo.db")));  // no empty file left behind
   CHECK(durable_cli("--help").first == 0);
+  // The version, as --version or a command, needs no database.
+  for (const char* args : {"--version", "version"}) {
+    CAPTURE(args);
+    const auto [version_code, version_out] = durable_cli(args);
+    CHECK(version_code == 0);
+    CHECK(version_out == std::string("durable ") + DURABLE_VERSION_STRING + "\n");
+  }
 }
 
 TEST_CASE("durable serve: serves the API over the file until SIGTERM") {

@@ -9,4 +9,5 @@
 #include <durable/options.hpp>
 #include <durable/runtime.hpp>
 #include <durable/step.hpp>
+#include <durable/version.hpp>
 #include <durable/workflow.hpp>
