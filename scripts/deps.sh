@@ -5,8 +5,9 @@
 durable_packages=(g++ cmake ninja-build pkg-config libsqlite3-dev libsqlitecpp-dev
   nlohmann-json3-dev libboost-dev libboost-context-dev doctest-dev)
 # Only for tests: Chromium for the dashboard's browser test (tests/browser), wrk for the HTTP
-# load test. Node and npm are used as found; Debian's are installed when there are none.
-durable_test_packages=(chromium wrk)
+# load test, clang for the check that the public headers and samples compile with it. Node and
+# npm are used as found; Debian's are installed when there are none.
+durable_test_packages=(chromium wrk clang)
 
 # Installs the named Debian packages that are not installed yet.
 durable_apt_install() {

@@ -10,9 +10,9 @@ namespace durable {
 
 namespace detail {
 namespace {
-thread_local std::source_location t_where;
+thread_local SourceLocation t_where;
 }
-void note_call(const std::source_location& where) noexcept { t_where = where; }
+void note_call(const SourceLocation& where) noexcept { t_where = where; }
 std::string call_site() {
   if (t_where.line() == 0) return {};
   return std::string(t_where.file_name()) + ":" + std::to_string(t_where.line());
@@ -36,27 +36,27 @@ void Step::bad_conversion(const json& value, std::string_view type, const std::e
 void Step::sleep_for(std::string_view id, std::chrono::duration<double, std::milli> d) {
   invocation_->sleep_for(id, detail::whole_milliseconds(d));
 }
-void Step::sleep(std::string_view id, std::string_view d, std::source_location where) {
+void Step::sleep(std::string_view id, std::string_view d, detail::SourceLocation where) {
   detail::note_call(where);
   invocation_->sleep_for(id, detail::parse_duration(d));
 }
-void Step::sleep_until(std::string_view id, Clock::time_point t, std::source_location where) {
+void Step::sleep_until(std::string_view id, Clock::time_point t, detail::SourceLocation where) {
   detail::note_call(where);
   invocation_->sleep_until(id, detail::to_ms(t));
 }
 
 std::optional<json> Step::wait_for_event(std::string_view id, std::string_view event,
-                                         WaitOptions opts, std::source_location where) {
+                                         WaitOptions opts, detail::SourceLocation where) {
   detail::note_call(where);
   return invocation_->wait_for_event(id, event, opts);
 }
 void Step::send_event(std::string_view id, std::string_view event, json data,
-                      std::source_location where) {
+                      detail::SourceLocation where) {
   detail::note_call(where);
   invocation_->send_event(id, event, std::move(data));
 }
 json Step::invoke(std::string_view id, std::string_view workflow, json input,
-                  std::source_location where) {
+                  detail::SourceLocation where) {
   detail::note_call(where);
   return invocation_->invoke(id, workflow, std::move(input));
 }

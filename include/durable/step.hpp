@@ -4,6 +4,7 @@
 /// The step tools a workflow function receives.
 
 #include <chrono>
+#include <durable/detail/source_location.hpp>
 #include <durable/detail/type_name.hpp>
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
@@ -12,7 +13,6 @@
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -38,7 +38,7 @@ using Body = std::function<json()>;
 
 /// Records where in the workflow's source the step tool being called was called from (per
 /// thread), for the messages of NonDeterminism.
-void note_call(const std::source_location& where) noexcept;
+void note_call(const detail::SourceLocation& where) noexcept;
 
 template <class T, class F>
 Body make_body(F&& fn) {
@@ -90,7 +90,7 @@ class Step {
   /// it completes, and memoized when the outer step is retried.
   template <class F>
   auto run(std::string_view id, F&& fn, StepOptions opts = {},
-           std::source_location where = std::source_location::current());
+           detail::SourceLocation where = detail::SourceLocation::current());
 
   /// Starts fn() as a step that runs in parallel with the other started steps, and returns a
   /// Future for its result. Nothing runs until the workflow waits: get() or ready()-then-get(),
@@ -99,20 +99,20 @@ class Step {
   /// the next invocation. Keys follow the order of the start() calls, not of completion.
   template <class F>
   auto start(std::string_view id, F&& fn, StepOptions opts = {},
-             std::source_location where = std::source_location::current());
+             detail::SourceLocation where = detail::SourceLocation::current());
 
   /// Starts fn(item) for each item as a parallel step keyed "id[0]", "id[1]", ... and returns
   /// the results in item order (nothing for a void fn). A failed item throws its StepFailed.
   template <class Range, class F>
   auto map(std::string_view id, const Range& items, F&& fn, StepOptions opts = {},
-           std::source_location where = std::source_location::current());
+           detail::SourceLocation where = detail::SourceLocation::current());
 
   /// Sleeps the run for d: journals the wake time and ends the invocation; the run is sleeping,
   /// holding no thread, until then. On replay after the wake time, returns at once. Rounded up
   /// to whole milliseconds; throws Error for a duration over 30,000 years or not a number.
   template <class Rep, class Period>
   void sleep(std::string_view id, std::chrono::duration<Rep, Period> d,
-             std::source_location where = std::source_location::current()) {
+             detail::SourceLocation where = detail::SourceLocation::current()) {
     detail::note_call(where);
     // Through double milliseconds: no duration (hours::max() included) can overflow on the way.
     sleep_for(id, std::chrono::duration<double, std::milli>(d));
@@ -120,28 +120,28 @@ class Step {
   /// As above with a duration in text: "30s", "90 seconds", "1 hour", "2 hours", "1 day",
   /// "1h30m", "500ms". Throws Error for text that is not a duration.
   void sleep(std::string_view id, std::string_view d,
-             std::source_location where = std::source_location::current());
+             detail::SourceLocation where = detail::SourceLocation::current());
   /// Sleeps the run until t (returns at once on the next invocation if t has passed).
   void sleep_until(std::string_view id, Clock::time_point t,
-                   std::source_location where = std::source_location::current());
+                   detail::SourceLocation where = detail::SourceLocation::current());
 
   /// Waits for an event with this name sent after the wait began (by Runtime::send_event or a
   /// step's send_event, in any process) whose data holds the fields of opts.match with equal
   /// values, and returns its data; nullopt when opts.timeout passes first. The run is waiting,
   /// holding no thread, meanwhile. The event is journaled: replays return the same data.
-  std::optional<json> wait_for_event(std::string_view id, std::string_view event,
-                                     WaitOptions opts = {},
-                                     std::source_location where = std::source_location::current());
+  std::optional<json> wait_for_event(
+      std::string_view id, std::string_view event, WaitOptions opts = {},
+      detail::SourceLocation where = detail::SourceLocation::current());
   /// Sends an event (see Runtime::send_event), once: the send is journaled with the event, and
   /// replays do not send it again. Throws Error for data that cannot be stored.
   void send_event(std::string_view id, std::string_view event, json data = json::object(),
-                  std::source_location where = std::source_location::current());
+                  detail::SourceLocation where = detail::SourceLocation::current());
   /// Starts a run of another workflow with this input (once: the child's id is journaled, and
   /// the child records this run as its parent), waits for it without holding a thread, and
   /// returns its output. A child that failed or was cancelled throws StepFailed here. Cancelling
   /// this run cancels the child. The workflow must be added to the runtime running this one.
   json invoke(std::string_view id, std::string_view workflow, json input = json::object(),
-              std::source_location where = std::source_location::current());
+              detail::SourceLocation where = detail::SourceLocation::current());
 
   /// The id of the run this invocation belongs to.
   std::string_view run_id() const;
@@ -212,7 +212,7 @@ std::tuple<T...> all(Future<T>&... futures) {
 }
 
 template <class F>
-auto Step::run(std::string_view id, F&& fn, StepOptions opts, std::source_location where) {
+auto Step::run(std::string_view id, F&& fn, StepOptions opts, detail::SourceLocation where) {
   detail::note_call(where);
   using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&>>>;
   const json* memo = begin_run(id, opts);
@@ -221,7 +221,7 @@ auto Step::run(std::string_view id, F&& fn, StepOptions opts, std::source_locati
 }
 
 template <class F>
-auto Step::start(std::string_view id, F&& fn, StepOptions opts, std::source_location where) {
+auto Step::start(std::string_view id, F&& fn, StepOptions opts, detail::SourceLocation where) {
   detail::note_call(where);
   using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&>>>;
   return Future<T>(*this, start_step(id, opts, detail::make_body<T>(std::forward<F>(fn)), {}));
@@ -229,7 +229,7 @@ auto Step::start(std::string_view id, F&& fn, StepOptions opts, std::source_loca
 
 template <class Range, class F>
 auto Step::map(std::string_view id, const Range& items, F&& fn, StepOptions opts,
-               std::source_location where) {
+               detail::SourceLocation where) {
   detail::note_call(where);
   using Item = std::decay_t<decltype(*std::begin(items))>;
   using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&, const Item&>>>;
