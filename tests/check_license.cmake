@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Fails unless the tree carries its license: LICENSE at the root, and an SPDX line within the
-# first three lines of every source, build and script file (node_modules and build trees aside).
+# first three lines of every source, build and script file, man page and shell completion
+# (node_modules and build trees aside).
 #   cmake -DROOT=<source dir> -P tests/check_license.cmake
 cmake_minimum_required(VERSION 3.25)
 set(tag "SPDX-License-Identifier: Apache-2.0")
@@ -18,6 +19,9 @@ foreach(dir src include runtime tests samples bench cmake)
        "${ROOT}/${dir}/*.html" "${ROOT}/${dir}/CMakeLists.txt")
 endforeach()
 file(GLOB_RECURSE files ${patterns})
+# The man pages (roff) and the shell completions shipped with the CLI.
+file(GLOB_RECURSE shipped "${ROOT}/docs/man/*.[1-9]" "${ROOT}/scripts/completion/*")
+list(APPEND files ${shipped})
 list(APPEND files "${ROOT}/CMakeLists.txt" "${ROOT}/scripts/demo" "${ROOT}/scripts/test"
      "${ROOT}/scripts/deps.sh" "${ROOT}/.ci/run")
 list(FILTER files EXCLUDE REGEX "/node_modules/")
