@@ -61,6 +61,7 @@ json step_json(const StepInfo& s) {
   if (s.error) j["error"] = detail::error_to_json(*s.error);
   if (s.wake_at) j["wake_at"] = iso(*s.wake_at);
   if (s.duration) j["duration_ms"] = s.duration->count();
+  if (s.started_at) j["started_at"] = iso(*s.started_at);
   return j;
 }
 
@@ -391,6 +392,12 @@ void Admin::remove_schedule(std::string_view id) {
   changed();
 }
 
+// Every figure is read from the database at the scrape, so that each endpoint on a file reports
+// the same. So none is a counter: a retry() resets its run's failed steps, and a deleted run
+// takes its journal with it, so each can go down (Prometheus' rate() would read that as a
+// reset). They are gauges, named without _total. The histogram, whose buckets Prometheus reads
+// as counters, is the exception the text format forces: it has no gauge histogram. Its buckets
+// drop only when a retried step's new attempt lands in another bucket, or a run is deleted.
 std::string Admin::metrics() {
   const Lease db = lease();
   const std::int64_t now = now_ms();
@@ -401,33 +408,40 @@ std::string Admin::metrics() {
   const auto family = [&out](const char* name, const char* type, const char* help) {
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
   };
+  const auto gauge = [&](const char* name, const char* help, auto value) {
+    family(name, "gauge", help);
+    out << name << ' ' << value << '\n';
+  };
   family("durable_runs", "gauge", "Runs in the database by status.");
   for (const Status status : kStatuses) {
     const auto it = counts.find(std::string(to_string(status)));
     out << "durable_runs{status=\"" << to_string(status) << "\"} "
         << (it == counts.end() ? 0 : it->second) << '\n';
   }
-  // Read from the journals as they are now: a retried run's failed step starts over, so these
-  // can go down, and are gauges.
-  family("durable_steps", "gauge", "step.run entries in the journals.");
-  out << "durable_steps " << totals.steps << '\n';
-  family("durable_step_retries", "gauge", "Failed step attempts retried, as the journals record.");
-  out << "durable_step_retries " << totals.retries << '\n';
-  family("durable_step_failures", "gauge", "Steps failed for good and not retried since.");
-  out << "durable_step_failures " << totals.failed_steps << '\n';
-  family("durable_pending_depth", "gauge", "Runs due now and not yet claimed.");
-  out << "durable_pending_depth " << backlog.depth << '\n';
-  family("durable_oldest_pending_age_seconds", "gauge",
-         "How long the oldest due, unclaimed run has waited (0 when none).");
-  out << "durable_oldest_pending_age_seconds "
-      << (backlog.oldest_due_ms ? std::max<std::int64_t>(0, now - *backlog.oldest_due_ms) / 1000.0
-                                : 0.0)
-      << '\n';
-  family("durable_workers", "gauge",
-         "Live runtimes: their heartbeat was seen less than two of their leases ago.");
-  out << "durable_workers " << db->queries->live_workers(now) << '\n';
+  gauge("durable_steps",
+        "step.run entries in the journals (sleeps, waits, invokes and sends not counted).",
+        totals.steps);
+  gauge("durable_step_attempts_failed",
+        "Failed attempts of step.run entries, retried or not, as the journals hold them now (a "
+        "retry of a run resets its failed steps).",
+        totals.failed_attempts);
+  gauge("durable_step_retries",
+        "Failed attempts of step.run entries that were tried again, as the journals hold them now.",
+        totals.retries);
+  gauge("durable_steps_failed",
+        "step.run entries failed for good (no attempt left), caught by the workflow or not, as "
+        "the journals hold them now (a retry of a run resets them).",
+        totals.failed_steps);
+  gauge("durable_pending_depth", "Runs due now and not yet claimed.", backlog.depth);
+  gauge("durable_oldest_pending_age_seconds",
+        "How long the oldest due, unclaimed run has waited (0 when none).",
+        backlog.oldest_due_ms ? std::max<std::int64_t>(0, now - *backlog.oldest_due_ms) / 1000.0
+                              : 0.0);
+  gauge("durable_workers",
+        "Live runtimes: their heartbeat was seen less than two of their leases ago.",
+        db->queries->live_workers(now));
   family("durable_step_duration_seconds", "histogram",
-         "Time the last attempt of each step body took.");
+         "Time the last attempt of each step.run entry took, as the journals hold them now.");
   for (std::size_t i = 0; i < kDurationBoundsMs.size(); ++i) {
     out << "durable_step_duration_seconds_bucket{le=\"" << kDurationBoundsMs[i] / 1000.0 << "\"} "
         << totals.at_or_under[i] << '\n';

@@ -91,7 +91,8 @@ class Admin {
   /// [step...] and "runbook" (null unless the run failed: see runbook()). Throws NotFound.
   json show_run(std::string_view id);
   /// {"steps": [step...]}: {"id", "kind", "status", "attempts", "output", "updated_at", and when
-  /// set "error", "wake_at", "duration_ms"}. Throws NotFound.
+  /// set "error", "wake_at", "duration_ms" and "started_at" (a run step's last attempt: when its
+  /// body began; it ended duration_ms later)}. Throws NotFound.
   json run_steps(std::string_view id);
   /// {"id", "created"}: created false when the idempotency key named an existing run; "known"
   /// false when queued for a workflow no worker registered yet. Throws UnknownWorkflow,

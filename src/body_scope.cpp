@@ -120,6 +120,7 @@ void BodyScope::run(Invocation::Pending& p) {
       p.result =
           invocation_->output_entry(p, invocation_->host_->call_body(p.key, p.attempt, p.body));
       p.result->entry.duration_ms = invocation_->host_->now_ms() - began;
+      p.result->entry.started_at_ms = began;
     } catch (const Postpone&) {
       throw;
     } catch (const Lost&) {
@@ -128,6 +129,7 @@ void BodyScope::run(Invocation::Pending& p) {
     } catch (...) {
       p.result = invocation_->attempt_failed(p, std::current_exception());
       p.result->entry.duration_ms = invocation_->host_->now_ms() - began;
+      p.result->entry.started_at_ms = began;
     }
   }
   if (!invocation_->host_->write_nested(*p.result)) {

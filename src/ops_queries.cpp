@@ -72,18 +72,23 @@ std::vector<std::string> OpsQueries::known_workflows() {
 StepTotals OpsQueries::step_totals(const std::vector<std::int64_t>& bounds_ms) {
   return guarded([&] {
     StepTotals totals;
-    SQLite::Statement sums(*db_,
-                           // An entry of n attempts was retried n - 1 times, or n times
-                           // while its next attempt is still to come.
-                           "SELECT count(*), coalesce(sum(attempts - (state != 'retrying')), 0), "
-                           "coalesce(sum(state = 'failed'), 0), coalesce(sum(duration_ms), 0), "
-                           "count(duration_ms) FROM steps WHERE kind = 'run'");
+    // Of an entry's n attempts, all failed but a completed entry's last. They were retried
+    // n - 1 times, or n times while the next attempt is still to come. retry() sets attempts
+    // back to 0: max() keeps such an entry from counting less than nothing.
+    SQLite::Statement sums(
+        *db_,
+        "SELECT count(*), "
+        "coalesce(sum(max(attempts - (state = 'completed'), 0)), 0), "
+        "coalesce(sum(max(attempts - (state != 'retrying'), 0)), 0), "
+        "coalesce(sum(state = 'failed'), 0), "
+        "coalesce(sum(duration_ms), 0), count(duration_ms) FROM steps WHERE kind = 'run'");
     if (sums.executeStep()) {
       totals.steps = sums.getColumn(0).getInt64();
-      totals.retries = sums.getColumn(1).getInt64();
-      totals.failed_steps = sums.getColumn(2).getInt64();
-      totals.duration_sum_ms = sums.getColumn(3).getInt64();
-      totals.duration_count = sums.getColumn(4).getInt64();
+      totals.failed_attempts = sums.getColumn(1).getInt64();
+      totals.retries = sums.getColumn(2).getInt64();
+      totals.failed_steps = sums.getColumn(3).getInt64();
+      totals.duration_sum_ms = sums.getColumn(4).getInt64();
+      totals.duration_count = sums.getColumn(5).getInt64();
     }
     if (bounds_ms.empty()) return totals;
     // Every bucket in one pass over the steps.
@@ -123,9 +128,10 @@ std::int64_t OpsQueries::failures_alike(const std::string& workflow, const std::
 std::int64_t OpsQueries::live_workers(std::int64_t now_ms) {
   return guarded([&] {
     // A worker that has not beaten yet has no lease recorded: the default's window applies.
-    SQLite::Statement query(*db_,
-                            "SELECT count(*) FROM workers WHERE seen_at + ? * coalesce(lease_ms, ?) "
-                            "> ?");
+    SQLite::Statement query(
+        *db_,
+        "SELECT count(*) FROM workers WHERE seen_at + ? * coalesce(lease_ms, ?) "
+        "> ?");
     query.bind(1, static_cast<int64_t>(kLiveLeases));
     query.bind(2, static_cast<int64_t>(kDefaultLeaseMs));
     query.bind(3, static_cast<int64_t>(now_ms));

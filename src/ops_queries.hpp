@@ -16,11 +16,13 @@ class Database;
 
 namespace durable::detail {
 
-/// Journal totals over every run.
+/// Journal totals over every run, as the journals are now: a retry() resets its run's failed
+/// steps (their attempts start again from 0), so each of these can go down.
 struct StepTotals {
-  std::int64_t steps = 0;         ///< step.run entries
-  std::int64_t retries = 0;       ///< failed attempts that were tried again
-  std::int64_t failed_steps = 0;  ///< step.run entries failed for good
+  std::int64_t steps = 0;            ///< step.run entries
+  std::int64_t failed_attempts = 0;  ///< their attempts that failed, retried or not
+  std::int64_t retries = 0;          ///< their failed attempts that were tried again
+  std::int64_t failed_steps = 0;     ///< step.run entries failed for good, caught or not
   /// Bodies with a measured duration: count at or under each bound (cumulative), sum and count.
   std::vector<std::int64_t> at_or_under;
   std::int64_t duration_sum_ms = 0;

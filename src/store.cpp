@@ -36,16 +36,17 @@ constexpr const char* kHistoryInsert =
     "INSERT INTO history (run_id, at, status, reason) VALUES (?, ?, ?, ?)";
 constexpr const char* kEntryInsert =
     "INSERT INTO steps (run_id, key, seq, base, kind, state, output, error, attempts, wake_at, "
-    "invocation, updated_at, duration_ms) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+    "invocation, updated_at, duration_ms, started_at) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 constexpr const char* kEntryUpdate =
     "UPDATE steps SET base = ?4, kind = ?5, state = ?6, output = ?7, error = ?8, attempts = ?9, "
-    "wake_at = ?10, invocation = ?11, updated_at = ?12, duration_ms = coalesce(?13, duration_ms) "
+    "wake_at = ?10, invocation = ?11, updated_at = ?12, duration_ms = coalesce(?13, duration_ms), "
+    "started_at = coalesce(?14, started_at) "
     "WHERE run_id = ?1 AND key = ?2 "
     "AND ?3 IS NOT NULL";
 constexpr const char* kJournalSelect =
     "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation, updated_at, "
-    "duration_ms FROM steps WHERE run_id = ? ORDER BY seq";
+    "duration_ms, started_at FROM steps WHERE run_id = ? ORDER BY seq";
 
 Clock::time_point to_time(std::int64_t ms) {
   return Clock::time_point(std::chrono::milliseconds(ms));
@@ -201,6 +202,7 @@ class SqliteStore final : public Store {
         info.attempts = e.attempts;
         if (e.wake_at_ms) info.wake_at = to_time(*e.wake_at_ms);
         if (e.duration_ms) info.duration = std::chrono::milliseconds(*e.duration_ms);
+        if (e.started_at_ms) info.started_at = to_time(*e.started_at_ms);
         info.updated_at = to_time(e.updated_at_ms);
         steps.push_back(std::move(info));
       }
@@ -1420,6 +1422,10 @@ class SqliteStore final : public Store {
       s.bind(13, static_cast<int64_t>(*e.duration_ms));
     else
       s.bind(13);
+    if (e.started_at_ms)
+      s.bind(14, static_cast<int64_t>(*e.started_at_ms));
+    else
+      s.bind(14);
     s.exec();
   }
 
@@ -1444,6 +1450,7 @@ class SqliteStore final : public Store {
       e.invocation = q.getColumn(8).getInt();
       e.updated_at_ms = q.getColumn(9).getInt64();
       if (!q.getColumn(10).isNull()) e.duration_ms = q.getColumn(10).getInt64();
+      if (!q.getColumn(11).isNull()) e.started_at_ms = q.getColumn(11).getInt64();
       entries.push_back(std::move(e));
     }
     return entries;

@@ -114,6 +114,9 @@ CREATE INDEX runs_correlation ON runs (correlation_id);
 ALTER TABLE workers ADD COLUMN seen_at INTEGER;
 ALTER TABLE workers ADD COLUMN lease_ms INTEGER;
 UPDATE workers SET seen_at = started_at;
+)sql",
+                                                             R"sql(
+ALTER TABLE steps ADD COLUMN started_at INTEGER;
 )sql"};
 
 }  // namespace durable::detail

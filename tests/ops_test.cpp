@@ -261,7 +261,7 @@ TEST_CASE("ops: stats and metrics read the database") {
   const std::string metrics = admin.metrics();
   for (const char* line :
        {"durable_runs{status=\"failed\"} 1\n", "durable_runs{status=\"pending\"} 1\n",
-        "durable_steps 4\n", "durable_step_retries 2\n", "durable_step_failures 1\n",
+        "durable_steps 4\n", "durable_step_retries 2\n", "durable_steps_failed 1\n",
         "durable_pending_depth 1\n", "# TYPE durable_step_duration_seconds histogram\n",
         "durable_step_duration_seconds_bucket{le=\"+Inf\"} 4\n",
         "durable_step_duration_seconds_count 4\n"}) {

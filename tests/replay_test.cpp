@@ -375,7 +375,8 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
   {  // What schema version 2 looked like: no step durations, no registered workflows.
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
     db.exec(
-        "ALTER TABLE steps DROP COLUMN duration_ms; DROP TABLE workflows; "
+        "ALTER TABLE steps DROP COLUMN duration_ms; ALTER TABLE steps DROP COLUMN started_at; "
+        "DROP TABLE workflows; "
         "ALTER TABLE runs DROP COLUMN crashes; DROP INDEX runs_correlation; "
         "ALTER TABLE workers DROP COLUMN seen_at; ALTER TABLE workers DROP COLUMN lease_ms; "
         "PRAGMA user_version = 2");

@@ -50,6 +50,9 @@ struct StepInfo {
   std::optional<Clock::time_point> wake_at;  ///< sleeping: wake time; retrying: next attempt
   std::optional<std::chrono::milliseconds> duration{};  ///< run: its last attempt's body time
   Clock::time_point updated_at{};                       ///< when the entry was last written
+  /// run: when its last attempt's body began (it ended `duration` later); none for other kinds
+  /// and for entries written before durable 0.2.0.
+  std::optional<Clock::time_point> started_at{};
 };
 
 /// A schedule as the database holds it.

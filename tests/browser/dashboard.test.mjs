@@ -9,7 +9,8 @@
 //       --screenshot run.png [--token T]
 //
 // Or on its own: make a fresh database with the fixture program (tests/fixtures/ops_fixture.cpp,
-// which prints {"completed": id, "failed": id, ...}), start the server on a free port, test, and
+// run with --extended: it prints {"completed": id, "failed": id, "fan_out": id, ...}; the fan-out
+// run's timeline is checked only then), start the server on a free port, test, and
 // stop the server. In the --serve command (run by /bin/sh), {port}, {db} and {token} are replaced,
 // the last two quoted for the shell:
 //
@@ -167,7 +168,7 @@ function freePort() {
 function runFixture() {
   for (const suffix of ['', '-wal', '-shm']) rmSync(args.db + suffix, {force: true});
   return new Promise((resolve, reject) => {
-    const child = spawn(args.fixture, ['--db', args.db], {stdio: ['ignore', 'pipe', 'pipe']});
+    const child = spawn(args.fixture, ['--db', args.db, '--extended'], {stdio: ['ignore', 'pipe', 'pipe']});
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => { out += d; });
@@ -179,7 +180,7 @@ function runFixture() {
         if (code !== 0) throw new Error(`exit code ${code}`);
         resolve(JSON.parse(line));
       } catch (e) {
-        reject(setupError(`${args.fixture} --db ${args.db}: ${e.message}; stdout: ${out.trim()}; ` +
+        reject(setupError(`${args.fixture} --db ${args.db} --extended: ${e.message}; stdout: ${out.trim()}; ` +
                           `stderr: ${err.trim()}`));
       }
     });
@@ -242,6 +243,33 @@ function readRows(page) {
 function readCounts(page) {
   return page.$$eval('[data-testid^="count-"]', (nodes) => Object.fromEntries(nodes.map(
       (n) => [n.getAttribute('data-testid').slice('count-'.length), n.textContent.trim()])));
+}
+
+// Where each step's timeline bar is drawn, as fractions of its track: {id, left, right}.
+function readBars(page) {
+  return page.$$eval('[data-testid="step-row"]', (rows) => rows.map((row) => {
+    const bar = row.querySelector('[data-testid="step-bar"]');
+    if (!bar) return {id: row.getAttribute('data-step-id'), left: null, right: null};
+    const track = bar.parentElement.getBoundingClientRect();
+    const box = bar.getBoundingClientRect();
+    return {id: row.getAttribute('data-step-id'), left: (box.left - track.left) / track.width,
+            right: (box.right - track.left) / track.width};
+  }));
+}
+
+// Where the API says each step's last attempt ran, as fractions of the run's time axis (the
+// page's: from the run's creation, or the first start, to the last end).
+function expectedBars(run) {
+  const spans = run.steps.map((s) => {
+    const took = Number(s.duration_ms) || 0;
+    const start = Date.parse(s.started_at);
+    if (!Number.isNaN(start)) return {id: s.id, start, end: start + took};
+    const end = Date.parse(s.updated_at);
+    return {id: s.id, start: end - took, end};
+  });
+  const t0 = Math.min(...spans.map((x) => x.start), Date.parse(run.created_at));
+  const t1 = Math.max(...spans.map((x) => x.end), t0 + 1);
+  return spans.map((x) => ({id: x.id, left: (x.start - t0) / (t1 - t0), right: (x.end - t0) / (t1 - t0)}));
 }
 
 function readSteps(page) {
@@ -490,6 +518,49 @@ async function main(ids) {
       });
       const buttons = await stale.locator('[data-testid="retry-button"], [data-testid="cancel-button"]').count();
       if (buttons) throw new CheckFailed('no Retry or Cancel button', `${buttons}`);
+    });
+
+    await check('the timeline draws each parallel item from its own start to its own end', async () => {
+      if (!ids.fan_out) return 'skipped: no fan-out run (the fixture makes one)';
+      const run = await apiGet(`/v1/runs/${encodeURIComponent(ids.fan_out)}`);
+      const items = run.steps.filter((s) => /^resize\[\d+\]$/.test(s.id));
+      if (items.length < 6 || !items.every((s) => s.started_at && Number.isFinite(s.duration_ms))) {
+        throw new CheckFailed('map items with started_at and duration_ms in the API', json(run.steps));
+      }
+      // The page is given every entry as written at one moment, the last one's: as when a
+      // batch's entries are committed together. The bars must still come from started_at.
+      await stale.route((url) => url.pathname === `/v1/runs/${ids.fan_out}`, async (route) => {
+        const response = await route.fetch();
+        const body = await response.json();
+        const last = body.steps.map((s) => s.updated_at).sort().pop();
+        for (const s of body.steps) s.updated_at = last;
+        await route.fulfill({response, json: body});
+      });
+      await stale.goto(`${baseUrl}/#/runs/${encodeURIComponent(ids.fan_out)}`);
+      const seen = await waitFor(`${run.steps.length} bars`, async () => {
+        const bars = await readBars(stale);
+        return {ok: bars.length === run.steps.length && bars.every((b) => b.left !== null), bars,
+                seen: json(bars)};
+      });
+      const drawn = new Map(seen.bars.map((b) => [b.id, b]));
+      const tolerance = 0.01;  // of the track; a bar is at least 0.8% wide
+      for (const want of expectedBars(run).filter((b) => items.some((s) => s.id === b.id))) {
+        const got = drawn.get(want.id);
+        const right = Math.max(want.right, want.left + 0.008);
+        if (Math.abs(got.left - want.left) > tolerance || Math.abs(got.right - right) > tolerance) {
+          throw new CheckFailed(`${want.id} from ${want.left.toFixed(3)} to ${right.toFixed(3)}`,
+                                `from ${got.left.toFixed(3)} to ${got.right.toFixed(3)}`);
+        }
+      }
+      // They ran a few at a time: the first to end ended before the last began.
+      const mine = items.map((s) => drawn.get(s.id));
+      const firstEnd = Math.min(...mine.map((b) => b.right));
+      const lastStart = Math.max(...mine.map((b) => b.left));
+      if (firstEnd > lastStart + tolerance) {
+        throw new CheckFailed('the first item to end drawn ending before the last one begins',
+                              `ends at ${firstEnd.toFixed(3)}, the last begins at ${lastStart.toFixed(3)}`);
+      }
+      return `${items.length} items; the first ends at ${firstEnd.toFixed(2)}, the last begins at ${lastStart.toFixed(2)}`;
     });
 
     await check('the page threw no error', async () => {
