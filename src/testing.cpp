@@ -6,14 +6,21 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cstdio>
 #include <durable/testing.hpp>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 
+#include "errors_internal.hpp"
 #include "runtime_core.hpp"
+#include "serialization.hpp"
 
 namespace durable::testing {
+
+using detail::edit_distance;
 
 namespace {
 
@@ -25,10 +32,119 @@ RuntimeOptions in_memory(RuntimeOptions opts) {
   return opts;
 }
 
+// A test's failed runs are mostly on purpose: the kit keeps the runtime's log lines off stderr,
+// unless DURABLE_TEST_LOG is set (to anything but "" or "0") to see them.
+bool log_to_stderr() {
+  const char* value = std::getenv("DURABLE_TEST_LOG");
+  return value != nullptr && *value != '\0' && std::string_view(value) != "0";
+}
+
+// The sink of a kit's runtime: `keep` (if any), then the user's sink (if any), then stderr when
+// DURABLE_TEST_LOG asks for it.
+RuntimeOptions quiet(RuntimeOptions opts, std::function<void(std::string_view)> keep = {}) {
+  auto user = std::move(opts.log_sink);
+  opts.log_sink = [keep = std::move(keep), user = std::move(user),
+                   echo = log_to_stderr()](std::string_view line) {
+    if (keep) keep(line);
+    if (user) user(line);
+    if (echo) std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+  };
+  return opts;
+}
+
+// Compares the runs of digits in step keys as numbers: "fetch[2]" before "fetch[10]", "a#2"
+// before "a#10". Keys equal that way (leading zeros) fall back to plain order.
+bool natural_less(std::string_view a, std::string_view b) {
+  const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  std::size_t i = 0;
+  std::size_t j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      const std::size_t a_end = std::find_if_not(a.begin() + i, a.end(), digit) - a.begin();
+      const std::size_t b_end = std::find_if_not(b.begin() + j, b.end(), digit) - b.begin();
+      while (i + 1 < a_end && a[i] == '0') ++i;
+      while (j + 1 < b_end && b[j] == '0') ++j;
+      const std::string_view x = a.substr(i, a_end - i);
+      const std::string_view y = b.substr(j, b_end - j);
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      i = a_end;
+      j = b_end;
+    } else if (a[i] != b[j]) {
+      return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+    } else {
+      ++i;
+      ++j;
+    }
+  }
+  if (a.size() - i != b.size() - j) return a.size() - i < b.size() - j;
+  return a < b;
+}
+
+// The reached key a misnamed mock most likely meant: the nearest by edit distance among those
+// that contain it, are contained in it, or differ by a few characters.
+std::optional<std::string> closest_key(const std::string& id,
+                                       const std::vector<std::string>& reached) {
+  std::optional<std::string> best;
+  std::size_t best_distance = 0;
+  for (const std::string& key : reached) {
+    const std::size_t distance = edit_distance(id, key);
+    const bool related = key.find(id) != std::string::npos || id.find(key) != std::string::npos;
+    if (!related && distance > std::max<std::size_t>(2, id.size() / 3)) continue;
+    if (!best || distance < best_distance) {
+      best = key;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+std::string unused_mocks_message(const std::vector<std::string>& unused,
+                                 const std::vector<std::string>& reached) {
+  std::string text = "TestRuntime: ";
+  for (std::size_t n = 0; n < unused.size(); ++n) {
+    if (n > 0) text += n + 1 == unused.size() ? " and " : ", ";
+    text += "mock('" + unused[n] + "')";
+    if (const auto guess = closest_key(unused[n], reached)) {
+      text += " (did you mean '" + *guess + "'?)";
+    }
+  }
+  text += unused.size() == 1 ? " matched no step: the runs ended without reaching its journal key"
+                             : " matched no step: the runs ended without reaching their journal "
+                               "keys";
+  text += ", and the real body of a step whose mock is misnamed runs. ";
+  constexpr std::size_t kListed = 30;
+  if (reached.empty()) {
+    text += "The runs reached no step body. ";
+  } else {
+    text += "The steps the runs reached: ";
+    for (std::size_t n = 0; n < reached.size() && n < kListed; ++n) {
+      text += (n > 0 ? ", " : "") + reached[n];
+    }
+    if (reached.size() > kListed) {
+      text += " and " + std::to_string(reached.size() - kListed) + " more";
+    }
+    text += ". ";
+  }
+  text +=
+      "A mock names a journal key (\"charge\", \"charge#2\", \"outer/inner\", "
+      "\"fetch[0]\"); one for a step a test may not reach (a branch it does not take) takes "
+      "MockOptions{.optional = true}";
+  return text;
+}
+
 }  // namespace
 
 struct TestRuntime::State {
-  explicit State(RuntimeOptions opts) : runtime(in_memory(std::move(opts))) {}
+  explicit State(RuntimeOptions opts)
+      : runtime(in_memory(quiet(std::move(opts), [this](std::string_view line) {
+          std::lock_guard lock(log_mutex);
+          logs.emplace_back(line);
+        }))) {}
+
+  // Before the runtime: its sink writes here from the runtime's threads.
+  mutable std::mutex log_mutex;
+  std::vector<std::string> logs;
 
   Runtime runtime;
   std::atomic<Clock::rep> ticks{Clock::now().time_since_epoch().count()};
@@ -37,16 +153,26 @@ struct TestRuntime::State {
     std::string message;
     int times = -1;
   };
-  mutable std::mutex mutex;  // the maps below; bodies run on the step threads
-  std::map<std::string, json, std::less<>> mocks;
+  mutable std::mutex mutex;  // the members below; bodies run on the step threads
+  std::map<std::string, std::pair<json, MockOptions>, std::less<>> mocks;
   std::map<std::string, Failure, std::less<>> failures;
   std::map<std::pair<std::string, std::string>, int> failed;  // (run, key): injected so far
   std::map<std::string, std::vector<std::string>, std::less<>> executed;
+  // The keys of the bodies the runs called, mocked or not, each once in the order first called:
+  // a mock's key among them names a real step.
+  std::vector<std::string> reached;
+  std::set<std::string, std::less<>> reached_set;
+  std::set<std::string, std::less<>> reported;                   // mocks already reported unused
+  std::set<std::pair<std::string, std::string>> mocked_results;  // (run, key) a mock gave
 
   json call(const std::string& run_id, const std::string& key, const detail::Body& body) {
     {
       std::lock_guard lock(mutex);
-      if (const auto mock = mocks.find(key); mock != mocks.end()) return mock->second;
+      if (reached_set.insert(key).second) reached.push_back(key);
+      if (const auto mock = mocks.find(key); mock != mocks.end()) {
+        mocked_results.emplace(run_id, key);
+        return mock->second.first;
+      }
       executed[run_id].push_back(key);
       if (const auto failure = failures.find(key); failure != failures.end()) {
         int& so_far = failed[{run_id, key}];
@@ -58,6 +184,21 @@ struct TestRuntime::State {
     }
     return body();
   }
+
+  // A mock's value that does not convert is the test's mistake, not a journal written by older
+  // code: say so instead of the engine's advice for changed code.
+  void not_converted(const std::string& run_id, const std::string& key, const json& value,
+                     std::string_view type, const std::exception& error) {
+    {
+      std::lock_guard lock(mutex);
+      if (!mocked_results.contains({run_id, key})) return;
+    }
+    throw Error("step '" + key + "' of run " + run_id + ": the value of mock('" + key + "'), " +
+                detail::shortened_dump(value) + " (JSON " + value.type_name() +
+                "), does not convert to the step's result type " + std::string(type) + ": " +
+                error.what() + ". Give mock('" + key + "') a value that converts to " +
+                std::string(type));
+  }
 };
 
 TestRuntime::TestRuntime(RuntimeOptions opts) : state_(std::make_unique<State>(std::move(opts))) {
@@ -66,15 +207,21 @@ TestRuntime::TestRuntime(RuntimeOptions opts) : state_(std::make_unique<State>(s
   core.set_clock([state] { return Clock::time_point(Clock::duration(state->ticks.load())); });
   core.set_body_hook([state](const std::string& run_id, const std::string& key, int,
                              const detail::Body& body) { return state->call(run_id, key, body); });
+  core.set_conversion_hook([state](const std::string& run_id, const std::string& key,
+                                   const json& value, std::string_view type,
+                                   const std::exception& error) {
+    state->not_converted(run_id, key, value, type, error);
+  });
 }
 
 TestRuntime::~TestRuntime() = default;
 
 void TestRuntime::add(Workflow wf) { state_->runtime.add(std::move(wf)); }
 
-void TestRuntime::mock(std::string_view step_id, json output) {
+void TestRuntime::mock(std::string_view step_id, json output, MockOptions opts) {
   std::lock_guard lock(state_->mutex);
-  state_->mocks.insert_or_assign(std::string(step_id), std::move(output));
+  state_->mocks.insert_or_assign(std::string(step_id), std::pair{std::move(output), opts});
+  state_->reported.erase(std::string(step_id));
 }
 
 void TestRuntime::fail(std::string_view step_id, std::string message, int times) {
@@ -90,6 +237,7 @@ void TestRuntime::fail(std::string_view step_id, std::string message, int times)
 RunResult TestRuntime::run(std::string_view workflow, json input, StartOptions opts) {
   const std::string id = state_->runtime.start(workflow, std::move(input), std::move(opts));
   drive();
+  check_mocks();
   return result(id);
 }
 
@@ -107,12 +255,14 @@ RunResult TestRuntime::result(std::string_view run_id) const {
 void TestRuntime::send_event(std::string_view name, json data) {
   state_->runtime.send_event(name, std::move(data));
   drive();
+  check_mocks();
 }
 
 void TestRuntime::advance(std::chrono::milliseconds d) {
   if (d.count() < 0) throw Error("TestRuntime::advance: the clock does not go back");
   state_->ticks += std::chrono::duration_cast<Clock::duration>(d).count();
   drive();
+  check_mocks();
 }
 
 Clock::time_point TestRuntime::now() const {
@@ -120,6 +270,27 @@ Clock::time_point TestRuntime::now() const {
 }
 
 Runtime& TestRuntime::runtime() { return state_->runtime; }
+
+std::vector<std::string> TestRuntime::logs() const {
+  std::lock_guard lock(state_->log_mutex);
+  return state_->logs;
+}
+
+// Checked once no run is in flight, so that a mock of a step after an event wait or a sleep is
+// not reported while the run has yet to get there. Each unused mock is reported once.
+void TestRuntime::check_mocks() {
+  for (const Status status :
+       {Status::pending, Status::running, Status::sleeping, Status::waiting}) {
+    if (!state_->runtime.list({.status = status, .limit = 1}).empty()) return;
+  }
+  std::lock_guard lock(state_->mutex);
+  std::vector<std::string> unused;
+  for (const auto& [key, mock] : state_->mocks) {
+    if (mock.second.optional || state_->reached_set.contains(key)) continue;
+    if (state_->reported.insert(key).second) unused.push_back(key);
+  }
+  if (!unused.empty()) throw Error(unused_mocks_message(unused, state_->reached));
+}
 
 void TestRuntime::save(const std::string& path) const {
   detail::RuntimeAccess::core(state_->runtime).copy_database(path);
@@ -188,7 +359,7 @@ CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
   opts.resident_sleep = std::chrono::milliseconds(0);
   CrashSweep sweep;
   {
-    TestRuntime clean(opts);
+    TestRuntime clean(opts);  // quiet on its own
     clean.add(wf);
     sweep.expected = clean.run(wf.name(), input);
   }
@@ -199,7 +370,7 @@ CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
   for (std::size_t k = 0; k < bodies.size(); ++k) {
     for (const bool before_commit : {true, false}) {
       ScratchDir dir;
-      RuntimeOptions file = opts;
+      RuntimeOptions file = quiet(opts);
       file.database = dir.file("sweep.db");
       std::atomic<Clock::rep> ticks{Clock::now().time_since_epoch().count()};
       std::atomic<bool> crashed{false};
@@ -289,6 +460,7 @@ CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
       for (const auto& [key, n] : total) {
         if (n > baseline[key]) c.ran_again.push_back(key);
       }
+      std::sort(c.ran_again.begin(), c.ran_again.end(), natural_less);
       sweep.cases.push_back(std::move(c));
     }
   }

@@ -2,9 +2,12 @@
 // durable::testing::TestRuntime: virtual time, mocks, injected failures, the record of bodies.
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <durable/testing.hpp>
 #include <map>
 #include <mutex>
@@ -253,4 +256,155 @@ TEST_CASE("crash_sweep: a crash named after an outer step strikes when that step
   // Before the commit of "outer/inner": both run again.
   CHECK(sweep.cases.at(2).step == "outer/inner");
   CHECK(sweep.cases.at(2).ran_again == std::vector<std::string>{"outer", "outer/inner"});
+}
+
+namespace {
+
+// Charges a card, then mails the receipt; a refund only for an order marked "refund".
+Workflow checkout(int* charged) {
+  return Workflow("checkout", [charged](Step& step, const json& input) -> json {
+    const json receipt = step.run("charge-card", [charged] {
+      ++*charged;
+      return json{{"id", "real"}};
+    });
+    if (input.value("refund", false)) step.run("refund", [] { return true; });
+    step.run("email", [] { return true; });
+    return receipt.at("id");
+  });
+}
+
+}  // namespace
+
+TEST_CASE("TestRuntime: a mock that no step reached is an error naming it and the steps reached") {
+  testing::TestRuntime kit;
+  int charged = 0;
+  kit.add(checkout(&charged));
+  kit.mock("charge", {{"id", "mocked"}});  // the step is "charge-card"
+  CHECK_THROWS_WITH_AS(
+      kit.run("checkout"),
+      "TestRuntime: mock('charge') (did you mean 'charge-card'?) matched no step: the runs ended "
+      "without reaching its journal key, and the real body of a step whose mock is misnamed "
+      "runs. The steps the runs reached: charge-card, email. A mock names a journal key "
+      "(\"charge\", \"charge#2\", \"outer/inner\", \"fetch[0]\"); one for a step a test may not "
+      "reach (a branch it does not take) takes MockOptions{.optional = true}",
+      Error);
+  CHECK(charged == 1);
+  // Reported once: the next run does not throw for it again.
+  CHECK(kit.run("checkout").info.status == Status::completed);
+}
+
+TEST_CASE("TestRuntime: an optional mock, or one whose step a run has reached, may go unused") {
+  int charged = 0;
+  testing::TestRuntime kit;
+  kit.add(checkout(&charged));
+  kit.mock("charge-card", {{"id", "mocked"}});
+  kit.mock("refund", false, {.optional = true});  // no run of this test takes the refund branch
+  CHECK(kit.run("checkout").info.output == "mocked");
+  CHECK(charged == 0);
+
+  testing::TestRuntime other;
+  other.add(checkout(&charged));
+  CHECK(other.run("checkout", {{"refund", true}}).executed ==
+        std::vector<std::string>{"charge-card", "refund", "email"});
+  other.mock("refund", false);  // a key a run has reached names a real step
+  CHECK(other.run("checkout").info.status == Status::completed);
+  CHECK(charged == 2);
+}
+
+TEST_CASE("TestRuntime: a mock is checked only once no run is in flight") {
+  testing::TestRuntime kit;
+  kit.add(Workflow("approval", [](Step& step, const json&) -> json {
+    step.wait_for_event("approved", "order.approved");
+    return step.run("ship", [] { return "real"; });
+  }));
+  kit.mock("ship", "mocked");
+  kit.mock("shipp", "typo");
+  const testing::RunResult waiting = kit.run("approval");  // not yet at "ship": no error
+  CHECK(waiting.info.status == Status::waiting);
+  CHECK_THROWS_WITH_AS(kit.send_event("order.approved"),
+                       doctest::Contains("mock('shipp') (did you mean 'ship'?) matched no step"),
+                       Error);
+  CHECK(kit.result(waiting.info.id).info.output == "mocked");
+}
+
+TEST_CASE("TestRuntime: a mock whose value does not convert to the step's type says so") {
+  testing::TestRuntime kit;
+  kit.add(Workflow("count", [](Step& step, const json&) -> json {
+    return step.run("count", [] { return 3; }) + 1;
+  }));
+  kit.mock("count", "three");
+  const testing::RunResult result = kit.run("count");
+  REQUIRE(result.info.status == Status::failed);
+  REQUIRE(result.info.error.has_value());
+  const std::string& message = result.info.error->message;
+  CAPTURE(message);
+  CHECK(message.starts_with("step 'count' of run " + result.info.id +
+                            ": the value of mock('count'), \"three\" (JSON string), does not "
+                            "convert to the step's result type int: "));
+  CHECK(message.ends_with(". Give mock('count') a value that converts to int"));
+  CHECK(message.find("journaled") == std::string::npos);  // not the advice for changed code
+}
+
+TEST_CASE("TestRuntime: the log lines of failed runs stay off stderr and in logs()") {
+  std::vector<std::string> sunk;
+  testing::TestRuntime kit(
+      {.log_sink = [&sunk](std::string_view line) { sunk.emplace_back(line); }});
+  // The default, whatever the environment of this test says (DURABLE_TEST_LOG=1 shows the lines).
+  const char* const shown = std::getenv("DURABLE_TEST_LOG");
+  const std::string show = shown != nullptr ? shown : "";
+  unsetenv("DURABLE_TEST_LOG");
+  testing::TestRuntime quiet;
+  if (shown != nullptr) setenv("DURABLE_TEST_LOG", show.c_str(), 1);
+  for (testing::TestRuntime* k : {&kit, &quiet}) {
+    k->add(Workflow("broken", [](Step&, const json&) -> json { throw Error("on purpose"); }));
+  }
+  CHECK(kit.run("broken").info.status == Status::failed);
+  REQUIRE(kit.logs().size() == 1);
+  CHECK(json::parse(kit.logs().front()).at("event") == "run.failed");
+  CHECK(sunk == kit.logs());  // a sink of the user's gets them too
+
+  // With no sink the kit writes nothing to stderr: capture file descriptor 2 around a run.
+  std::fflush(stderr);
+  const int saved = dup(2);
+  FILE* capture = std::tmpfile();
+  REQUIRE(capture != nullptr);
+  dup2(fileno(capture), 2);
+  const Status status = quiet.run("broken").info.status;
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::fseek(capture, 0, SEEK_END);
+  const long written = std::ftell(capture);
+  std::fclose(capture);
+  CHECK(status == Status::failed);
+  CHECK(written == 0);
+  CHECK(quiet.logs().size() == 1);
+}
+
+TEST_CASE("crash_sweep: the report lists the bodies run again in natural order") {
+  // "size" gives 1 in the crash-free run and 12 once run again, so the restarted run maps over
+  // twelve items where the crash-free one had one: fetch[1] to fetch[11] ran more often.
+  auto sizes = std::make_shared<std::map<std::string, int>>();
+  auto mutex = std::make_shared<std::mutex>();
+  const Workflow crawl("crawl", [sizes, mutex](Step& step, const json&) -> json {
+    const std::string run(step.run_id());
+    const int size = step.run("size", [&] {
+      std::lock_guard lock(*mutex);
+      return ++(*sizes)[run] == 1 ? 1 : 12;
+    });
+    std::vector<int> pages(static_cast<std::size_t>(size));
+    const std::vector<int> got = step.map("fetch", pages, [](int) { return 1; });
+    return got.size();
+  });
+  const testing::CrashSweep sweep = testing::crash_sweep(crawl);
+  INFO(sweep.report());
+  const testing::CrashCase& before = sweep.cases.at(0);  // before the commit of "size"
+  REQUIRE(before.step == "size");
+  REQUIRE(before.before_commit);
+  CHECK(before.ran_again == std::vector<std::string>{"fetch[1]", "fetch[2]", "fetch[3]", "fetch[4]",
+                                                     "fetch[5]", "fetch[6]", "fetch[7]", "fetch[8]",
+                                                     "fetch[9]", "fetch[10]", "fetch[11]", "size"});
+  CHECK(sweep.report().find("ran again: fetch[1] fetch[2] fetch[3] fetch[4] fetch[5] fetch[6] "
+                            "fetch[7] fetch[8] fetch[9] fetch[10] fetch[11] size\n") !=
+        std::string::npos);
 }

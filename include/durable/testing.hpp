@@ -21,10 +21,22 @@ struct RunResult {
   int invocations = 0;                ///< times the workflow function was entered
 };
 
+/// How TestRuntime::mock treats a mock that no step matches.
+struct MockOptions {
+  /// false (the default): once the kit's runs have all ended, a mock whose journal key no step
+  /// of theirs reached is an error (a misnamed mock would let the real body run). true: the
+  /// mock may go unused, for a step on a branch this test does not take.
+  bool optional = false;
+};
+
 /// A Runtime on an in-memory database with a virtual clock. Sleeps, retry backoffs and delayed
 /// starts pass at once: run() drives a run until it is completed, failed or cancelled, or
 /// blocked waiting for an event or a child that only the test can bring (send_event, advance).
 /// The clock starts at the real time of construction and moves only when the kit moves it.
+///
+/// The runtime's log lines do not go to stderr (a test's failures are mostly on purpose): logs()
+/// keeps them, a log_sink in the options receives them too, and the environment variable
+/// DURABLE_TEST_LOG=1 writes them to stderr as well.
 ///
 /// Not thread-safe: drive it from one thread (step bodies still run on the step threads).
 class TestRuntime {
@@ -35,13 +47,18 @@ class TestRuntime {
   TestRuntime& operator=(const TestRuntime&) = delete;
 
   void add(Workflow wf);
-  /// From now on the step with this journal key ("charge", "charge#2", "outer/inner") returns
-  /// `output` without its body running, in every run.
-  void mock(std::string_view step_id, json output);
+  /// From now on the step with this journal key ("charge", "charge#2", "outer/inner",
+  /// "fetch[0]") returns `output` without its body running, in every run. A mock that no step of
+  /// any run has reached once no run is in flight (each has completed, failed or was cancelled)
+  /// makes run(), send_event() or advance() throw Error naming it, with the steps the runs did
+  /// reach; opts.optional allows it. A step whose result type `output` does not convert to
+  /// fails its run with an Error saying so.
+  void mock(std::string_view step_id, json output, MockOptions opts = {});
   /// The body of this step throws durable::Error(message) on its first `times` attempts (-1:
   /// on every attempt), counted per run; the retry policy applies as for a real failure.
   void fail(std::string_view step_id, std::string message, int times = -1);
-  /// Starts a run and drives it to a terminal or blocked state.
+  /// Starts a run and drives it to a terminal or blocked state. Throws Error for a mock that no
+  /// step matched (see mock()), once the run has ended.
   RunResult run(std::string_view workflow, json input = json::object(), StartOptions opts = {});
   /// The run as it now is, with the bodies it ran so far.
   RunResult result(std::string_view run_id) const;
@@ -53,6 +70,8 @@ class TestRuntime {
   Clock::time_point now() const;
   /// The runtime underneath: get, list, steps, cancel, retry, schedule, ...
   Runtime& runtime();
+  /// The runtime's log lines so far (at the options' log_level and above), one JSON object each.
+  std::vector<std::string> logs() const;
   /// Writes the database as it now is to a file, replacing one there once the copy is complete:
   /// a recording of its runs for replay() (a golden journal kept with the tests).
   void save(const std::string& path) const;
@@ -60,6 +79,7 @@ class TestRuntime {
  private:
   struct State;
   void drive();
+  void check_mocks();
   std::unique_ptr<State> state_;
 };
 
@@ -74,7 +94,8 @@ struct CrashCase {
   std::optional<ErrorInfo> error;   ///< its error, if it failed
   bool matches = false;             ///< status and output equal the crash-free run's
   /// Step bodies that ran more often than in the crash-free run, across crash and restart:
-  /// those whose effects must be safe to repeat.
+  /// those whose effects must be safe to repeat. In natural order: "fetch[2]" before
+  /// "fetch[10]".
   std::vector<std::string> ran_again;
 };
 
@@ -93,7 +114,8 @@ struct CrashSweep {
 /// backoffs pass at once, as in TestRuntime; every body must give the same result each time it
 /// runs for the comparison to hold. A failed attempt is a boundary like a successful one. No
 /// event is sent: a run that waits for one is compared as it waits. Files go to a temporary
-/// directory, removed afterwards.
+/// directory, removed afterwards. Log lines go to opts.log_sink if set, else nowhere (to stderr
+/// too with DURABLE_TEST_LOG=1).
 CrashSweep crash_sweep(const Workflow& wf, json input = json::object(), RuntimeOptions opts = {});
 
 /// Runs the current code of `wf` against run `run_id` as recorded in the database file, running
