@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: Apache-2.0
+// The durable command as a new user meets it: a mistyped command line is named as such before
+// any database is looked for, errors and wait matches are readable without losing text, and
+// `durable serve` says that it runs no workflow code. (ops_test.cpp covers each command's
+// answers and exit codes.)
+
+#include <doctest/doctest.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "support.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+using test::has;
+
+namespace {
+
+// Runs the durable command in `dir` (which holds no durable.db unless a test made one); returns
+// its exit code and what it printed on stdout and stderr. COLUMNS is unset unless `columns`.
+std::pair<int, std::string> cli_in(const test::TempDir& dir, const std::string& args,
+                                   const std::string& columns = "") {
+  const std::string env = columns.empty() ? "env -u COLUMNS " : "env COLUMNS=" + columns + " ";
+  return test::run_shell("cd '" + dir.path().string() + "' && " + env + DURABLE_CLI + " " + args +
+                         " 2>&1");
+}
+
+RuntimeOptions quiet(const std::string& db) {
+  RuntimeOptions opts;
+  opts.database = db;
+  opts.log_level = LogLevel::off;
+  return opts;
+}
+
+const RetryPolicy kOnce{.max_attempts = 1, .initial_backoff = 1ms, .jitter = 0};
+
+// The line of `out` that holds `part`; empty when none does.
+std::string line_with(const std::string& out, const std::string& part) {
+  const std::size_t at = out.find(part);
+  if (at == std::string::npos) return "";
+  const std::size_t begin = out.rfind('\n', at) + 1;  // npos + 1 == 0: the first line
+  return out.substr(begin, out.find('\n', at) - begin);
+}
+
+// What `fd` gives until it has given `lines` lines, or until `deadline` has passed (a server that
+// printed fewer lines would otherwise block the test for good).
+std::string lines_within(int fd, int lines, std::chrono::milliseconds deadline) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  std::string text;
+  while (std::count(text.begin(), text.end(), '\n') < lines) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    pollfd readable{.fd = fd, .events = POLLIN, .revents = 0};
+    if (left.count() <= 0 || ::poll(&readable, 1, static_cast<int>(left.count())) <= 0) break;
+    std::array<char, 512> buffer{};
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n <= 0) break;
+    text.append(buffer.data(), static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("durable command: a mistyped command line is named, not the missing database") {
+  test::TempDir dir;  // no durable.db here: each mistake must still be named as such
+  const std::vector<std::pair<std::string, std::string>> mistakes = {
+      {"lst", "unknown command 'lst'"},
+      {"list", "unknown command 'list'; did you mean 'runs'?"},
+      {"servee --port 0", "unknown command 'servee'; did you mean 'serve'?"},
+      {"runs --stauts failed", "runs takes no flag --stauts; did you mean '--status'?"},
+      {"runs --status faild", "unknown status 'faild'; did you mean 'failed'?"},
+      {"runs --limit 0", "--limit must be a number from 1 to 100000, not '0'"},
+      {"show", "show needs a run id"},
+      {"stats extra", "too many arguments for stats"},
+      {"schedules rmeove s1", "schedules takes 'remove ID' or nothing, not 'rmeove'"},
+      {"schedules remove", "schedules remove needs a schedule id"},
+      {"events list --older-than 1d", "events takes 'purge', not 'list'"},
+      {"events purge", "events purge needs --older-than AGE"},
+      {"events purge --older-than soon", "--older-than: "},
+      {"start signup --input '{oops'", "--input is not valid JSON"},
+      {"send go --data '[1'", "--data is not valid JSON"},
+      {"serve --port x", "--port must be a number from 0 to 65535, not 'x'"},
+      {"cancel r1 --because late", "cancel takes no flag --because (it takes --reason)"}};
+  for (const auto& [args, message] : mistakes) {
+    CAPTURE(args);
+    const auto [code, out] = cli_in(dir, args);
+    CHECK(code == 2);
+    CHECK(has(out, "durable: " + message));
+    CHECK_FALSE(has(out, "no database"));
+  }
+  // An unknown command lists the commands there are.
+  CHECK(has(cli_in(dir, "frobnicate").second,
+            "the commands: runs, show, steps, retry, cancel, start, send, stats, schedules, "
+            "metrics, events, serve, version, help"));
+  // A command line that is right goes on to look for the database.
+  const auto [code, out] = cli_in(dir, "runs --status failed --limit 5");
+  CHECK(code == 2);
+  CHECK(has(out, "no database at 'durable.db'; pass --db FILE"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("durable.db")));
+  // "version" and "help" are commands only in the command's place.
+  CHECK(has(cli_in(dir, "start version").second, "no database"));
+  CHECK(cli_in(dir, "version").second == std::string("durable ") + DURABLE_VERSION_STRING + "\n");
+}
+
+TEST_CASE("durable runs: an error is cut at a word only to fit a terminal, and show has it whole") {
+  test::TempDir dir;
+  const std::string long_error =
+      "the import of batch 7 from the partner feed failed because the upstream server closed the "
+      "connection after 30 s; retry once the partner confirms the feed is back";
+  std::string failed;
+  {
+    Runtime runtime(quiet(dir.file("durable.db")));
+    runtime.add(Workflow("import", [&](Step& step, const json&) -> json {
+      return step.run("fetch", [&]() -> int { throw std::runtime_error(long_error); },
+                      {.retry = kOnce});
+    }));
+    failed = runtime.start("import");
+    REQUIRE(runtime.wait(failed, 5s).status == Status::failed);
+  }
+  // Not a terminal (a pipe, a file): the error's line in full, nothing marked as cut.
+  auto [code, out] = cli_in(dir, "runs");
+  CHECK(code == 0);
+  CHECK(has(line_with(out, failed), long_error));
+  CHECK_FALSE(has(out, "…"));
+  // A terminal 120 columns wide: the error gets the 60 columns the rule allows, cut after a
+  // word, with the ellipsis and a line that says where the rest is.
+  std::tie(code, out) = cli_in(dir, "runs", "120");
+  CHECK(code == 0);
+  const std::string row = line_with(out, failed);
+  CHECK(has(row, "  the import of batch 7 from the partner feed failed because …"));
+  CHECK_FALSE(has(row, "upstream"));
+  CHECK(has(out, "durable show ID prints it in full"));
+  // Wide enough, nothing is cut.
+  std::tie(code, out) = cli_in(dir, "runs", "400");
+  CHECK(has(line_with(out, failed), long_error));
+  CHECK_FALSE(has(out, "…"));
+  // show prints the whole error, in the run's fields and in its step timeline.
+  std::tie(code, out) = cli_in(dir, "show " + failed, "80");
+  CHECK(code == 0);
+  CHECK(has(line_with(out, "  error  "), "std::runtime_error: " + long_error));
+  CHECK(has(line_with(out, "  fetch  "), "std::runtime_error: " + long_error));
+}
+
+TEST_CASE("durable runs: an error of several lines shows its first line and a marked ellipsis") {
+  test::TempDir dir;
+  std::string failed;
+  {
+    Runtime runtime(quiet(dir.file("durable.db")));
+    runtime.add(Workflow("parse", [](Step& step, const json&) -> json {
+      return step.run(
+          "read",
+          []() -> int { throw std::runtime_error("bad record at line 3\n  expected a number"); },
+          {.retry = kOnce});
+    }));
+    failed = runtime.start("parse");
+    REQUIRE(runtime.wait(failed, 5s).status == Status::failed);
+  }
+  const auto [code, out] = cli_in(dir, "runs");
+  CHECK(code == 0);
+  CHECK(has(line_with(out, failed), "  bad record at line 3 …"));
+  CHECK_FALSE(has(out, "expected a number"));
+  CHECK(has(out, "durable show ID prints it in full"));
+  CHECK(has(cli_in(dir, "show " + failed).second, "bad record at line 3\n  expected a number"));
+}
+
+TEST_CASE("durable show: a wait's match and a caught step's error are printed in full") {
+  test::TempDir dir;
+  const json match = {{"order_id", "ord-2024-000123"},
+                      {"warehouse", "rotterdam-north-2"},
+                      {"carrier", "a carrier with a rather long name"}};
+  const std::string hotel_error =
+      "no room left at the Grand Hotel Esplanade for the nights of 12 to 15 March, not even the "
+      "suite; try the sister hotel";
+  std::string waiting;
+  {
+    Runtime runtime(quiet(dir.file("durable.db")));
+    runtime.add(Workflow("ship", [&](Step& step, const json&) -> json {
+      try {
+        step.run("book-hotel", [&]() -> int { throw std::runtime_error(hotel_error); },
+                 {.retry = kOnce});
+      } catch (const StepFailed&) {
+      }
+      return step.wait_for_event("picked-up", "parcel.picked_up", {.match = match}).has_value();
+    }));
+    waiting = runtime.start("ship");
+    runtime.run_until_idle();
+    REQUIRE(runtime.get(waiting).status == Status::waiting);
+  }
+  for (const std::string command : {"show ", "steps "}) {
+    CAPTURE(command);
+    const auto [code, out] = cli_in(dir, command + waiting, "80");
+    CHECK(code == 0);
+    CHECK(has(line_with(out, "picked-up"), "event 'parcel.picked_up' matching " + match.dump()));
+    CHECK(has(line_with(out, "book-hotel"), "std::runtime_error: " + hotel_error));
+  }
+}
+
+TEST_CASE("durable serve: the start-up message says it runs no workflow code, and what does") {
+  test::TempDir dir;
+  const std::string db = dir.file("app.db");
+  { Runtime runtime(quiet(db)); }
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::close(pipe_fds[0]);
+    ::execl(DURABLE_CLI, DURABLE_CLI, "--db", db.c_str(), "serve", "--port", "0", nullptr);
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  const std::string printed = lines_within(pipe_fds[0], 2, 10s);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(pipe_fds[0]);
+  const std::size_t eol = printed.find('\n');
+  REQUIRE(eol != std::string::npos);
+  const std::string first = printed.substr(0, eol), second = printed.substr(eol + 1);
+  CHECK(has(first, "durable: serving " + db + " at http://127.0.0.1:"));
+  CHECK(has(second, "durable: this serves the file only and runs no workflow code"));
+  CHECK(has(second, "a run started or retried here waits for a worker"));
+  CHECK(has(second, "durable::Runtime and calls Runtime::serve() (docs/runtime.md)"));
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
