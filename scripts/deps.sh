@@ -5,9 +5,11 @@
 durable_packages=(g++ cmake ninja-build pkg-config libsqlite3-dev libsqlitecpp-dev
   nlohmann-json3-dev libboost-dev libboost-context-dev doctest-dev)
 # Only for tests: Chromium for the dashboard's browser test (tests/browser), wrk for the HTTP
-# load test, clang for the check that the public headers and samples compile with it. Node and
-# npm are used as found; Debian's are installed when there are none.
-durable_test_packages=(chromium wrk clang)
+# load test, clang and clang-16 for the build with clang and the check that the public headers
+# and samples compile with Debian's clang 14 and 16, prometheus
+# for promtool, which checks the /metrics output. Node and npm are used as found; Debian's are
+# installed when there are none.
+durable_test_packages=(chromium wrk clang clang-16 prometheus)
 
 # Installs the named Debian packages that are not installed yet.
 durable_apt_install() {

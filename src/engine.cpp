@@ -19,7 +19,8 @@ constexpr std::string_view kSwallowed =
     "workflow code swallowed it. Catch std::exception (or durable::StepFailed) instead, or "
     "rethrow with `throw;` inside catch (...)";
 
-std::string format_time(std::int64_t ms) { return utc_text(ms, false); }
+// Wake times in history reasons, to the millisecond: the time the run is due, not a rounding.
+std::string format_time(std::int64_t ms) { return utc_text(ms, true); }
 
 }  // namespace
 
@@ -40,6 +41,14 @@ Invocation::~Invocation() = default;
 
 std::string Invocation::step_label(std::string_view key) const {
   return "step '" + std::string(key) + "' of run " + run_->id;
+}
+
+// The history reason of a run waiting out a step's backoff: "step 'call' of run … attempt 1 of 5
+// failed (std::runtime_error: 503); next attempt at 2026-11-21T00:04:16.395Z".
+std::string Invocation::retry_text(const JournalEntry& e, const StepOptions& opts) const {
+  return step_label(e.key) + " attempt " + std::to_string(e.attempts) + " of " +
+         std::to_string(policy_of(opts).max_attempts) + " failed (" + error_text(e.error) +
+         "); next attempt at " + format_time(*e.wake_at_ms);
 }
 
 BodyScope* Invocation::scope() const {
@@ -270,6 +279,8 @@ void Invocation::flush() {
     std::optional<std::int64_t> wake;
     const auto wake_at = [&wake](std::int64_t t) { wake = wake ? std::min(*wake, t) : t; };
     bool lost = false, journaled = false;
+    std::optional<std::int64_t> retry_wake;  // the earliest retry this round wrote, and why
+    std::string retry_reason;
     std::deque<Pending> again;  // retries and held-back bodies, for a resident invocation
     std::vector<std::pair<std::size_t, std::string>> completed;  // slot, key
     for (Pending& p : pending_) {
@@ -290,6 +301,10 @@ void Invocation::flush() {
       }
       journaled = true;
       if (e.state == StepState::retrying) {
+        if (!retry_wake || *e.wake_at_ms < *retry_wake) {
+          retry_wake = e.wake_at_ms;
+          retry_reason = retry_text(e, p.options);
+        }
         wake_at(*e.wake_at_ms);
         Pending& retry = again.emplace_back(std::move(p));
         retry.written = false;
@@ -309,7 +324,9 @@ void Invocation::flush() {
     if (wake) {
       outcome.kind = Outcome::Kind::sleep;
       outcome.wake_at_ms = *wake;
-      outcome.reason = "waiting for a step's next attempt at " + format_time(*wake);
+      outcome.reason = retry_wake == wake
+                           ? retry_reason
+                           : "waiting for a step's next attempt at " + format_time(*wake);
     } else {
       outcome.reason = outcome.entries.size() == 1
                            ? step_label(outcome.entries.front().entry.key) + " completed"
@@ -389,6 +406,7 @@ void Invocation::run_body(Pending& p) {
   try {
     p.result = output_entry(p, host_->call_body(p.key, p.attempt, p.body));
     p.result->entry.duration_ms = host_->now_ms() - began;
+    p.result->entry.started_at_ms = began;
   } catch (const Postpone& postpone) {
     p.postponed_until = postpone.until_ms;
   } catch (const Lost&) {
@@ -396,6 +414,7 @@ void Invocation::run_body(Pending& p) {
   } catch (...) {
     p.result = attempt_failed(p, std::current_exception());
     p.result->entry.duration_ms = host_->now_ms() - began;
+    p.result->entry.started_at_ms = began;
   }
 }
 
@@ -468,6 +487,7 @@ EntryWrite Invocation::attempt_failed(const Pending& p, std::exception_ptr error
 
 void Invocation::bad_conversion(const json& value, std::string_view type,
                                 const std::exception& error) {
+  host_->result_not_converted(std::string(last_key_), value, type, error);
   throw Error(step_label(last_key_) + ": the journaled result " + shortened_dump(value) +
               " (JSON " + value.type_name() + ") does not convert to the step's type " +
               std::string(type) + ": " + error.what() +

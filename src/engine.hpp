@@ -106,6 +106,11 @@ class Host {
   virtual json call_body(const std::string& /*key*/, int /*attempt*/, const Body& body) {
     return body();
   }
+  /// A journaled result does not convert to the type the workflow asks for. The test kit throws
+  /// its own Error here when the result is its mock's, to blame the mock rather than a change of
+  /// code; returning lets the engine throw its own.
+  virtual void result_not_converted(const std::string& /*key*/, const json& /*value*/,
+                                    std::string_view /*type*/, const std::exception& /*error*/) {}
 };
 
 /// Settings of the engine shared by every invocation.
@@ -223,6 +228,7 @@ class Invocation {
   void park_in_place(std::int64_t wake_ms);
   Outcome evicted(std::int64_t wake_ms) const;
   std::string step_label(std::string_view key) const;
+  std::string retry_text(const JournalEntry& e, const StepOptions& opts) const;
   Outcome final_outcome(Outcome outcome);
   void note_new(std::string_view key, std::string_view tool, const JournalEntry* retrying);
   // A nested step call from a body running on a step thread; null when not inside a body of

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <durable/workflow.hpp>
 #include <memory>
 #include <typeinfo>
+#include <vector>
 
 #include "errors_internal.hpp"
 
@@ -35,6 +37,18 @@ std::optional<Status> status_from_string(std::string_view text) {
 }
 
 namespace detail {
+
+void check_no_input(const std::string& workflow, const json& input) {
+  if (input.is_null() || (input.is_object() && input.empty())) return;
+  std::string shown = input.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (shown.size() > 200) {
+    std::size_t cut = 200;
+    while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+    shown = shown.substr(0, cut) + "...";
+  }
+  throw InvalidInput("workflow '" + workflow + "' takes no input (its function is fn(Step&)), " +
+                     "but was given " + shown + ": start it with no input, null or {}");
+}
 
 void throw_bad_input(const std::string& workflow, std::string_view type,
                      const std::exception& error) {
@@ -78,6 +92,21 @@ ErrorInfo describe(std::exception_ptr error) {
 
 std::string error_text(const std::optional<ErrorInfo>& error) {
   return error ? error->type + ": " + error->message : std::string("no error recorded");
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
 }
 
 std::string human_bytes(std::size_t bytes) {

@@ -6,6 +6,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace durable::detail {
 
@@ -25,6 +26,9 @@ std::string demangle(const char* mangled);
 
 /// "1.5 KiB", "5.2 MiB": sizes in error messages.
 std::string human_bytes(std::size_t bytes);
+// Levenshtein distance: how many letters to add, drop or change to turn `a` into `b` (for
+// "did you mean" hints).
+std::size_t edit_distance(std::string_view a, std::string_view b);
 
 /// An error that is durable's fault, not the user's: says so.
 [[noreturn]] void bug(const std::string& what);

@@ -318,15 +318,7 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
     run_->next_seq += write.new_entries();
     core_->record(*run_, &entries, nullptr);
   }
-  for (EntryWrite& w : entries) {
-    w.entry.output_text = std::string();
-    if (w.is_new) {
-      run_->journal.append(std::move(w.entry));
-    } else {
-      run_->journal.update(std::move(w.entry));
-    }
-  }
-  entries.clear();
+  adopt(*run_, entries);
   // Stopping, or yielding its turn: the invocation ends here and the run is handed back.
   if (core_->stopping()) return false;
   yielded_ = core_->should_yield(claimed_at_);

@@ -59,6 +59,13 @@ class RuntimeCore {
   using BodyHook = std::function<json(const std::string& run_id, const std::string& key,
                                       int attempt, const Body& body)>;
   void set_body_hook(BodyHook hook) { body_hook_ = std::move(hook); }
+  /// Called when a journaled result does not convert to the type the workflow asks for, before
+  /// the engine throws its own Error (the test kit throws one that blames its mock); set before
+  /// any run is executed. Called from the run's thread.
+  using ConversionHook =
+      std::function<void(const std::string& run_id, const std::string& key, const json& value,
+                         std::string_view type, const std::exception& error)>;
+  void set_conversion_hook(ConversionHook hook) { conversion_hook_ = std::move(hook); }
   /// Called after each write of journal entries that was committed (the crash sweep).
   using CommitHook =
       std::function<void(const std::string& run_id, const std::vector<EntryWrite>& entries)>;
@@ -109,6 +116,9 @@ class RuntimeCore {
   bool stopping() const { return serving_.load() && stop_requested_.load(); }
   // Counts and logs what a commit wrote for a run.
   void record(const RunState& run, const std::vector<EntryWrite>* entries, const RunWrite* write);
+  // Entries a commit wrote join the run's journal in memory (their text dropped: the journal
+  // keeps the parsed value only); `entries` is left empty.
+  static void adopt(RunState& run, std::vector<EntryWrite>& entries);
   json run_fields(const RunState& run) const;
   std::shared_ptr<const Workflow> find_workflow(std::string_view name);
   [[noreturn]] void unknown_workflow(std::string_view name);
@@ -193,6 +203,10 @@ class RuntimeCore {
     std::int64_t event_horizon() override;
     json call_body(const std::string& key, int attempt, const Body& body) override;
     void check_child(std::string_view workflow, const json& input) override;
+    void result_not_converted(const std::string& key, const json& value, std::string_view type,
+                              const std::exception& error) override {
+      if (core_->conversion_hook_) core_->conversion_hook_(run_->id, key, value, type, error);
+    }
 
    private:
     RuntimeCore* core_;
@@ -266,6 +280,7 @@ class RuntimeCore {
 
   Logger logger_;
   BodyHook body_hook_;
+  ConversionHook conversion_hook_;
   CommitHook commit_hook_;
   std::atomic<bool> halted_{false};
   void committed(const std::string& run_id, const std::vector<EntryWrite>* entries) {

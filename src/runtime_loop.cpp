@@ -305,14 +305,7 @@ std::size_t RuntimeCore::drive(Claim claim) {
       record(run, &outcome.entries, &write);
     }
     if (outcome.kind != Outcome::Kind::step_done) return made;
-    for (EntryWrite& w : outcome.entries) {
-      w.entry.output_text = std::string();  // the journal keeps the parsed value only
-      if (w.is_new) {
-        run.journal.append(std::move(w.entry));
-      } else {
-        run.journal.update(std::move(w.entry));
-      }
-    }
+    adopt(run, outcome.entries);
     if (should_yield(claimed_at)) {
       hand_back(run, true);
       return made;
@@ -501,6 +494,18 @@ std::vector<bool> RuntimeCore::commit_with(std::vector<const RunWrite*> writes,
     if (written[from + i]) batch[i]->run->next_seq += batch[i]->write.new_entries();
   }
   return written;
+}
+
+void RuntimeCore::adopt(RunState& run, std::vector<EntryWrite>& entries) {
+  for (EntryWrite& w : entries) {
+    w.entry.output_text = std::string();
+    if (w.is_new) {
+      run.journal.append(std::move(w.entry));
+    } else {
+      run.journal.update(std::move(w.entry));
+    }
+  }
+  entries.clear();
 }
 
 std::exception_ptr RuntimeCore::wrote(EntriesWrite& w) {

@@ -6,6 +6,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "durations.hpp"
 #include "retry.hpp"
 #include "support.hpp"
 
@@ -73,6 +74,27 @@ TEST_CASE("a failing step is retried after its backoff and then succeeds") {
   REQUIRE(steps.size() == 1);
   CHECK(steps[0].attempts == 3);
   CHECK(steps[0].status == "completed");
+}
+
+TEST_CASE(
+    "a run waiting out a backoff says which step, which attempt of how many, the error and when") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("reason.db"), clock);
+  runtime->add(Workflow("flaky", [&](Step& step, const json&) -> json {
+    return step.run("call-psp", []() -> int { throw std::runtime_error("503 from psp"); },
+                    {.retry = test::exact_policy(5, 1234ms)});
+  }));
+  const std::string id = runtime->start("flaky");
+  runtime->run_until_idle();
+  const RunInfo run = runtime->get(id);
+  REQUIRE(run.status == Status::sleeping);
+  const std::string reason = run.history.back().reason;
+  const std::string wake = detail::utc_text(detail::to_ms(*runtime->steps(id).at(0).wake_at));
+  CHECK(reason ==
+        "step 'call-psp' of run " + id +
+            " attempt 1 of 5 failed (std::runtime_error: 503 from psp); next attempt at " + wake);
+  CHECK(wake.size() == std::string("2026-11-21T00:04:16.395Z").size());  // to the millisecond
 }
 
 TEST_CASE("a restart neither forgets attempts nor resets the backoff") {

@@ -4,6 +4,7 @@
 /// The step tools a workflow function receives.
 
 #include <chrono>
+#include <durable/detail/json_convert.hpp>
 #include <durable/detail/source_location.hpp>
 #include <durable/detail/type_name.hpp>
 #include <durable/errors.hpp>
@@ -40,6 +41,17 @@ using Body = std::function<json()>;
 /// thread), for the messages of NonDeterminism.
 void note_call(const detail::SourceLocation& where) noexcept;
 
+/// A step's result type is checked before anything is built from it, so that a type with no JSON
+/// conversion stops at this message rather than at a wall of nlohmann's template errors.
+template <class T>
+constexpr bool check_step_result() {
+  static_assert(StepResult<T>,
+                "durable: a step's result type needs to_json and from_json. Declare "
+                "NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Type, field, ...) beside the type (or to_json "
+                "and from_json in its namespace), or return durable::json");
+  return StepResult<T>;
+}
+
 template <class T, class F>
 Body make_body(F&& fn) {
   // Held in a shared_ptr so that move-only callables fit in a std::function.
@@ -49,7 +61,7 @@ Body make_body(F&& fn) {
       (*owned)();
       return nullptr;
     } else {
-      return json(T((*owned)()));
+      return to_value(T((*owned)()));
     }
   };
 }
@@ -167,17 +179,15 @@ class Step {
   [[noreturn]] void bad_conversion(const json& value, std::string_view type,
                                    const std::exception& error);
   void sleep_for(std::string_view id, std::chrono::duration<double, std::milli> d);
+  template <class T, class Range, class F>
+  auto map_items(std::string_view id, const Range& items, F&& fn, const StepOptions& opts);
 
   template <class T>
   T convert(const json& value) {
-    if constexpr (std::is_same_v<T, json>) {
-      return value;
-    } else {
-      try {
-        return value.template get<T>();
-      } catch (const json::exception& e) {
-        bad_conversion(value, detail::type_name<T>(), e);
-      }
+    try {
+      return detail::from_value<T>(value);
+    } catch (const json::exception& e) {
+      bad_conversion(value, detail::type_name<T>(), e);
     }
   }
 
@@ -206,33 +216,54 @@ class Future {
 /// Waits for all the futures (their steps run concurrently) and returns their values in order.
 /// A step that failed for good throws its StepFailed. For a Future<void>, wait with get().
 template <class... T>
-std::tuple<T...> all(Future<T>&... futures) {
-  static_assert(!(std::is_void_v<T> || ...), "durable::all takes no Future<void>: call get()");
-  return std::tuple<T...>{futures.get()...};
+auto all(Future<T>&... futures) {
+  // The return type is not spelled out: std::tuple<void> would be the first error, not this one.
+  static_assert(!(std::is_void_v<T> || ...),
+                "durable::all takes no Future<void>: call get() on each of those futures instead "
+                "(all() returns the values of futures that have one)");
+  if constexpr (!(std::is_void_v<T> || ...)) return std::tuple<T...>{futures.get()...};
 }
 
 template <class F>
 auto Step::run(std::string_view id, F&& fn, StepOptions opts, detail::SourceLocation where) {
-  detail::note_call(where);
+  static_assert(std::is_invocable_v<F&>,
+                "durable: step.run(id, fn) calls fn with no arguments: write [&] { ... }");
   using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&>>>;
-  const json* memo = begin_run(id, opts);
-  if (memo == nullptr) memo = &run_new(detail::make_body<T>(std::ref(fn)));
-  if constexpr (!std::is_void_v<T>) return convert<T>(*memo);
+  if constexpr (detail::check_step_result<T>()) {
+    detail::note_call(where);
+    const json* memo = begin_run(id, opts);
+    if (memo == nullptr) memo = &run_new(detail::make_body<T>(std::ref(fn)));
+    if constexpr (!std::is_void_v<T>) return convert<T>(*memo);
+  }
 }
 
 template <class F>
 auto Step::start(std::string_view id, F&& fn, StepOptions opts, detail::SourceLocation where) {
-  detail::note_call(where);
+  static_assert(std::is_invocable_v<F&>,
+                "durable: step.start(id, fn) calls fn with no arguments: write [&] { ... }");
   using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&>>>;
-  return Future<T>(*this, start_step(id, opts, detail::make_body<T>(std::forward<F>(fn)), {}));
+  if constexpr (detail::check_step_result<T>()) {
+    detail::note_call(where);
+    return Future<T>(*this, start_step(id, opts, detail::make_body<T>(std::forward<F>(fn)), {}));
+  }
 }
 
 template <class Range, class F>
 auto Step::map(std::string_view id, const Range& items, F&& fn, StepOptions opts,
                detail::SourceLocation where) {
-  detail::note_call(where);
   using Item = std::decay_t<decltype(*std::begin(items))>;
+  static_assert(std::is_invocable_v<F&, const Item&>,
+                "durable: step.map(id, items, fn) calls fn with one item: write "
+                "[&](const Item& item) { ... }");
   using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&, const Item&>>>;
+  if constexpr (detail::check_step_result<T>()) {
+    detail::note_call(where);
+    return map_items<T>(id, items, std::forward<F>(fn), opts);
+  }
+}
+
+template <class T, class Range, class F>
+auto Step::map_items(std::string_view id, const Range& items, F&& fn, const StepOptions& opts) {
   auto shared = std::make_shared<std::decay_t<F>>(std::forward<F>(fn));
   std::vector<Future<T>> futures;
   std::size_t index = 0;
