@@ -46,8 +46,17 @@ std::string Invocation::step_label(std::string_view key) const {
 // The history reason of a run waiting out a step's backoff: "step 'call' of run … attempt 1 of 5
 // failed (std::runtime_error: 503); next attempt at 2026-11-21T00:04:16.395Z".
 std::string Invocation::retry_text(const JournalEntry& e, const StepOptions& opts) const {
+  // The error's first line, cut short: the reason is written once per attempt (show and the
+  // step's entry keep the whole error).
+  std::string error = error_text(e.error);
+  error = error.substr(0, error.find('\n'));
+  if (error.size() > 200) {
+    std::size_t cut = 200;
+    while (cut > 0 && (static_cast<unsigned char>(error[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+    error = error.substr(0, cut) + "...";
+  }
   return step_label(e.key) + " attempt " + std::to_string(e.attempts) + " of " +
-         std::to_string(policy_of(opts).max_attempts) + " failed (" + error_text(e.error) +
+         std::to_string(policy_of(opts).max_attempts) + " failed (" + error +
          "); next attempt at " + format_time(*e.wake_at_ms);
 }
 

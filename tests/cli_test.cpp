@@ -90,7 +90,9 @@ TEST_CASE("durable command: a mistyped command line is named, not the missing da
       {"send go --data '[1'", "--data is not valid JSON"},
       {"serve --port x", "--port must be a number from 0 to 65535, not 'x'"},
       {"cancel r1 --because late", "cancel takes no flag --because (it takes --reason)"}};
-  for (const auto& [args, message] : mistakes) {
+  for (const auto& mistake : mistakes) {
+    const auto& args = mistake.first;  // not a structured binding: clang 14 cannot capture one
+    const auto& message = mistake.second;
     CAPTURE(args);
     const auto [code, out] = cli_in(dir, args);
     CHECK(code == 2);

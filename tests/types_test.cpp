@@ -102,3 +102,16 @@ TEST_CASE("a workflow with no input and no result") {
   CHECK(runtime.get(id).output.is_null());
   CHECK(calls == 1);
 }
+
+TEST_CASE("a workflow may take its json input by rvalue and return a view into its input") {
+  Runtime runtime({.database = ":memory:"});
+  runtime.add(Workflow("take", [](Step&, json&& in) -> json { return std::move(in["x"]); }));
+  runtime.add(Workflow("view", [](Step&, const std::string& text) -> std::string_view {
+    return std::string_view(text).substr(0, 5);  // valid while the decoded input lives
+  }));
+  const std::string take = runtime.start("take", json{{"x", 7}});
+  const std::string view = runtime.start("view", std::string(100, 'v'));
+  runtime.run_until_idle();
+  CHECK(runtime.get(take).output == 7);
+  CHECK(runtime.get(view).output == "vvvvv");
+}

@@ -61,7 +61,7 @@ Body make_body(F&& fn) {
       (*owned)();
       return nullptr;
     } else {
-      return to_value(T((*owned)()));
+      return detail::to_value(T((*owned)()));
     }
   };
 }

@@ -136,15 +136,28 @@ class Workflow {
       if constexpr (std::is_void_v<In>) {
         check_ = [name = name_](const json& input) { detail::check_no_input(name, input); };
         fn_ = [fn = std::move(fn)](Step& step, const json&) mutable -> json {
-          return result<Out>([&] { return fn(step); });
+          if constexpr (std::is_void_v<Out>) {
+            fn(step);
+            return nullptr;
+          } else {
+            return detail::to_value(fn(step));
+          }
         };
-      } else if constexpr (std::is_same_v<In, json> && std::is_same_v<Out, json>) {
+      } else if constexpr (std::is_same_v<In, json> && std::is_same_v<Out, json> &&
+                           std::is_invocable_r_v<json, F&, Step&, const json&>) {
         fn_ = std::move(fn);
         check_ = [](const json&) {};
       } else {
         check_ = [name = name_](const json& input) { (void)decode<In>(name, input); };
         fn_ = [name = name_, fn = std::move(fn)](Step& step, const json& input) mutable -> json {
-          return result<Out>([&] { return fn(step, decode<In>(name, input)); });
+          if constexpr (std::is_void_v<Out>) {
+            fn(step, decode<In>(name, input));
+            return nullptr;
+          } else {
+            // One full-expression: a result that points into the decoded input (a string_view,
+            // a const char*) is read before the input is destroyed.
+            return detail::to_value(fn(step, decode<In>(name, input)));
+          }
         };
       }
     }
@@ -167,16 +180,6 @@ class Workflow {
       return detail::from_value<In>(input);
     } catch (const json::exception& e) {
       detail::throw_bad_input(name, detail::type_name<In>(), e);
-    }
-  }
-
-  template <class Out, class Call>
-  static json result(Call&& call) {
-    if constexpr (std::is_void_v<Out>) {
-      call();
-      return nullptr;
-    } else {
-      return detail::to_value(call());
     }
   }
 
