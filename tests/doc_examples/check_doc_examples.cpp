@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
           shared << line_directive(b, markdown) << b.code;
         } else {
           shared << "[[maybe_unused]] static durable::json " << stem << "_example" << ++functions
-                 << "() {\n"
+                 << "(const durable::json& order) {\n"  // a parameter: examples capture it
                  << line_directive(b, markdown) << b.code << "\n  return nullptr;\n}\n";
         }
       }

@@ -19,7 +19,7 @@
 extern durable::Runtime runtime;
 extern durable::Step& step;
 extern durable::testing::TestRuntime kit;
-extern const durable::json input, order, user;
+extern const durable::json input, user;  // order: a parameter of each example (captured by value)
 extern const std::string id, run_id, other_run_id, domain, invoice_id;
 extern const durable::Clock::time_point renewal_time;
 struct Dns {
