@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The durable command as a new user meets it: a mistyped command line is named as such before
 // any database is looked for, errors and wait matches are readable without losing text, and
-// `durable serve` says that it runs no workflow code. (ops_test.cpp covers each command's
-// answers and exit codes.)
+// `durable serve` says that it runs no workflow code. Then a missing database, events purge and
+// serve's token. (ops_test.cpp covers each command's answers and exit codes.)
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <doctest/doctest.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -11,8 +12,8 @@
 
 #include <algorithm>
 #include <array>
-#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@
 using namespace durable;
 using namespace std::chrono_literals;
 using test::has;
+using test::quiet;
+using test::shell;
 
 namespace {
 
@@ -31,13 +34,6 @@ std::pair<int, std::string> cli_in(const test::TempDir& dir, const std::string& 
   const std::string env = columns.empty() ? "env -u COLUMNS " : "env COLUMNS=" + columns + " ";
   return test::run_shell("cd '" + dir.path().string() + "' && " + env + DURABLE_CLI + " " + args +
                          " 2>&1");
-}
-
-RuntimeOptions quiet(const std::string& db) {
-  RuntimeOptions opts;
-  opts.database = db;
-  opts.log_level = LogLevel::off;
-  return opts;
 }
 
 const RetryPolicy kOnce{.max_attempts = 1, .initial_backoff = 1ms, .jitter = 0};
@@ -210,22 +206,9 @@ TEST_CASE("durable serve: the start-up message says it runs no workflow code, an
   test::TempDir dir;
   const std::string db = dir.file("app.db");
   { Runtime runtime(quiet(db)); }
-  int pipe_fds[2];
-  REQUIRE(::pipe(pipe_fds) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(pipe_fds[1], STDOUT_FILENO);
-    ::close(pipe_fds[0]);
-    ::execl(DURABLE_CLI, DURABLE_CLI, "--db", db.c_str(), "serve", "--port", "0", nullptr);
-    ::_exit(127);
-  }
-  ::close(pipe_fds[1]);
-  const std::string printed = lines_within(pipe_fds[0], 2, 10s);
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ::close(pipe_fds[0]);
+  test::ServeProcess serve(DURABLE_CLI, db);
+  const std::string printed = lines_within(serve.fd(), 2, 10s);
+  const int status = serve.stop();
   const std::size_t eol = printed.find('\n');
   REQUIRE(eol != std::string::npos);
   const std::string first = printed.substr(0, eol), second = printed.substr(eol + 1);
@@ -235,4 +218,68 @@ TEST_CASE("durable serve: the start-up message says it runs no workflow code, an
   CHECK(has(second, "durable::Runtime and calls Runtime::serve() (docs/runtime.md)"));
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+// --- The command on a missing database, events purge, and serve's token ---
+
+TEST_CASE("durable command: a missing database is bad usage (exit 2), and no file is made") {
+  test::TempDir dir;
+  const std::string typo = dir.file("typo.db");
+  for (const char* command :
+       {"runs", "show r1", "steps r1", "stats", "schedules", "metrics", "start signup", "send go",
+        "retry r1", "cancel r1", "schedules remove s1", "events purge --older-than 7d", "serve"}) {
+    CAPTURE(command);
+    const auto [code, out] = shell(std::string(DURABLE_CLI) + " --db '" + typo + "' " + command);
+    CHECK(code == 2);
+    CHECK(has(out, "no database at '" + typo + "'; pass --db FILE"));
+    CHECK_FALSE(std::filesystem::exists(typo));
+  }
+  // The default path, durable.db in the working directory.
+  const auto [code, out] = shell("cd '" + dir.path().string() + "' && " + DURABLE_CLI + " runs");
+  CHECK(code == 2);
+  CHECK(has(out, "no database at 'durable.db'"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("durable.db")));
+  // A mistyped command is named as such, whether or not the database is there.
+  const auto unknown = shell(std::string(DURABLE_CLI) + " --db '" + typo + "' frobnicate");
+  CHECK(unknown.first == 2);
+  CHECK(has(unknown.second, "unknown command 'frobnicate'"));
+}
+
+TEST_CASE("durable command: events purge deletes old events, and keeps the newest") {
+  test::TempDir dir;
+  const std::string db = dir.file("events.db");
+  {
+    // The manual clock stands in 2025, so these events are months old for the command, which
+    // reads the real one.
+    test::ManualClock clock;
+    auto runtime = test::runtime_on(db, clock, quiet(db));
+    for (int i = 0; i < 3; ++i) runtime->send_event("old", {{"i", i}});
+  }
+  const std::string cli = std::string(DURABLE_CLI) + " --db '" + db + "' ";
+  CHECK(shell(cli + "events purge").first == 2);                    // no --older-than
+  CHECK(shell(cli + "events purge --older-than soon").first == 2);  // not a duration
+  CHECK(shell(cli + "events list --older-than 1d").first == 2);     // no such subcommand
+  CHECK(json::parse(shell(cli + "--json events purge --older-than 10000d").second).at("deleted") ==
+        0);
+  const auto [code, out] = shell(cli + "--json events purge --older-than 1d");
+  CHECK(code == 0);
+  CHECK(json::parse(out).at("deleted") == 2);
+  SQLite::Database check(db, SQLite::OPEN_READONLY);
+  CHECK(check.execAndGet("SELECT count(*) FROM events").getInt() == 1);
+}
+
+TEST_CASE("durable serve: a token with a space or a control character is bad usage (exit 2)") {
+  test::TempDir dir;
+  const std::string db = dir.file("app.db");
+  { Runtime runtime({.database = db}); }
+  const std::string serve = std::string(DURABLE_CLI) + " --db '" + db + "' serve --port 0";
+  for (const std::string token : {"' '", "'two words'", "\"$(printf 'a\\tb')\""}) {
+    CAPTURE(token);
+    const auto [code, out] = shell(serve + " --token " + token);
+    CHECK(code == 2);
+    CHECK(has(out, "bearer token"));
+  }
+  const auto [code, out] = shell("DURABLE_TOKEN=' ' " + serve);
+  CHECK(code == 2);
+  CHECK(has(out, "bearer token"));
 }

@@ -42,9 +42,7 @@ std::string type_of(const std::string& metrics, const std::string& family) {
 
 TEST_CASE("metrics: failed attempts and steps failed for good are counted apart") {
   test::TempDir dir;
-  RuntimeOptions opts;
-  opts.database = dir.file("metrics.db");
-  opts.log_level = LogLevel::off;
+  const RuntimeOptions opts = test::quiet(dir.file("metrics.db"));
   Runtime runtime(opts);
   auto flaky_calls = std::make_shared<std::atomic<int>>(0);
   // One failed attempt, retried, then success: no step failed for good.

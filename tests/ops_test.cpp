@@ -12,7 +12,6 @@
 
 #include <array>
 #include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -27,15 +26,10 @@
 using namespace durable;
 using namespace std::chrono_literals;
 using test::has;
+using test::quiet;
+using test::shell;
 
 namespace {
-
-RuntimeOptions quiet(const std::string& db) {
-  RuntimeOptions opts;
-  opts.database = db;
-  opts.log_level = LogLevel::off;
-  return opts;
-}
 
 RetryPolicy quick(int attempts) {
   return RetryPolicy{.max_attempts = attempts, .initial_backoff = 1ms, .jitter = 0};
@@ -557,30 +551,16 @@ TEST_CASE("durable command: each command, its --json answer and its exit code") 
 
 TEST_CASE("durable serve: serves the API over the file until SIGTERM") {
   Fixture f;
-  int pipe_fds[2];
-  REQUIRE(::pipe(pipe_fds) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(pipe_fds[1], STDOUT_FILENO);
-    ::close(pipe_fds[0]);
-    ::execl(DURABLE_CLI, DURABLE_CLI, "--db", f.db.c_str(), "serve", "--port", "0", nullptr);
-    ::_exit(127);
-  }
-  ::close(pipe_fds[1]);
-  FILE* out = ::fdopen(pipe_fds[0], "r");
+  test::ServeProcess serve(DURABLE_CLI, f.db);
   std::array<char, 512> line{};
-  REQUIRE(std::fgets(line.data(), line.size(), out) != nullptr);
+  REQUIRE(std::fgets(line.data(), line.size(), serve.out()) != nullptr);
   const std::string first(line.data());
   const std::size_t at = first.find("http://127.0.0.1:");
   REQUIRE(at != std::string::npos);
   const auto port = static_cast<unsigned short>(std::stoi(first.substr(at + 17)));
   CHECK(body_of(http(port, "GET", "/v1/stats")).at("total") == 3);
   CHECK(http(port, "POST", "/v1/runs/" + f.failed + "/retry").first == 200);
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  std::fclose(out);
+  const int status = serve.stop();
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
@@ -682,37 +662,7 @@ TEST_CASE("http api: a read answers while a write waits on another connection's 
   CHECK(write_status == 202);
 }
 
-// --- The command on a missing or read-only database, and events purge ---
-
-namespace {
-// Runs a shell command; returns its exit code and what it printed on stdout and stderr.
-std::pair<int, std::string> shell(const std::string& command) {
-  return test::run_shell(command + " 2>&1");
-}
-}  // namespace
-
-TEST_CASE("durable command: a missing database is bad usage (exit 2), and no file is made") {
-  test::TempDir dir;
-  const std::string typo = dir.file("typo.db");
-  for (const char* command :
-       {"runs", "show r1", "steps r1", "stats", "schedules", "metrics", "start signup", "send go",
-        "retry r1", "cancel r1", "schedules remove s1", "events purge --older-than 7d", "serve"}) {
-    CAPTURE(command);
-    const auto [code, out] = shell(std::string(DURABLE_CLI) + " --db '" + typo + "' " + command);
-    CHECK(code == 2);
-    CHECK(has(out, "no database at '" + typo + "'; pass --db FILE"));
-    CHECK_FALSE(std::filesystem::exists(typo));
-  }
-  // The default path, durable.db in the working directory.
-  const auto [code, out] = shell("cd '" + dir.path().string() + "' && " + DURABLE_CLI + " runs");
-  CHECK(code == 2);
-  CHECK(has(out, "no database at 'durable.db'"));
-  CHECK_FALSE(std::filesystem::exists(dir.file("durable.db")));
-  // A mistyped command is named as such, whether or not the database is there.
-  const auto unknown = shell(std::string(DURABLE_CLI) + " --db '" + typo + "' frobnicate");
-  CHECK(unknown.first == 2);
-  CHECK(has(unknown.second, "unknown command 'frobnicate'"));
-}
+// --- The command on a read-only database, and cancel with a reason ---
 
 TEST_CASE("durable command: the read commands work on a database this user may not write") {
   Fixture f;
@@ -749,45 +699,6 @@ TEST_CASE("durable command: the read commands work on a database this user may n
     CHECK(has(out, "database '" + db + "': cannot open or write the file"));
     CHECK(has(out, "mounted read-only"));
   }
-}
-
-TEST_CASE("durable command: events purge deletes old events, and keeps the newest") {
-  test::TempDir dir;
-  const std::string db = dir.file("events.db");
-  {
-    // The manual clock stands in 2025, so these events are months old for the command, which
-    // reads the real one.
-    test::ManualClock clock;
-    auto runtime = test::runtime_on(db, clock, quiet(db));
-    for (int i = 0; i < 3; ++i) runtime->send_event("old", {{"i", i}});
-  }
-  const std::string cli = std::string(DURABLE_CLI) + " --db '" + db + "' ";
-  CHECK(shell(cli + "events purge").first == 2);                    // no --older-than
-  CHECK(shell(cli + "events purge --older-than soon").first == 2);  // not a duration
-  CHECK(shell(cli + "events list --older-than 1d").first == 2);     // no such subcommand
-  CHECK(json::parse(shell(cli + "--json events purge --older-than 10000d").second).at("deleted") ==
-        0);
-  const auto [code, out] = shell(cli + "--json events purge --older-than 1d");
-  CHECK(code == 0);
-  CHECK(json::parse(out).at("deleted") == 2);
-  SQLite::Database check(db, SQLite::OPEN_READONLY);
-  CHECK(check.execAndGet("SELECT count(*) FROM events").getInt() == 1);
-}
-
-TEST_CASE("durable serve: a token with a space or a control character is bad usage (exit 2)") {
-  test::TempDir dir;
-  const std::string db = dir.file("app.db");
-  { Runtime runtime({.database = db}); }
-  const std::string serve = std::string(DURABLE_CLI) + " --db '" + db + "' serve --port 0";
-  for (const std::string token : {"' '", "'two words'", "\"$(printf 'a\\tb')\""}) {
-    CAPTURE(token);
-    const auto [code, out] = shell(serve + " --token " + token);
-    CHECK(code == 2);
-    CHECK(has(out, "bearer token"));
-  }
-  const auto [code, out] = shell("DURABLE_TOKEN=' ' " + serve);
-  CHECK(code == 2);
-  CHECK(has(out, "bearer token"));
 }
 
 TEST_CASE("a failed run is closed by cancel, with a reason, from the command and over HTTP") {

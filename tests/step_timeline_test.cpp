@@ -42,9 +42,7 @@ std::size_t most_at_once(const std::vector<Span>& spans) {
 
 TEST_CASE("each parallel item's journal entry records its own start and end") {
   test::TempDir dir;
-  RuntimeOptions opts;
-  opts.database = dir.file("timeline.db");
-  opts.log_level = LogLevel::off;
+  RuntimeOptions opts = test::quiet(dir.file("timeline.db"));
   opts.threads = 2;
   Runtime runtime(opts);
   std::mutex mutex;
@@ -104,9 +102,7 @@ TEST_CASE("a retried step's entry records when its last attempt began") {
   test::TempDir dir;
   const std::string db = dir.file("retried.db");
   test::ManualClock clock;
-  RuntimeOptions opts;
-  opts.log_level = LogLevel::off;
-  auto runtime = test::runtime_on(db, clock, opts);
+  auto runtime = test::runtime_on(db, clock, test::quiet(db));
   int attempts = 0;
   runtime->add(Workflow("call", [&](Step& step, const json&) -> json {
     return step.run("call",

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Helpers shared by the tests: temporary directories and a clock the test moves by hand.
+// Helpers shared by the tests: temporary directories, a clock the test moves by hand, and the
+// durable command run in a shell or serving in a child process.
 
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -90,6 +92,14 @@ class ManualClock {
           .count()};
 };
 
+/// Options for a runtime on the file `db` that logs nothing.
+inline RuntimeOptions quiet(const std::string& db) {
+  RuntimeOptions opts;
+  opts.database = db;
+  opts.log_level = LogLevel::off;
+  return opts;
+}
+
 /// A runtime on a file in `dir`, with a manual clock.
 inline std::unique_ptr<Runtime> runtime_on(const std::string& db, ManualClock& clock,
                                            RuntimeOptions opts = {}) {
@@ -140,5 +150,63 @@ inline std::pair<int, std::string> run_shell(const std::string& command) {
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
+
+/// run_shell with stderr joined to stdout: its exit code and all it printed.
+inline std::pair<int, std::string> shell(const std::string& command) {
+  return run_shell(command + " 2>&1");
+}
+
+/// `cli --db db serve --port 0` (the durable command) in a child process, its stdout on a pipe
+/// the test reads: through out() or through fd(), not both (out() buffers). stop() sends SIGTERM,
+/// waits and returns the wait status; the end of the scope stops it if the test did not, then
+/// closes the pipe.
+class ServeProcess {
+ public:
+  ServeProcess(const std::string& cli, const std::string& db) {
+    int pipe_fds[2];
+    if (::pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
+    const char* path = cli.c_str();
+    pid_ = ::fork();
+    if (pid_ < 0) {
+      ::close(pipe_fds[0]);
+      ::close(pipe_fds[1]);
+      throw std::runtime_error("fork failed");
+    }
+    if (pid_ == 0) {
+      ::dup2(pipe_fds[1], STDOUT_FILENO);
+      ::close(pipe_fds[0]);
+      ::execl(path, path, "--db", db.c_str(), "serve", "--port", "0", nullptr);
+      ::_exit(127);
+    }
+    ::close(pipe_fds[1]);
+    out_ = ::fdopen(pipe_fds[0], "r");
+    if (out_ == nullptr) {
+      ::close(pipe_fds[0]);
+      stop();
+      throw std::runtime_error("fdopen failed");
+    }
+  }
+  ~ServeProcess() {
+    stop();
+    if (out_ != nullptr) std::fclose(out_);
+  }
+  ServeProcess(const ServeProcess&) = delete;
+  ServeProcess& operator=(const ServeProcess&) = delete;
+  FILE* out() const { return out_; }
+  int fd() const { return ::fileno(out_); }
+  int stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, &status_, 0);
+      pid_ = -1;
+    }
+    return status_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+  int status_ = 0;
+};
 
 }  // namespace durable::test
