@@ -140,7 +140,7 @@ std::unique_ptr<Admin::Connection> Admin::open_connection() const {
   auto connection = std::make_unique<Connection>();
   connection->store = detail::open_sqlite_store(
       path_, durability_, read_only_ ? detail::Access::read_only : detail::Access::read_write);
-  connection->queries = std::make_unique<detail::OpsQueries>(path_);
+  connection->queries = detail::open_ops_queries(path_);
   return connection;
 }
 

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "store_sqlite.hpp"
+#include "sqlite_store.hpp"
 
 namespace durable::detail {
 

@@ -2,7 +2,7 @@
 // The SQLite store's schema, as the migrations that build it: docs/journal-format.md describes
 // each table. A new version appends a migration and raises kSchemaVersion; none is ever edited.
 
-#include "store_schema.hpp"
+#include "sqlite_schema.hpp"
 
 namespace durable::detail {
 

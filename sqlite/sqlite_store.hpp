@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// What only the SQLite store and its helpers share: telling why a file cannot be opened, a read
-// connection that writes nothing beside the file, and the purge of old events. store.hpp, the
-// interface the engine, runtime and admin layer use, names no SQLite type.
+// What only the SQLite store and its helpers share: telling why a file cannot be opened, and a
+// read connection that writes nothing beside the file. store.hpp, the interface the engine,
+// runtime and admin layer use, names no SQLite type.
 
 #include <cstddef>
 #include <cstdint>
@@ -29,10 +29,7 @@ std::string open_error_message(const std::string& path, int extended_code, int s
 /// The Error for an SQLite failure while opening `path`; `handle` (may be null) gives the errno.
 Error open_error(const std::string& path, const SQLite::Exception& e, sqlite3* handle);
 /// A read-only connection to an existing file that creates nothing beside it when it can (see
-/// store_open.cpp). Throws Error for a missing file or one SQLite cannot open.
+/// sqlite_open.cpp). Throws Error for a missing file or one SQLite cannot open.
 std::unique_ptr<SQLite::Database> open_sqlite_reader(const std::string& path);
-
-/// Store::purge_events on a connection of a SQLite store (store_maintenance.cpp).
-std::size_t purge_events_in(SQLite::Database& db, std::int64_t before_ms, std::size_t limit);
 
 }  // namespace durable::detail

@@ -75,7 +75,7 @@ std::string checked_path(std::string database) {
 
 ClientCore::ClientCore(const std::string& database)
     : store_(open_sqlite_store(checked_path(database), Durability::normal)),
-      queries_(std::make_unique<OpsQueries>(database)) {}
+      queries_(open_ops_queries(database)) {}
 
 std::string ClientCore::start(std::string_view workflow, const json& input,
                               const StartOptions& opts) {

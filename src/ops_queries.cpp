@@ -1,14 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ops_queries.hpp"
 
-#include <SQLiteCpp/SQLiteCpp.h>
-#include <unistd.h>
-
 #include <durable/errors.hpp>
-#include <filesystem>
 
 #include "store.hpp"
-#include "store_sqlite.hpp"
+#include "store/sql.hpp"
 
 namespace durable::detail {
 
@@ -18,53 +14,43 @@ template <class F>
 auto guarded(F&& body) {
   try {
     return body();
-  } catch (const SQLite::Exception& e) {
+  } catch (const sql::Failure& e) {
     throw Error(std::string("database query failed: ") + e.what());
   }
 }
 
+// 1 where the condition holds, else 0, to be summed.
+std::string one_if(const std::string& condition) {
+  return "CASE WHEN " + condition + " THEN 1 ELSE 0 END";
+}
+
 }  // namespace
 
-namespace {
-// A live file, beside workers writing it: a plain read-only connection shares their WAL index
-// and reads a consistent snapshot. Only where it could not (the directory cannot be written, as
-// on a read-only mount, where nothing else can write either) is the file read as it stands.
-std::unique_ptr<SQLite::Database> open_live_reader(const std::string& path) {
-  std::filesystem::path directory = std::filesystem::path(path).parent_path();
-  if (directory.empty()) directory = ".";
-  if (::access(directory.c_str(), W_OK) != 0) return open_sqlite_reader(path);
-  return std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY);
-}
-}  // namespace
-
-OpsQueries::OpsQueries(const std::string& path)
-    : db_(guarded([&] { return open_live_reader(path); })) {
-  db_->setBusyTimeout(10'000);
-}
+OpsQueries::OpsQueries(std::unique_ptr<sql::Connection> db) : db_(std::move(db)) {}
 
 OpsQueries::~OpsQueries() = default;
 
 std::map<std::string, std::int64_t> OpsQueries::count_runs(const std::string& workflow,
                                                            const std::string& correlation_id) {
   return guarded([&] {
-    std::string sql = "SELECT status, count(*) FROM runs WHERE 1";
-    if (!workflow.empty()) sql += " AND workflow = :workflow";
-    if (!correlation_id.empty()) sql += " AND correlation_id = :correlation";
-    SQLite::Statement query(*db_, sql + " GROUP BY status");
-    if (!workflow.empty()) query.bind(":workflow", workflow);
-    if (!correlation_id.empty()) query.bind(":correlation", correlation_id);
+    std::string text = "SELECT status, count(*) FROM runs WHERE true";
+    if (!workflow.empty()) text += " AND workflow = ?";
+    if (!correlation_id.empty()) text += " AND correlation_id = ?";
+    sql::Query query(*db_, text + " GROUP BY status");
+    int i = 1;
+    if (!workflow.empty()) query.bind(i++, workflow);
+    if (!correlation_id.empty()) query.bind(i, correlation_id);
     std::map<std::string, std::int64_t> counts;
-    while (query.executeStep())
-      counts[query.getColumn(0).getString()] = query.getColumn(1).getInt64();
+    while (query.next()) counts[query.text(0)] = query.int64(1);
     return counts;
   });
 }
 
 std::vector<std::string> OpsQueries::known_workflows() {
   return guarded([&] {
-    SQLite::Statement query(*db_, "SELECT name FROM workflows ORDER BY name");
+    sql::Query query(*db_, "SELECT name FROM workflows ORDER BY name");
     std::vector<std::string> names;
-    while (query.executeStep()) names.push_back(query.getColumn(0).getString());
+    while (query.next()) names.push_back(query.text(0));
     return names;
   });
 }
@@ -74,33 +60,33 @@ StepTotals OpsQueries::step_totals(const std::vector<std::int64_t>& bounds_ms) {
     StepTotals totals;
     // Of an entry's n attempts, all failed but a completed entry's last. They were retried
     // n - 1 times, or n times while the next attempt is still to come. retry() sets attempts
-    // back to 0: max() keeps such an entry from counting less than nothing.
-    SQLite::Statement sums(
-        *db_,
-        "SELECT count(*), "
-        "coalesce(sum(max(attempts - (state = 'completed'), 0)), 0), "
-        "coalesce(sum(max(attempts - (state != 'retrying'), 0)), 0), "
-        "coalesce(sum(state = 'failed'), 0), "
-        "coalesce(sum(duration_ms), 0), count(duration_ms) FROM steps WHERE kind = 'run'");
-    if (sums.executeStep()) {
-      totals.steps = sums.getColumn(0).getInt64();
-      totals.failed_attempts = sums.getColumn(1).getInt64();
-      totals.retries = sums.getColumn(2).getInt64();
-      totals.failed_steps = sums.getColumn(3).getInt64();
-      totals.duration_sum_ms = sums.getColumn(4).getInt64();
-      totals.duration_count = sums.getColumn(5).getInt64();
+    // back to 0: the greatest with 0 keeps such an entry from counting less than nothing.
+    const std::string greatest(db_->dialect().greatest);
+    sql::Query sums(*db_, "SELECT count(*), coalesce(sum(" + greatest + "(attempts - " +
+                              one_if("state = 'completed'") + ", 0)), 0), coalesce(sum(" +
+                              greatest + "(attempts - " + one_if("state != 'retrying'") +
+                              ", 0)), 0), coalesce(sum(" + one_if("state = 'failed'") +
+                              "), 0), coalesce(sum(duration_ms), 0), count(duration_ms) "
+                              "FROM steps WHERE kind = 'run'");
+    if (sums.next()) {
+      totals.steps = sums.int64(0);
+      totals.failed_attempts = sums.int64(1);
+      totals.retries = sums.int64(2);
+      totals.failed_steps = sums.int64(3);
+      totals.duration_sum_ms = sums.int64(4);
+      totals.duration_count = sums.int64(5);
     }
     if (bounds_ms.empty()) return totals;
     // Every bucket in one pass over the steps.
-    std::string sql = "SELECT ";
+    std::string text = "SELECT ";
     for (std::size_t i = 0; i < bounds_ms.size(); ++i) {
-      sql += (i == 0 ? "" : ", ") + std::string("coalesce(sum(duration_ms <= ") +
-             std::to_string(bounds_ms[i]) + "), 0)";
+      text += (i == 0 ? "coalesce(sum(" : ", coalesce(sum(") +
+              one_if("duration_ms <= " + std::to_string(bounds_ms[i])) + "), 0)";
     }
-    SQLite::Statement under(*db_, sql + " FROM steps WHERE kind = 'run'");
-    if (under.executeStep()) {
+    sql::Query under(*db_, text + " FROM steps WHERE kind = 'run'");
+    if (under.next()) {
       for (std::size_t i = 0; i < bounds_ms.size(); ++i) {
-        totals.at_or_under.push_back(under.getColumn(static_cast<int>(i)).getInt64());
+        totals.at_or_under.push_back(under.int64(static_cast<int>(i)));
       }
     }
     return totals;
@@ -111,31 +97,30 @@ std::int64_t OpsQueries::failures_alike(const std::string& workflow, const std::
                                         const std::string& type, std::int64_t since_ms,
                                         const std::string& except) {
   return guarded([&] {
-    SQLite::Statement query(*db_,
-                            "SELECT count(*) FROM runs WHERE status = 'failed' AND workflow = ? "
-                            "AND updated_at >= ? AND id != ? "
-                            "AND coalesce(json_extract(error, '$.step_id'), '') = ? "
-                            "AND coalesce(json_extract(error, '$.type'), '') = ?");
+    const auto field = db_->dialect().json_field;
+    sql::Query query(*db_,
+                     "SELECT count(*) FROM runs WHERE status = 'failed' AND workflow = ? "
+                     "AND updated_at >= ? AND id != ? AND coalesce(" +
+                         field("error", "step_id") + ", '') = ? AND coalesce(" +
+                         field("error", "type") + ", '') = ?");
     query.bind(1, workflow);
-    query.bind(2, static_cast<int64_t>(since_ms));
+    query.bind(2, since_ms);
     query.bind(3, except);
     query.bind(4, step_id);
     query.bind(5, type);
-    return query.executeStep() ? query.getColumn(0).getInt64() : std::int64_t{0};
+    return query.next() ? query.int64(0) : std::int64_t{0};
   });
 }
 
 std::int64_t OpsQueries::live_workers(std::int64_t now_ms) {
   return guarded([&] {
     // A worker that has not beaten yet has no lease recorded: the default's window applies.
-    SQLite::Statement query(
-        *db_,
-        "SELECT count(*) FROM workers WHERE seen_at + ? * coalesce(lease_ms, ?) "
-        "> ?");
-    query.bind(1, static_cast<int64_t>(kLiveLeases));
-    query.bind(2, static_cast<int64_t>(kDefaultLeaseMs));
-    query.bind(3, static_cast<int64_t>(now_ms));
-    return query.executeStep() ? query.getColumn(0).getInt64() : std::int64_t{0};
+    sql::Query query(*db_,
+                     "SELECT count(*) FROM workers WHERE seen_at + ? * coalesce(lease_ms, ?) > ?");
+    query.bind(1, kLiveLeases);
+    query.bind(2, kDefaultLeaseMs);
+    query.bind(3, now_ms);
+    return query.next() ? query.int64(0) : std::int64_t{0};
   });
 }
 

@@ -2,7 +2,7 @@
 #pragma once
 // Read-only queries operators ask of a durable database: counts by status, the workflows
 // workers registered, step totals and durations, failures alike. On a connection of their own,
-// so that they never hold up the store's writes. SQLite only, like the store beside it.
+// so that they never hold up the store's writes.
 
 #include <cstdint>
 #include <map>
@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-namespace SQLite {
-class Database;
-}
-
 namespace durable::detail {
+
+namespace sql {
+class Connection;
+}
 
 /// Journal totals over every run, as the journals are now: a retry() resets its run's failed
 /// steps (their attempts start again from 0), so each of these can go down.
@@ -31,8 +31,8 @@ struct StepTotals {
 
 class OpsQueries {
  public:
-  /// Opens a read connection to a database the store has already created or migrated.
-  explicit OpsQueries(const std::string& path);
+  /// Queries on a connection of their own (open_ops_queries makes one).
+  explicit OpsQueries(std::unique_ptr<sql::Connection> db);
   ~OpsQueries();
   OpsQueries(const OpsQueries&) = delete;
   OpsQueries& operator=(const OpsQueries&) = delete;
@@ -56,7 +56,10 @@ class OpsQueries {
   std::int64_t live_workers(std::int64_t now_ms);
 
  private:
-  std::unique_ptr<SQLite::Database> db_;
+  std::unique_ptr<sql::Connection> db_;
 };
+
+/// Opens a read connection to a database the store has already created or migrated.
+std::unique_ptr<OpsQueries> open_ops_queries(const std::string& database);
 
 }  // namespace durable::detail

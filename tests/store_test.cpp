@@ -12,8 +12,8 @@
 #include "durations.hpp"
 #include "ops_queries.hpp"
 #include "scratch_mount.hpp"
-#include "store_schema.hpp"
-#include "store_sqlite.hpp"
+#include "sqlite_schema.hpp"
+#include "sqlite_store.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -146,7 +146,8 @@ TEST_CASE("a schema 4 file is migrated to 5: its workers get a heartbeat, its he
   CHECK(store->list_runs({})[0].worker == "box:4242");
 
   // Not beaten since: live for two default leases after it was last seen; then with its own.
-  detail::OpsQueries queries(path);
+  const auto opened = detail::open_ops_queries(path);
+  detail::OpsQueries& queries = *opened;
   CHECK(queries.live_workers(1000 + 2 * 30'000 - 1) == 1);
   CHECK(queries.live_workers(1000 + 2 * 30'000) == 0);
   store->touch_worker("w1", 100'000, 500);

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+// sql::Connection over SQLite's C API, on a database SQLiteCpp opened: statements bind text
+// without a copy of their own and step without the checks of SQLiteCpp's wrappers.
+
+#include "sqlite_connection.hpp"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
+
+#include <map>
+
+namespace durable::detail {
+
+namespace {
+
+std::string json_field(std::string_view column, std::string_view field) {
+  return "json_extract(" + std::string(column) + ", '$." + std::string(field) + "')";
+}
+
+[[noreturn]] void throw_failure(sqlite3* db, int code) {
+  const int primary = code & 0xFF;
+  sql::Fault fault = sql::Fault::other;
+  if (primary == SQLITE_FULL) fault = sql::Fault::disk_full;
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) fault = sql::Fault::busy;
+  // The connection's message is about this code unless another call came between.
+  throw sql::Failure(
+      fault, (sqlite3_errcode(db) & 0xFF) == primary ? sqlite3_errmsg(db) : sqlite3_errstr(code));
+}
+
+class SqliteStatement final : public sql::Statement {
+ public:
+  SqliteStatement(sqlite3* db, const std::string& text) : db_(db) {
+    const int code = sqlite3_prepare_v3(db, text.c_str(), static_cast<int>(text.size()),
+                                        SQLITE_PREPARE_PERSISTENT, &statement_, nullptr);
+    if (code != SQLITE_OK) throw_failure(db, code);
+  }
+  ~SqliteStatement() override { sqlite3_finalize(statement_); }
+  SqliteStatement(const SqliteStatement&) = delete;
+  SqliteStatement& operator=(const SqliteStatement&) = delete;
+
+  void bind(int index, std::int64_t value) override {
+    check(sqlite3_bind_int64(statement_, index, value));
+  }
+  void bind(int index, std::string_view value) override {
+    check(sqlite3_bind_text64(statement_, index, value.data(), value.size(), SQLITE_TRANSIENT,
+                              SQLITE_UTF8));
+  }
+  void bind_null(int index) override { check(sqlite3_bind_null(statement_, index)); }
+
+  bool next() override {
+    if (done_) return false;
+    const int code = sqlite3_step(statement_);
+    if (code == SQLITE_ROW) return true;
+    done_ = true;
+    if (code != SQLITE_DONE) throw_failure(db_, code);
+    return false;
+  }
+  std::int64_t run() override {
+    while (next()) {
+    }
+    return sqlite3_changes64(db_);
+  }
+  bool is_null(int column) override {
+    return sqlite3_column_type(statement_, column) == SQLITE_NULL;
+  }
+  std::int64_t int64(int column) override { return sqlite3_column_int64(statement_, column); }
+  std::string text(int column) override {
+    const auto* data = reinterpret_cast<const char*>(sqlite3_column_text(statement_, column));
+    return data == nullptr
+               ? std::string()
+               : std::string(data,
+                             static_cast<std::size_t>(sqlite3_column_bytes(statement_, column)));
+  }
+  void reset() noexcept override {
+    sqlite3_reset(statement_);
+    sqlite3_clear_bindings(statement_);
+    done_ = false;
+  }
+
+ private:
+  void check(int code) {
+    if (code != SQLITE_OK) throw_failure(db_, code);
+  }
+
+  sqlite3* db_;
+  sqlite3_stmt* statement_ = nullptr;
+  bool done_ = false;
+};
+
+class SqliteConnection final : public sql::Connection {
+ public:
+  explicit SqliteConnection(std::unique_ptr<SQLite::Database> db) : db_(std::move(db)) {}
+  // Statements are finalized before the database closes: members go in reverse order.
+
+  sql::Statement& prepare(const std::string& text) override {
+    auto& slot = statements_[text];
+    if (!slot) slot = std::make_unique<SqliteStatement>(db_->getHandle(), text);
+    slot->reset();
+    return *slot;
+  }
+  void execute(const std::string& text) override {
+    const int code = sqlite3_exec(db_->getHandle(), text.c_str(), nullptr, nullptr, nullptr);
+    if (code != SQLITE_OK) throw_failure(db_->getHandle(), code);
+  }
+  void begin() override { execute("BEGIN IMMEDIATE"); }
+  void commit() override { execute("COMMIT"); }
+  void rollback() noexcept override {
+    if (sqlite3_get_autocommit(db_->getHandle()) == 0) {
+      sqlite3_exec(db_->getHandle(), "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  }
+  const sql::Dialect& dialect() const override { return kSqliteDialect; }
+
+  SQLite::Database& database() { return *db_; }
+
+ private:
+  std::unique_ptr<SQLite::Database> db_;
+  std::map<std::string, std::unique_ptr<SqliteStatement>, std::less<>> statements_;
+};
+
+}  // namespace
+
+const sql::Dialect kSqliteDialect = {
+    .greatest = "max",
+    .claimable_runs_index = " INDEXED BY runs_claimable",
+    .lock_claimable = "",
+    .lock_row = "",
+    .lock_key = "",
+    .run_order = "r.rowid",
+    .json_field = json_field,
+};
+
+std::unique_ptr<sql::Connection> sqlite_connection(std::unique_ptr<SQLite::Database> db) {
+  return std::make_unique<SqliteConnection>(std::move(db));
+}
+
+SQLite::Database& sqlite_database(sql::Connection& connection) {
+  return dynamic_cast<SqliteConnection&>(connection).database();
+}
+
+}  // namespace durable::detail

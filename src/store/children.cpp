@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+// Child runs: created with their parent's invoke step (exactly once, in the same transaction),
+// answering the parent when they end, and cancelled with it.
+
+#include "serialization.hpp"
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+// A child run for a new invoke entry of `parent`, created with the entry: exactly once.
+void SqlStore::create_child(const std::string& parent, const JournalEntry& e, std::int64_t now_ms) {
+  NewRun child;
+  {
+    sql::Query correlation(db(), "SELECT correlation_id FROM runs WHERE id = ?");
+    correlation.bind(1, parent);
+    child.correlation_id = correlation.next() ? correlation.text(0) : "";
+  }
+  child.id = e.output.value("run", "");
+  child.workflow = e.output.value("workflow", "");
+  child.input = e.output.value("input", json::object()).dump();
+  child.now_ms = child.due_ms = now_ms;
+  child.parent_id = parent;
+  child.parent_step = e.key;
+  child.reason = "started by run " + parent + " (step '" + e.key + "')";
+  insert_run(child);
+}
+
+// A run that ended: the parent waiting on it in an invoke step gets its output, or a failure.
+void SqlStore::resolve_parent(const std::string& id, Status status,
+                              const std::optional<std::string>& output,
+                              const std::optional<ErrorInfo>& error, std::int64_t now_ms) {
+  std::string parent, key, workflow;
+  {
+    sql::Query query(db(),
+                     "SELECT parent_id, parent_step, workflow FROM runs WHERE id = ? "
+                     "AND parent_id IS NOT NULL");
+    query.bind(1, id);
+    if (!query.next()) return;
+    parent = query.text(0);
+    key = query.text(1);
+    workflow = query.text(2);
+  }
+  {
+    // A child of an earlier attempt of the step (before a retry) answers nothing: the step
+    // waits on the run its entry names.
+    sql::Query waiting(db(),
+                       "SELECT output FROM steps WHERE run_id = ? AND key = ? AND "
+                       "state = 'waiting'");
+    waiting.bind(1, parent);
+    waiting.bind(2, key);
+    if (!waiting.next() || waiting.is_null(0)) return;
+    const json entry = stored(waiting.text(0));
+    if (!entry.is_object() || entry.value("run", "") != id) return;
+  }
+  sql::Query update(db(),
+                    "UPDATE steps SET state = ?, output = ?, error = ?, updated_at = ? "
+                    "WHERE run_id = ? AND key = ? AND state = 'waiting'");
+  std::string what;
+  if (status == Status::completed) {
+    update.bind(1, "completed");
+    const json result = {
+        {"run", id}, {"workflow", workflow}, {"output", output ? stored(*output) : json()}};
+    update.bind(2, result.dump());
+    update.bind_null(3);
+    what = "completed";
+  } else {
+    ErrorInfo failure = error.value_or(ErrorInfo{"durable::Error", "", "", 0});
+    failure.message = "child run " + id + " of '" + workflow + "' " +
+                      (status == Status::cancelled ? "was cancelled" : "failed") +
+                      (failure.message.empty() ? "" : ": " + failure.message);
+    if (status == Status::cancelled) failure.type = "durable::Error";
+    failure.step_id = key;
+    failure.attempts = 1;
+    update.bind(1, "failed");
+    update.bind_null(2);
+    update.bind(3, lenient_dump(error_to_json(failure)));
+    what = status == Status::cancelled ? "was cancelled" : "failed";
+  }
+  update.bind(4, now_ms);
+  update.bind(5, parent);
+  update.bind(6, key);
+  if (update.run() > 0) wake(parent, now_ms, "child run " + id + " " + what);
+}
+
+// Cancels a run that has not ended, and its children, inside the caller's transaction.
+void SqlStore::cancel_in(const std::string& id, std::int64_t now_ms, const std::string& reason) {
+  {
+    sql::Query update(
+        db(),
+        "UPDATE runs SET status = 'cancelled', due_at = NULL, owner = NULL, updated_at = ? "
+        "WHERE id = ? AND status IN ('pending', 'running', 'sleeping', 'waiting')");
+    update.bind(1, now_ms);
+    update.bind(2, id);
+    if (update.run() == 0) return;
+  }
+  add_history(id, now_ms, Status::cancelled, reason);
+  {
+    sql::Query waits(db(), "DELETE FROM waits WHERE run_id = ?");
+    waits.bind(1, id);
+    waits.run();
+  }
+  std::vector<std::string> children;
+  {
+    sql::Query query(db(),
+                     "SELECT id FROM runs WHERE parent_id = ? AND status IN "
+                     "('pending', 'running', 'sleeping', 'waiting')");
+    query.bind(1, id);
+    while (query.next()) children.push_back(query.text(0));
+  }
+  for (const std::string& child : children) {
+    cancel_in(child, now_ms, "cancelled with its parent run " + id);
+  }
+  resolve_parent(id, Status::cancelled, std::nullopt, std::nullopt, now_ms);
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: Apache-2.0
+// Claims: which runs a worker takes and in what order (the dead owners' first, then lapsed
+// leases, then due runs within the workflows' concurrency limits), the lease a claim holds, runs
+// quarantined after crashing their workers, and the due queue the worker loop sleeps on.
+//
+// A run taken over counts one more crashed claim: its owner died (or stopped renewing) while
+// holding it. Every run of a crashed batch is suspected alike, since nothing tells which one
+// killed the process. A run suspected kIsolateAfter times or more is claimed alone, so that its
+// next crash is its own: it alone is charged, and the runs it would have taken down with it go
+// on elsewhere. A commit clears the count (the run made progress).
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "errors_internal.hpp"
+#include "serialization.hpp"
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+// Crashed claims after which a run is claimed alone. Two, not one: a single kill -9 of a worker
+// is common and innocent, and its runs are recovered together as fast as before; a batch that
+// crashes twice is suspicious.
+constexpr int kIsolateAfter = 2;
+
+// Crashed claims from which a run is claimed alone: kIsolateAfter, or fewer when the quarantine
+// comes sooner, so that the last crash before it is the run's own.
+int isolate_after(const ClaimRequest& request) {
+  return request.quarantine_after > 0 ? std::min(kIsolateAfter, request.quarantine_after - 1)
+                                      : kIsolateAfter;
+}
+
+std::string claim_reason(Status before) {
+  switch (before) {
+    case Status::pending:
+      return "claimed";
+    case Status::sleeping:
+      return "woke up";
+    case Status::waiting:
+      return "woke up: the wait timed out";
+    default:
+      return "taken over: the previous owner's lease lapsed or its process died";
+  }
+}
+
+// " AND column [NOT] IN (?, ...)", or nothing for an empty list of exclusions.
+std::string excluding(const char* column, std::size_t n) {
+  if (n == 0) return "";
+  return std::string(" AND ") + column + " NOT IN (" + sql::placeholders(n) + ")";
+}
+
+int bind_all(sql::Query& query, int index, const std::vector<std::string>& values) {
+  for (const std::string& value : values) query.bind(index++, value);
+  return index;
+}
+
+}  // namespace
+
+// A run the request may claim, with its status before the claim and its count of crashed
+// claims, this one's included when the run is taken over from a dead or lapsed owner.
+struct SqlStore::Candidate {
+  std::string id;
+  Status before = Status::pending;
+  int crashes = 0;
+};
+
+// The live runs of these workflows but the excluded ones, from the partial index that holds
+// them in due order: the runs a claim may take, for next_due, due_count and claim_due alike.
+// Its parameters: the workflows, then the excluded ids.
+std::string SqlStore::live_runs(std::size_t workflows, std::size_t excluded) const {
+  return "FROM runs" + std::string(db_->dialect().claimable_runs_index) +
+         " WHERE status IN ('pending', 'sleeping', 'waiting', 'running') AND workflow IN (" +
+         sql::placeholders(workflows) + ")" + excluding("id", excluded);
+}
+
+Claimed SqlStore::claim(const ClaimRequest& request) {
+  return guarded([&] {
+    Claimed claimed;
+    if (request.workflows.empty() || request.limit == 0) return claimed;
+    sql::Transaction tx(db());
+    for (const Candidate& candidate : claimable(request)) {
+      if (request.quarantine_after > 0 && candidate.crashes >= request.quarantine_after) {
+        quarantine(candidate, request.now_ms);
+        claimed.quarantined.push_back(candidate.id);
+      } else {
+        claimed.runs.push_back(take(candidate, request));
+        claimed.runs.back().alone = candidate.crashes >= isolate_after(request);
+      }
+    }
+    tx.commit();
+    return claimed;
+  });
+}
+
+// Runs the request may claim: those of dead owners, then due ones (pending, sleeping or waiting
+// whose time came, running whose lease lapsed). A workflow at its concurrency limit gets no more
+// runs made running. Where writers run side by side, each row read here is locked, and rows
+// another claimer holds are skipped (Dialect::lock_claimable).
+std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request) {
+  std::vector<Candidate> due;
+  std::vector<std::string> skip = request.executing;
+  const std::string lock(db().dialect().lock_claimable);
+  // Whether to stop here: an isolated run is claimed alone; one met after others is left for a
+  // later claim.
+  const int isolate = isolate_after(request);
+  const auto admit = [&](Candidate candidate) {
+    skip.push_back(candidate.id);
+    if (candidate.crashes < isolate) {
+      due.push_back(std::move(candidate));
+      return false;
+    }
+    if (!due.empty() || !request.executing.empty()) return false;
+    due.push_back(std::move(candidate));
+    return true;
+  };
+  // First the runs of dead owners: a restarted process resumes its crashed runs at once, ahead
+  // of the queue. A takeover makes no more runs running, so the limits do not apply.
+  for (const std::string& owner : request.dead_owners) {
+    if (due.size() >= request.limit) break;
+    sql::Query orphans(db(),
+                       "SELECT id, crashes FROM runs WHERE status = 'running' AND owner = ? AND "
+                       "due_at > ? AND workflow IN (" +
+                           sql::placeholders(request.workflows.size()) + ") LIMIT ?" + lock);
+    int j = 1;
+    orphans.bind(j++, owner);
+    orphans.bind(j++, request.now_ms);
+    j = bind_all(orphans, j, request.workflows);
+    orphans.bind(j, static_cast<std::int64_t>(request.limit - due.size()));
+    while (orphans.next()) {
+      if (admit({orphans.text(0), Status::running, orphans.int32(1) + 1})) return due;
+    }
+  }
+  // Then runs whose owner's lease lapsed (a hung or partitioned owner elsewhere): also
+  // takeovers, so a workflow at its limit gets them too.
+  if (due.size() < request.limit) {
+    sql::Query lapsed(db(),
+                      "SELECT id, crashes FROM runs WHERE status = 'running' AND due_at <= ? AND "
+                      "workflow IN (" +
+                          sql::placeholders(request.workflows.size()) + ")" +
+                          excluding("id", skip.size()) + " ORDER BY due_at LIMIT ?" + lock);
+    int j = 1;
+    lapsed.bind(j++, request.now_ms);
+    j = bind_all(lapsed, j, request.workflows);
+    j = bind_all(lapsed, j, skip);
+    lapsed.bind(j, static_cast<std::int64_t>(request.limit - due.size()));
+    while (lapsed.next()) {
+      if (admit({lapsed.text(0), Status::running, lapsed.int32(1) + 1})) return due;
+    }
+  }
+  claim_due(request, due, skip, admit);
+  return due;
+}
+
+// Due runs to start or wake, within the limits, after the takeovers. A batch may fill up with
+// the runs of a workflow at its limit: those are skipped, the workflow dropped, and the query
+// made again.
+template <class Admit>
+void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& due,
+                         std::vector<std::string>& skip, const Admit& admit) {
+  std::map<std::string, int> room;  // per limited workflow: runs it may still have made running
+  for (const auto& [workflow, limit] : request.limits) {
+    // Claimers that run side by side count one at a time, so that together they stay within.
+    lock("limit:" + workflow);
+    sql::Query count(db(), "SELECT count(*) FROM runs WHERE workflow = ? AND status = 'running'");
+    count.bind(1, workflow);
+    count.next();
+    room[workflow] = limit - count.int32(0);
+  }
+  std::vector<std::string> workflows;
+  for (const std::string& name : request.workflows) {
+    const auto it = room.find(name);
+    if (it == room.end() || it->second > 0) workflows.push_back(name);
+  }
+  while (due.size() < request.limit && !workflows.empty()) {
+    // Read in due order from the partial index: no sort of every due run.
+    sql::Query query(db(), "SELECT id, status, workflow, crashes " +
+                               live_runs(workflows.size(), skip.size()) +
+                               " AND status != 'running' AND due_at <= ? ORDER BY due_at LIMIT ?" +
+                               std::string(db().dialect().lock_claimable));
+    int i = bind_all(query, 1, workflows);
+    i = bind_all(query, i, skip);
+    query.bind(i++, request.now_ms);
+    query.bind(i, static_cast<std::int64_t>(request.limit - due.size()));
+    bool full = false, any = false;
+    while (query.next()) {
+      any = true;
+      std::string id = query.text(0);
+      const Status status = status_from_string(query.text(1)).value_or(Status::pending);
+      const int crashes = query.int32(3);
+      if (crashes >= isolate_after(request) && (!due.empty() || !request.executing.empty())) {
+        skip.push_back(std::move(id));  // claimed alone, by a later claim
+        continue;
+      }
+      const auto limited = room.find(query.text(2));
+      if (limited != room.end()) {
+        if (limited->second <= 0) {
+          skip.push_back(std::move(id));
+          full = true;
+          continue;
+        }
+        --limited->second;
+      }
+      if (admit({std::move(id), status, crashes})) return;
+    }
+    if (!any || !full) break;
+    std::erase_if(workflows, [&](const std::string& name) {
+      const auto it = room.find(name);
+      return it != room.end() && it->second <= 0;
+    });
+  }
+}
+
+// Fails a run that crashed its worker request.quarantine_after times, inside claim()'s
+// transaction, instead of claiming it again: retried forever, it would kill every worker that
+// takes it, first thing after each restart.
+void SqlStore::quarantine(const Candidate& run, std::int64_t now_ms) {
+  const std::string message =
+      "quarantined: the worker holding this run died " + std::to_string(run.crashes) +
+      " times in a row before the run could journal anything (a crash in its workflow code or a "
+      "step body: a segmentation fault, an abort, a stack overflow, the out-of-memory killer). "
+      "Find the cause in the workers' logs or core dumps, deploy a fix, then retry the run";
+  const ErrorInfo error{"durable::Quarantined", message, {}, 0};
+  sql::Query update(db(),
+                    "UPDATE runs SET status = 'failed', owner = NULL, due_at = NULL, error = ?, "
+                    "crashes = ?, updated_at = ? WHERE id = ?");
+  update.bind(1, lenient_dump(error_to_json(error)));
+  update.bind(2, run.crashes);
+  update.bind(3, now_ms);
+  update.bind(4, run.id);
+  update.run();
+  add_history(run.id, now_ms, Status::failed, message);
+  resolve_parent(run.id, Status::failed, std::nullopt, error, now_ms);
+}
+
+// Claims one run inside claim()'s transaction: owner and lease, sleeps that are over marked
+// completed, the journal loaded, the transition recorded.
+Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
+  const std::string& id = candidate.id;
+  const Status before = candidate.before;
+  Claim claim;
+  claim.lease_until_ms = request.now_ms + request.lease_ms;
+  claim.crashes = candidate.crashes;
+  {
+    sql::Query update(
+        db(),
+        "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
+        "crashes = ? WHERE id = ? RETURNING workflow, correlation_id, input, invocations");
+    update.bind(1, request.owner);
+    update.bind(2, claim.lease_until_ms);
+    update.bind(3, request.now_ms);
+    update.bind(4, candidate.crashes);
+    update.bind(5, id);
+    if (!update.next()) bug("run " + id + " vanished while being claimed");
+    unreadable_.reset();
+    claim.run.id = id;
+    claim.run.workflow = update.text(0);
+    claim.run.correlation_id = update.text(1);
+    claim.run.input = stored(update.text(2));
+    claim.run.invocations = update.int32(3);
+    while (update.next()) {
+    }
+  }
+  // Sleep entries are left sleeping by a sleeping run, or by a resident one (running) that slept
+  // in place; wait entries only by a waiting run. A pending run has neither.
+  if (before == Status::sleeping || before == Status::running) {
+    sql::Query end_sleeps(db(),
+                          "UPDATE steps SET state = 'completed', updated_at = ?1 "
+                          "WHERE run_id = ?2 AND state = 'sleeping' AND wake_at <= ?1");
+    end_sleeps.bind(1, request.now_ms);
+    end_sleeps.bind(2, id);
+    end_sleeps.run();
+  }
+  if (before == Status::waiting) time_out_waits(id, request.now_ms);
+  for (JournalEntry& entry : load_journal(id)) {
+    claim.run.invocations = std::max(claim.run.invocations, entry.invocation);
+    claim.run.journal.append(std::move(entry));
+  }
+  claim.run.next_seq = claim.run.journal.size();
+  claim.unreadable = std::exchange(unreadable_, std::nullopt);
+  add_history(id, request.now_ms, Status::running, claim_reason(before));
+  return claim;
+}
+
+bool SqlStore::release(const std::string& id, const std::string& owner, std::int64_t now_ms,
+                       const std::string& reason) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    sql::Query update(db(),
+                      "UPDATE runs SET status = 'pending', owner = NULL, due_at = ?, "
+                      "updated_at = ? WHERE id = ? AND status = 'running' AND owner = ?");
+    update.bind(1, now_ms);
+    update.bind(2, now_ms);
+    update.bind(3, id);
+    update.bind(4, owner);
+    const bool released = update.run() > 0;
+    if (released && !reason.empty()) add_history(id, now_ms, Status::pending, reason);
+    tx.commit();
+    return released;
+  });
+}
+
+void SqlStore::renew_leases(const std::string& owner, const std::vector<std::string>& ids,
+                            std::int64_t until_ms) {
+  if (ids.empty()) return;
+  guarded([&] {
+    sql::Query renew(db(),
+                     "UPDATE runs SET due_at = ? WHERE status = 'running' AND owner = ? AND id "
+                     "IN (" +
+                         sql::placeholders(ids.size()) + ")");
+    renew.bind(1, until_ms);
+    renew.bind(2, owner);
+    bind_all(renew, 3, ids);
+    return renew.run();
+  });
+}
+
+std::optional<std::int64_t> SqlStore::next_due(const std::vector<std::string>& workflows,
+                                               const std::vector<std::string>& executing) {
+  return guarded([&]() -> std::optional<std::int64_t> {
+    if (workflows.empty()) return std::nullopt;
+    sql::Query query(db(), "SELECT min(due_at) " + live_runs(workflows.size(), executing.size()));
+    bind_all(query, bind_all(query, 1, workflows), executing);
+    if (!query.next() || query.is_null(0)) return std::nullopt;
+    return query.int64(0);
+  });
+}
+
+std::size_t SqlStore::due_count(const std::vector<std::string>& workflows,
+                                const std::vector<std::string>& executing, std::int64_t now_ms,
+                                std::size_t limit) {
+  return guarded([&]() -> std::size_t {
+    if (workflows.empty() || limit == 0) return 0;
+    sql::Query query(db(), "SELECT count(*) FROM (SELECT 1 " +
+                               live_runs(workflows.size(), executing.size()) +
+                               " AND due_at <= ? LIMIT ?) AS due");
+    int i = bind_all(query, bind_all(query, 1, workflows), executing);
+    query.bind(i++, now_ms);
+    query.bind(i, static_cast<std::int64_t>(limit));
+    query.next();
+    return static_cast<std::size_t>(query.int64(0));
+  });
+}
+
+Backlog SqlStore::backlog(std::int64_t now_ms) {
+  return guarded([&] {
+    sql::Query query(db(),
+                     "SELECT count(*), min(due_at) FROM runs WHERE status IN "
+                     "('pending', 'sleeping', 'waiting') AND due_at <= ?");
+    query.bind(1, now_ms);
+    Backlog backlog;
+    if (query.next()) {
+      backlog.depth = static_cast<std::size_t>(query.int64(0));
+      if (!query.is_null(1)) backlog.oldest_due_ms = query.int64(1);
+    }
+    return backlog;
+  });
+}
+
+}  // namespace durable::detail

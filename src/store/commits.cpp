@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: Apache-2.0
+// A run's writes: its journal entries and its change of status in one transaction, fenced by
+// ownership (written only while the run is `running` under the writer), alone or with other
+// runs' writes (group commit); and reading a journal back.
+
+#include "errors_internal.hpp"
+#include "serialization.hpp"
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+constexpr const char* kEntryInsert =
+    "INSERT INTO steps (run_id, key, seq, base, kind, state, output, error, attempts, wake_at, "
+    "invocation, updated_at, duration_ms, started_at) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+// Binds the same 14 parameters as kEntryInsert; the seq (?3) is the entry's first one's, kept.
+constexpr const char* kEntryUpdate =
+    "UPDATE steps SET base = ?4, kind = ?5, state = ?6, output = ?7, error = ?8, attempts = ?9, "
+    "wake_at = ?10, invocation = ?11, updated_at = ?12, duration_ms = coalesce(?13, duration_ms), "
+    "started_at = coalesce(?14, started_at) "
+    "WHERE run_id = ?1 AND key = ?2 AND CAST(?3 AS BIGINT) IS NOT NULL";
+constexpr const char* kJournalSelect =
+    "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation, updated_at, "
+    "duration_ms, started_at FROM steps WHERE run_id = ? ORDER BY seq";
+
+void bind_optional(sql::Query& query, int index, const std::optional<std::int64_t>& value) {
+  if (value) {
+    query.bind(index, *value);
+  } else {
+    query.bind_null(index);
+  }
+}
+
+}  // namespace
+
+bool SqlStore::commit(const RunWrite& w) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    if (!apply(w)) return false;  // the transaction rolls back: nothing written
+    tx.commit();
+    ++write_transactions_;
+    return true;
+  });
+}
+
+std::vector<bool> SqlStore::commit_all(const std::vector<const RunWrite*>& writes) {
+  return guarded([&] {
+    std::vector<bool> written;
+    written.reserve(writes.size());
+    sql::Transaction tx(db());
+    for (const RunWrite* w : writes) written.push_back(apply(*w));
+    tx.commit();
+    ++write_transactions_;
+    return written;
+  });
+}
+
+// Writes one run's change inside the caller's transaction, if the run is still running under
+// the writer; returns whether it was.
+bool SqlStore::apply(const RunWrite& w) {
+  {
+    sql::Query owner(db(), "SELECT status, coalesce(owner, '') FROM runs WHERE id = ?" +
+                               std::string(db().dialect().lock_row));
+    owner.bind(1, w.run_id);
+    if (!owner.next() || owner.text(0) != "running" || owner.text(1) != w.owner) return false;
+  }
+  bool woke = false;  // a wait written here was completed at once by an earlier event
+  if (w.clear_crashes) {
+    sql::Query clear(db(), "UPDATE runs SET crashes = 0 WHERE id = ?");
+    clear.bind(1, w.run_id);
+    clear.run();
+  }
+  if (w.entries != nullptr) {
+    std::size_t seq = w.first_seq;
+    for (const EntryWrite& e : *w.entries) {
+      write_entry(w, e, e.is_new ? seq++ : 0);
+      woke = side_effects(w, e) || woke;
+    }
+  }
+  if (w.status) {
+    sql::Query update(db(),
+                      "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
+                      "invocations = ?, updated_at = ? WHERE id = ?");
+    update.bind(1, to_string(*w.status));
+    const bool keeps_due = (*w.status == Status::sleeping || *w.status == Status::running ||
+                            *w.status == Status::waiting) &&
+                           w.due_ms != kNever;
+    bind_optional(update, 2, keeps_due ? std::optional(w.due_ms) : std::nullopt);
+    if (*w.status == Status::running) {
+      update.bind(3, w.owner);
+    } else {
+      update.bind_null(3);
+    }
+    if (w.output) {
+      update.bind(4, *w.output);
+    } else {
+      update.bind_null(4);
+    }
+    if (w.error) {
+      update.bind(5, lenient_dump(error_to_json(*w.error)));
+    } else {
+      update.bind_null(5);
+    }
+    update.bind(6, w.invocations);
+    update.bind(7, w.now_ms);
+    update.bind(8, w.run_id);
+    update.run();
+    add_history(w.run_id, w.now_ms, *w.status, w.reason);
+    if (*w.status == Status::waiting && (woke || !still_waiting(w.run_id))) {
+      wake(w.run_id, w.now_ms, "what it waited for came while the wait was being journaled");
+    }
+    if (*w.status == Status::completed || *w.status == Status::failed) {
+      resolve_parent(w.run_id, *w.status, w.output, w.error, w.now_ms);
+    }
+  } else if (w.renew_lease) {
+    sql::Query renew(db(),
+                     "UPDATE runs SET due_at = ?, invocations = ?, updated_at = ? WHERE id = ?");
+    renew.bind(1, w.due_ms);
+    renew.bind(2, w.invocations);
+    renew.bind(3, w.now_ms);
+    renew.bind(4, w.run_id);
+    renew.run();
+  }
+  return true;
+}
+
+// What a new journal entry does beyond being written: a send publishes its event, a wait is
+// registered, an invoke creates its child. Returns whether a wait was completed at once.
+bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
+  const JournalEntry& e = write.entry;
+  if (e.kind == StepKind::send && e.state == StepState::completed && write.is_new) {
+    NewEvent event;
+    event.id = e.output.value("id", "");
+    event.name = e.output.value("name", "");
+    event.data = e.output.value("data", json::object()).dump();
+    event.now_ms = w.now_ms;
+    publish_in(event);
+  } else if (e.kind == StepKind::event && e.state == StepState::waiting) {
+    return register_wait(w.run_id, e, w.now_ms);
+  } else if (e.kind == StepKind::invoke && e.state == StepState::waiting) {
+    create_child(w.run_id, e, w.now_ms);
+  }
+  return false;
+}
+
+bool SqlStore::still_waiting(const std::string& run_id) {
+  sql::Query query(db(), "SELECT 1 FROM steps WHERE run_id = ? AND state = 'waiting' LIMIT 1");
+  query.bind(1, run_id);
+  return query.next();
+}
+
+void SqlStore::write_entry(const RunWrite& w, const EntryWrite& write, std::size_t seq) {
+  const JournalEntry& e = write.entry;
+  sql::Query s(db(), write.is_new ? kEntryInsert : kEntryUpdate);
+  s.bind(1, w.run_id);
+  s.bind(2, e.key);
+  s.bind(3, static_cast<std::int64_t>(seq));
+  s.bind(4, e.base);
+  s.bind(5, to_string(e.kind));
+  s.bind(6, to_string(e.state));
+  const bool has_output = e.kind == StepKind::run
+                              ? e.state == StepState::completed
+                              : e.kind != StepKind::sleep && !e.output.is_null();
+  if (!has_output) {
+    s.bind_null(7);
+  } else if (!e.output_text.empty()) {
+    s.bind(7, e.output_text);
+  } else {
+    s.bind(7, e.output.dump());
+  }
+  if (e.error) {
+    s.bind(8, lenient_dump(error_to_json(*e.error)));
+  } else {
+    s.bind_null(8);
+  }
+  s.bind(9, e.attempts);
+  bind_optional(s, 10, e.wake_at_ms);
+  s.bind(11, e.invocation);
+  s.bind(12, w.now_ms);
+  bind_optional(s, 13, e.duration_ms);
+  bind_optional(s, 14, e.started_at_ms);
+  s.run();
+}
+
+std::vector<JournalEntry> SqlStore::load_journal(const std::string& id) {
+  sql::Query q(db(), kJournalSelect);
+  q.bind(1, id);
+  std::vector<JournalEntry> entries;
+  while (q.next()) {
+    JournalEntry e;
+    e.key = q.text(0);
+    e.base = q.text(1);
+    const auto kind = step_kind_from_string(q.text(2));
+    const auto state = step_state_from_string(q.text(3));
+    if (!kind || !state)
+      fail("the journal of run " + id + " has an entry of unknown kind or state");
+    e.kind = *kind;
+    e.state = *state;
+    if (!q.is_null(4)) e.output = stored(q.text(4));
+    if (!q.is_null(5)) e.error = error_from_json(stored(q.text(5)));
+    e.attempts = q.int32(6);
+    if (!q.is_null(7)) e.wake_at_ms = q.int64(7);
+    e.invocation = q.int32(8);
+    e.updated_at_ms = q.int64(9);
+    if (!q.is_null(10)) e.duration_ms = q.int64(10);
+    if (!q.is_null(11)) e.started_at_ms = q.int64(11);
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+std::optional<std::vector<JournalEntry>> SqlStore::journal(const std::string& id) {
+  return guarded([&]() -> std::optional<std::vector<JournalEntry>> {
+    if (!run_exists(id)) return std::nullopt;
+    return load_journal(id);
+  });
+}
+
+std::optional<std::vector<StepInfo>> SqlStore::list_steps(const std::string& id) {
+  return guarded([&]() -> std::optional<std::vector<StepInfo>> {
+    if (!run_exists(id)) return std::nullopt;
+    std::vector<StepInfo> steps;
+    for (const JournalEntry& e : load_journal(id)) {
+      StepInfo info;
+      info.id = e.key;
+      info.kind = to_string(e.kind);
+      info.status = to_string(e.state);
+      info.output = e.output;
+      info.error = e.error;
+      info.attempts = e.attempts;
+      if (e.wake_at_ms) info.wake_at = to_time(*e.wake_at_ms);
+      if (e.duration_ms) info.duration = std::chrono::milliseconds(*e.duration_ms);
+      if (e.started_at_ms) info.started_at = to_time(*e.started_at_ms);
+      info.updated_at = to_time(e.updated_at_ms);
+      steps.push_back(std::move(info));
+    }
+    return steps;
+  });
+}
+
+}  // namespace durable::detail

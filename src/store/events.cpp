@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: Apache-2.0
+// Events and waits: storing an event completes the waits it matches and starts the runs of the
+// workflows it triggers, in one transaction; a wait journaled after a matching event was stored
+// is completed at once, when it is registered. So neither order of a wait and its event loses
+// the event. Where writers run side by side, both transactions first lock the event's name
+// (SqlStore::lock), so the one that commits second sees the other's row.
+//
+// Housekeeping: deleting events no wait can need any more. A wait (step.wait_for_event) records
+// `since`, the last events.seq stored when the workflow reached it (engine.cpp reads the event
+// horizon), and counts only events with a higher seq. It finds them in two ways:
+//   1. when its journal entry is committed, register_wait() looks for a matching event with
+//      seq > since, stored while the invocation was reaching its commit; from then on
+//   2. publish() completes it with each new event, as that event is stored.
+// So an event is needed only by a wait whose since is below its seq and that has not yet been
+// registered (way 1). Such a wait is either
+//   - registered already (a `waits` row): its since is in the row; conservatively, every event
+//     after the oldest since of a `waits` row is kept; or
+//   - in flight: read by an invocation of a `running` run that has not committed yet, so read
+//     after that run's current claim, when every event stored before the claim was already
+//     below the horizon. Events stored since the oldest current claim are kept (less a margin
+//     for clocks of other processes).
+// And the newest event is never deleted: on SQLite seq is the rowid, which would be handed out
+// again from 1 once the table is empty, and a wait whose since is above it would miss new events.
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "errors_internal.hpp"
+#include "ids.hpp"
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+// How far another process's clock may be behind this one's, for the times it wrote.
+constexpr std::int64_t kClockMarginMs = 60'000;
+
+bool matches(const json& match, const json& data) {
+  if (match.empty()) return true;
+  if (!data.is_object()) return false;
+  for (const auto& [field, value] : match.items()) {
+    const auto it = data.find(field);
+    if (it == data.end() || *it != value) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Published SqlStore::publish(const NewEvent& event) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    Published result = publish_in(event);
+    tx.commit();
+    return result;
+  });
+}
+
+// Stores an event inside the caller's transaction and delivers it.
+Published SqlStore::publish_in(const NewEvent& event) {
+  lock("event:" + event.name);
+  Published result;
+  {
+    sql::Query insert(db(),
+                      "INSERT INTO events (id, name, data, at) VALUES (?, ?, ?, ?) "
+                      "RETURNING seq");
+    insert.bind(1, event.id);
+    insert.bind(2, event.name);
+    insert.bind(3, event.data);
+    insert.bind(4, event.now_ms);
+    if (!insert.next()) bug("event " + event.id + " was stored with no sequence number");
+    result.seq = insert.int64(0);
+    while (insert.next()) {
+    }
+  }
+  const json data = stored(event.data);
+  const json full = {
+      {"id", event.id}, {"name", event.name}, {"data", data}, {"time", event.now_ms}};
+  std::vector<std::pair<std::string, std::string>> matched;  // run, key
+  {
+    sql::Query waits(db(), "SELECT run_id, key, match FROM waits WHERE event = ? AND since < ?");
+    waits.bind(1, event.name);
+    waits.bind(2, result.seq);
+    while (waits.next()) {
+      if (matches(stored(waits.text(2)), data)) matched.emplace_back(waits.text(0), waits.text(1));
+    }
+  }
+  for (const auto& [run, key] : matched) {
+    if (complete_wait(run, key, full, event.now_ms)) {
+      wake(run, event.now_ms, "event '" + event.name + "' arrived (" + key + ")");
+      ++result.woken;
+    }
+  }
+  std::vector<std::string> workflows;
+  {
+    sql::Query triggers(db(), "SELECT workflow FROM triggers WHERE event = ?");
+    triggers.bind(1, event.name);
+    while (triggers.next()) workflows.push_back(triggers.text(0));
+  }
+  for (const std::string& workflow : workflows) {
+    NewRun run;
+    run.id = new_id();
+    run.workflow = workflow;
+    run.correlation_id = new_id();
+    run.idempotency_key = "event:" + event.id;
+    run.input = full.dump();
+    run.now_ms = run.due_ms = event.now_ms;
+    run.reason = "started by event '" + event.name + "'";
+    result.started.push_back(insert_run(run));
+  }
+  return result;
+}
+
+// A new wait of a run's journal: registered for the events to come, and completed at once by one
+// stored since the wait began (sent while the invocation was reaching the wait).
+bool SqlStore::register_wait(const std::string& run_id, const JournalEntry& e,
+                             std::int64_t now_ms) {
+  const std::string event = e.output.value("event", "");
+  const json match = e.output.value("match", json::object());
+  const std::int64_t since = e.output.value("since", std::int64_t{0});
+  lock("event:" + event);
+  {
+    sql::Query insert(db(),
+                      "INSERT INTO waits (run_id, key, event, match, since) VALUES (?, ?, ?, ?, ?) "
+                      "ON CONFLICT (run_id, key) DO UPDATE SET event = excluded.event, "
+                      "match = excluded.match, since = excluded.since");
+    insert.bind(1, run_id);
+    insert.bind(2, e.key);
+    insert.bind(3, event);
+    insert.bind(4, match.dump());
+    insert.bind(5, since);
+    insert.run();
+  }
+  std::optional<json> found;
+  {
+    sql::Query earlier(db(),
+                       "SELECT id, data, at FROM events WHERE name = ? AND seq > ? ORDER BY seq");
+    earlier.bind(1, event);
+    earlier.bind(2, since);
+    while (earlier.next()) {
+      json data = stored(earlier.text(1));
+      if (!matches(match, data)) continue;
+      found = json{{"id", earlier.text(0)},
+                   {"name", event},
+                   {"data", std::move(data)},
+                   {"time", earlier.int64(2)}};
+      break;
+    }
+  }
+  return found && complete_wait(run_id, e.key, *found, now_ms);
+}
+
+// Completes a waiting event step with the event (null: timed out); false if it was not waiting.
+bool SqlStore::complete_wait(const std::string& run_id, const std::string& key, const json& event,
+                             std::int64_t now_ms) {
+  sql::Query update(db(),
+                    "UPDATE steps SET state = 'completed', output = ?, updated_at = ? "
+                    "WHERE run_id = ? AND key = ? AND state = 'waiting'");
+  if (event.is_null()) {
+    update.bind_null(1);
+  } else {
+    update.bind(1, event.dump());
+  }
+  update.bind(2, now_ms);
+  update.bind(3, run_id);
+  update.bind(4, key);
+  const bool completed = update.run() > 0;
+  sql::Query remove(db(), "DELETE FROM waits WHERE run_id = ? AND key = ?");
+  remove.bind(1, run_id);
+  remove.bind(2, key);
+  remove.run();
+  return completed;
+}
+
+// Completes the event waits of a run whose timeout passed, with no event.
+void SqlStore::time_out_waits(const std::string& id, std::int64_t now_ms) {
+  std::vector<std::string> keys;
+  {
+    sql::Query query(db(),
+                     "SELECT key FROM steps WHERE run_id = ? AND kind = 'event' AND "
+                     "state = 'waiting' AND wake_at <= ?");
+    query.bind(1, id);
+    query.bind(2, now_ms);
+    while (query.next()) keys.push_back(query.text(0));
+  }
+  for (const std::string& key : keys) complete_wait(id, key, json(), now_ms);
+}
+
+// A waiting run whose wait is over becomes pending, due now.
+void SqlStore::wake(const std::string& id, std::int64_t now_ms, const std::string& reason) {
+  sql::Query update(db(),
+                    "UPDATE runs SET status = 'pending', due_at = ?, updated_at = ? "
+                    "WHERE id = ? AND status = 'waiting'");
+  update.bind(1, now_ms);
+  update.bind(2, now_ms);
+  update.bind(3, id);
+  if (update.run() > 0) add_history(id, now_ms, Status::pending, reason);
+}
+
+std::int64_t SqlStore::event_horizon() {
+  return guarded([&] {
+    sql::Query query(db(), "SELECT coalesce(max(seq), 0) FROM events");
+    query.next();
+    return query.int64(0);
+  });
+}
+
+void SqlStore::register_workflow(const std::string& workflow,
+                                 const std::vector<std::string>& events, std::int64_t now_ms) {
+  guarded([&] {
+    sql::Transaction tx(db());
+    {
+      sql::Query known(db(),
+                       "INSERT INTO workflows (name, seen_at) VALUES (?, ?) "
+                       "ON CONFLICT (name) DO UPDATE SET seen_at = excluded.seen_at");
+      known.bind(1, workflow);
+      known.bind(2, now_ms);
+      known.run();
+    }
+    {
+      sql::Query remove(db(), "DELETE FROM triggers WHERE workflow = ?" +
+                                  (events.empty() ? std::string()
+                                                  : " AND event NOT IN (" +
+                                                        sql::placeholders(events.size()) + ")"));
+      remove.bind(1, workflow);
+      int i = 2;
+      for (const std::string& event : events) remove.bind(i++, event);
+      remove.run();
+    }
+    for (const std::string& event : events) {
+      sql::Query insert(db(),
+                        "INSERT INTO triggers (event, workflow) VALUES (?, ?) "
+                        "ON CONFLICT DO NOTHING");
+      insert.bind(1, event);
+      insert.bind(2, workflow);
+      insert.run();
+    }
+    tx.commit();
+    return 0;
+  });
+}
+
+std::size_t SqlStore::purge_events(std::int64_t before_ms, std::size_t limit) {
+  if (limit == 0) return 0;
+  return guarded([&] {
+    // One write transaction: the bounds and the delete see the same state.
+    sql::Transaction tx(db());
+    std::int64_t max_seq = 0;  // below the newest event and the oldest since of a wait
+    {
+      sql::Query newest(db(), "SELECT coalesce(max(seq), 0) FROM events");
+      newest.next();
+      max_seq = newest.int64(0) - 1;
+    }
+    {
+      sql::Query waits(db(), "SELECT min(since) FROM waits");
+      if (waits.next() && !waits.is_null(0)) max_seq = std::min(max_seq, waits.int64(0));
+    }
+    // The oldest current claim of a running run: a claim writes a history row with status
+    // 'running'; the latest such row of a run is its current claim.
+    std::int64_t cutoff = before_ms;
+    {
+      sql::Query claims(db(),
+                        "SELECT min((SELECT max(h.at) FROM history h WHERE h.run_id = r.id "
+                        "AND h.status = 'running')) FROM runs r WHERE r.status = 'running'");
+      if (claims.next() && !claims.is_null(0)) {
+        cutoff = std::min(cutoff, claims.int64(0) - kClockMarginMs);
+      }
+    }
+    sql::Query remove(db(),
+                      "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE seq <= ? "
+                      "AND at < ? ORDER BY seq LIMIT ?)");
+    remove.bind(1, max_seq);
+    remove.bind(2, cutoff);
+    remove.bind(3, static_cast<std::int64_t>(std::min<std::size_t>(
+                       limit, static_cast<std::size_t>(std::numeric_limits<int>::max()))));
+    const std::int64_t deleted = remove.run();
+    tx.commit();
+    return static_cast<std::size_t>(deleted);
+  });
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runs: creating them (once per idempotency key), reading and listing them, their state
+// history, and the operator's cancel and retry.
+
+#include <algorithm>
+#include <climits>
+
+#include "errors_internal.hpp"
+#include "serialization.hpp"
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+Clock::time_point to_time(std::int64_t ms) {
+  return Clock::time_point(std::chrono::milliseconds(ms));
+}
+
+SqlStore::SqlStore(std::unique_ptr<sql::Connection> db, std::string name)
+    : db_(std::move(db)), name_(std::move(name)) {}
+
+void SqlStore::fail(const std::string& what) const {
+  throw Error("database '" + name_ + "': " + what);
+}
+
+void SqlStore::fail_with(const sql::Failure& e) const {
+  fail(std::string(e.what()) +
+       (e.fault() == sql::Fault::disk_full
+            ? " (the disk is full: free space, then retry; nothing was written by the failed "
+              "operation)"
+            : ""));
+}
+
+// JSON text read back from the database. Text nested deeper than kMaxStoredDepth can only have
+// been written before the limit or by another tool; parsed, it would crash whatever copies or
+// writes it on a small stack. It reads as a string saying so, and unreadable_ records it, so
+// that claim() fails such a run instead of executing it.
+json SqlStore::stored(const std::string& text) {
+  if (auto problem = too_deep_text(text, kMaxStoredDepth)) {
+    unreadable_ = "a value stored in it cannot be read: " + *problem;
+    return "<unreadable: nested more than " + std::to_string(kMaxStoredDepth) + " levels deep>";
+  }
+  return json::parse(text);
+}
+
+std::string SqlStore::create_run(const NewRun& run) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    std::string id = insert_run(run);
+    tx.commit();
+    return id;
+  });
+}
+
+// Inserts a run inside the caller's transaction, or returns the run of the same workflow and
+// idempotency key.
+std::string SqlStore::insert_run(const NewRun& run) {
+  if (!run.idempotency_key.empty()) {
+    sql::Query existing(db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
+    existing.bind(1, run.workflow);
+    existing.bind(2, run.idempotency_key);
+    if (existing.next()) return existing.text(0);
+  }
+  // A run of the same key inserted meanwhile by another writer (where writers run side by side)
+  // leaves this insert doing nothing; the query after it finds that run.
+  sql::Query insert(db(),
+                    "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, "
+                    "input, due_at, created_at, updated_at, parent_id, parent_step) "
+                    "VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (workflow, idempotency_key) DO NOTHING");
+  insert.bind(1, run.id);
+  insert.bind(2, run.workflow);
+  insert.bind(3, run.correlation_id);
+  insert.bind_text_or_null(4, run.idempotency_key);
+  insert.bind(5, run.input);
+  insert.bind(6, run.due_ms);
+  insert.bind(7, run.now_ms);
+  insert.bind(8, run.now_ms);
+  insert.bind_text_or_null(9, run.parent_id);
+  insert.bind_text_or_null(10, run.parent_step);
+  if (insert.run() == 0) {
+    insert.reset();
+    sql::Query existing(db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
+    existing.bind(1, run.workflow);
+    existing.bind(2, run.idempotency_key);
+    if (!existing.next()) bug("run " + run.id + " was neither inserted nor found");
+    return existing.text(0);
+  }
+  std::string reason = run.reason.empty() ? "started" : run.reason;
+  if (run.due_ms > run.now_ms) reason += "; delayed until its start time";
+  add_history(run.id, run.now_ms, Status::pending, reason);
+  return run.id;
+}
+
+bool SqlStore::run_exists(const std::string& id) {
+  sql::Query query(db(), "SELECT 1 FROM runs WHERE id = ?");
+  query.bind(1, id);
+  return query.next();
+}
+
+void SqlStore::lock(const std::string& key) {
+  const std::string_view statement = db().dialect().lock_key;
+  if (statement.empty()) return;
+  sql::Query query(db(), std::string(statement));
+  query.bind(1, key);
+  while (query.next()) {
+  }
+}
+
+std::optional<Status> SqlStore::locked_status(const std::string& id) {
+  sql::Query query(db(),
+                   "SELECT status FROM runs WHERE id = ?" + std::string(db().dialect().lock_row));
+  query.bind(1, id);
+  if (!query.next()) return std::nullopt;
+  return status_from_string(query.text(0));
+}
+
+void SqlStore::add_history(const std::string& id, std::int64_t at, Status status,
+                           const std::string& reason) {
+  sql::Query insert(db(), "INSERT INTO history (run_id, at, status, reason) VALUES (?, ?, ?, ?)");
+  insert.bind(1, id);
+  insert.bind(2, at);
+  insert.bind(3, to_string(status));
+  insert.bind(4, reason);
+  insert.run();
+}
+
+std::string SqlStore::run_columns() const {
+  return "SELECT r.id, r.workflow, r.correlation_id, r.status, r.input, r.output, r.error, " +
+         std::string(db_->dialect().greatest) +
+         "(r.invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = "
+         "r.id)), r.created_at, r.updated_at, r.due_at, coalesce(r.parent_id, ''), w.host, w.pid "
+         "FROM runs r LEFT JOIN workers w ON w.id = r.owner AND r.status = 'running'";
+}
+
+RunInfo SqlStore::read_run(sql::Query& q) {
+  RunInfo info;
+  info.id = q.text(0);
+  info.workflow = q.text(1);
+  info.correlation_id = q.text(2);
+  info.status = status_from_string(q.text(3)).value_or(Status::pending);
+  info.input = stored(q.text(4));
+  if (!q.is_null(5)) info.output = stored(q.text(5));
+  if (!q.is_null(6)) info.error = error_from_json(stored(q.text(6)));
+  info.invocations = q.int32(7);
+  info.created_at = to_time(q.int64(8));
+  info.updated_at = to_time(q.int64(9));
+  if (!q.is_null(10) && (info.status == Status::pending || info.status == Status::sleeping ||
+                         info.status == Status::waiting)) {
+    info.wake_at = to_time(q.int64(10));
+  }
+  info.parent_id = q.text(11);
+  if (info.status == Status::running) {
+    // Who holds it: "HOST:PID" of its owner, the host name being the part of the worker's host
+    // identity (host_identity() in runtime.cpp) before the first space. due_at is the lease
+    // expiry while running; the owner's row may be gone (pruned by an older durable), and the
+    // run still held until then.
+    if (!q.is_null(12)) {
+      const std::string host = q.text(12);
+      info.worker = host.substr(0, host.find(' ')) + ":" + std::to_string(q.int64(13));
+    }
+    if (!q.is_null(10)) info.lease_until = to_time(q.int64(10));
+  }
+  return info;
+}
+
+std::optional<RunInfo> SqlStore::get_run(const std::string& id, bool with_history) {
+  return guarded([&]() -> std::optional<RunInfo> {
+    sql::Query query(db(), run_columns() + " WHERE r.id = ?");
+    query.bind(1, id);
+    if (!query.next()) return std::nullopt;
+    RunInfo info = read_run(query);
+    if (with_history) {
+      sql::Query history(db(),
+                         "SELECT status, at, reason FROM history WHERE run_id = ? ORDER BY id");
+      history.bind(1, id);
+      while (history.next()) {
+        info.history.push_back({status_from_string(history.text(0)).value_or(Status::pending),
+                                to_time(history.int64(1)), history.text(2)});
+      }
+    }
+    return info;
+  });
+}
+
+std::vector<RunInfo> SqlStore::list_runs(const RunFilter& filter) {
+  return guarded([&] {
+    std::string sql = run_columns() + " WHERE true";
+    if (filter.status) sql += " AND r.status = ?";
+    if (!filter.workflow.empty()) sql += " AND r.workflow = ?";
+    if (!filter.correlation_id.empty()) sql += " AND r.correlation_id = ?";
+    sql +=
+        " ORDER BY r.created_at DESC, " + std::string(db().dialect().run_order) + " DESC LIMIT ?";
+    sql::Query query(db(), sql);
+    int i = 1;
+    if (filter.status) query.bind(i++, to_string(*filter.status));
+    if (!filter.workflow.empty()) query.bind(i++, filter.workflow);
+    if (!filter.correlation_id.empty()) query.bind(i++, filter.correlation_id);
+    query.bind(i, static_cast<std::int64_t>(std::min<std::size_t>(filter.limit, INT64_MAX)));
+    std::vector<RunInfo> runs;
+    while (query.next()) runs.push_back(read_run(query));
+    return runs;
+  });
+}
+
+std::optional<Status> SqlStore::cancel(const std::string& id, std::int64_t now_ms,
+                                       const std::string& reason) {
+  return guarded([&]() -> std::optional<Status> {
+    sql::Transaction tx(db());
+    const std::optional<Status> before = locked_status(id);
+    if (!before) return std::nullopt;
+    const std::string history = reason.empty() ? "cancelled" : "cancelled: " + reason;
+    if (before == Status::failed) {
+      // Closed, not cancelled midway: its parent heard of the failure when it failed, and its
+      // children ended with it. The error stays, for whoever looks at it later.
+      sql::Query close(db(),
+                       "UPDATE runs SET status = 'cancelled', crashes = 0, updated_at = ? "
+                       "WHERE id = ? AND status = 'failed'");
+      close.bind(1, now_ms);
+      close.bind(2, id);
+      if (close.run() > 0) add_history(id, now_ms, Status::cancelled, history);
+    } else {
+      cancel_in(id, now_ms, history);
+    }
+    tx.commit();
+    return before;
+  });
+}
+
+bool SqlStore::retry(const std::string& id, std::int64_t now_ms) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    const std::optional<Status> current = locked_status(id);
+    if (!current) return false;
+    if (current != Status::failed) {
+      throw RunStateRefused("run " + id + " is " + std::string(to_string(*current)) +
+                            "; only a failed run can be retried");
+    }
+    sql::Query steps(db(),
+                     "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, "
+                     "updated_at = ? WHERE run_id = ? AND state = 'failed'");
+    steps.bind(1, now_ms);
+    steps.bind(2, id);
+    const std::int64_t reset = steps.run();
+    sql::Query run(db(),
+                   "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
+                   "error = NULL, crashes = 0, updated_at = ? WHERE id = ?");
+    run.bind(1, now_ms);
+    run.bind(2, now_ms);
+    run.bind(3, id);
+    run.run();
+    add_history(id, now_ms, Status::pending,
+                "retry requested; " + std::to_string(reset) + " failed step(s) run again");
+    tx.commit();
+    return true;
+  });
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+// Schedules: stored once per id and spec, fired once per due time whichever worker fires them
+// (the run's idempotency key names the due time), kept when used up.
+
+#include "ids.hpp"
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+constexpr const char* kScheduleColumns =
+    "SELECT id, workflow, input, every_ms, cron, remaining, next_at, fired, created_at FROM "
+    "schedules";
+
+void bind_remaining(sql::Query& query, int index, const std::optional<int>& remaining) {
+  if (remaining) {
+    query.bind(index, *remaining);
+  } else {
+    query.bind_null(index);
+  }
+}
+
+}  // namespace
+
+ScheduleRow SqlStore::read_schedule(sql::Query& q) {
+  ScheduleRow row;
+  row.id = q.text(0);
+  row.workflow = q.text(1);
+  row.input = q.text(2);
+  row.every_ms = q.int64(3);
+  row.cron = q.text(4);
+  if (!q.is_null(5)) row.remaining = q.int32(5);
+  row.next_at = q.int64(6);
+  row.fired = q.int32(7);
+  row.created_at = q.int64(8);
+  return row;
+}
+
+bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    {
+      sql::Query same(db(), "SELECT 1 FROM schedules WHERE id = ? AND spec = ?" +
+                                std::string(db().dialect().lock_row));
+      same.bind(1, row.id);
+      same.bind(2, row.spec);
+      if (same.next()) return false;
+    }
+    sql::Query insert(db(),
+                      "INSERT INTO schedules (id, workflow, input, every_ms, cron, remaining, "
+                      "next_at, fired, created_at, updated_at, spec) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                      "workflow = excluded.workflow, input = excluded.input, "
+                      "every_ms = excluded.every_ms, cron = excluded.cron, "
+                      "remaining = excluded.remaining, next_at = excluded.next_at, "
+                      "fired = excluded.fired, created_at = excluded.created_at, "
+                      "updated_at = excluded.updated_at, spec = excluded.spec");
+    insert.bind(1, row.id);
+    insert.bind(2, row.workflow);
+    insert.bind(3, row.input);
+    insert.bind(4, row.every_ms);
+    insert.bind(5, row.cron);
+    bind_remaining(insert, 6, row.remaining);
+    insert.bind(7, row.next_at);
+    insert.bind(8, row.fired);
+    insert.bind(9, now_ms);
+    insert.bind(10, now_ms);
+    insert.bind(11, row.spec);
+    insert.run();
+    tx.commit();
+    return true;
+  });
+}
+
+bool SqlStore::remove_schedule(const std::string& id) {
+  return guarded([&] {
+    sql::Query remove(db(), "DELETE FROM schedules WHERE id = ?");
+    remove.bind(1, id);
+    return remove.run() > 0;
+  });
+}
+
+std::vector<ScheduleInfo> SqlStore::list_schedules() {
+  return guarded([&] {
+    std::vector<ScheduleInfo> schedules;
+    sql::Query query(db(),
+                     std::string(kScheduleColumns) + " WHERE next_at < ? ORDER BY next_at, id");
+    query.bind(1, kNever);  // used-up schedules are kept, not listed
+    while (query.next()) {
+      const ScheduleRow row = read_schedule(query);
+      ScheduleInfo info;
+      info.id = row.id;
+      info.workflow = row.workflow;
+      info.input = stored(row.input);
+      info.every = std::chrono::milliseconds(row.every_ms);
+      info.cron = row.cron;
+      info.remaining = row.remaining;
+      info.next_at = to_time(row.next_at);
+      info.fired = row.fired;
+      schedules.push_back(std::move(info));
+    }
+    return schedules;
+  });
+}
+
+std::optional<std::int64_t> SqlStore::next_schedule_at() {
+  return guarded([&]() -> std::optional<std::int64_t> {
+    sql::Query query(db(), "SELECT min(next_at) FROM schedules WHERE next_at < ?");
+    query.bind(1, kNever);
+    if (!query.next() || query.is_null(0)) return std::nullopt;
+    return query.int64(0);
+  });
+}
+
+std::vector<std::string> SqlStore::fire_schedules(
+    std::int64_t now_ms,
+    const std::function<std::optional<std::int64_t>(const ScheduleRow&, std::int64_t)>& next) {
+  return guarded([&] {
+    std::vector<std::string> started;
+    sql::Transaction tx(db());
+    std::vector<ScheduleRow> due;
+    {
+      // Where writers run side by side, the due rows are held: a schedule fires in one of them.
+      sql::Query query(db(), std::string(kScheduleColumns) +
+                                 " WHERE next_at <= ? ORDER BY next_at" +
+                                 std::string(db().dialect().lock_row));
+      query.bind(1, now_ms);
+      while (query.next()) due.push_back(read_schedule(query));
+    }
+    for (ScheduleRow& row : due) {
+      NewRun run;
+      run.id = new_id();
+      run.workflow = row.workflow;
+      run.correlation_id = new_id();
+      // One run per due time of this version of the schedule, whichever runtime fires it.
+      run.idempotency_key = "schedule:" + row.id + ":" + std::to_string(row.created_at) + ":" +
+                            std::to_string(row.next_at);
+      run.input = row.input;
+      run.now_ms = run.due_ms = now_ms;
+      run.reason = "started by schedule '" + row.id + "'";
+      if (insert_run(run) == run.id) started.push_back(run.id);
+      ++row.fired;
+      if (row.remaining) --*row.remaining;
+      const std::optional<std::int64_t> after = next(row, now_ms);
+      // Used up: kept with a next time that never comes, so that a schedule() repeated with the
+      // same id and spec (at each start of a program) does not start it over.
+      const std::int64_t next_at =
+          (row.remaining && *row.remaining <= 0) || !after ? kNever : *after;
+      sql::Query update(db(),
+                        "UPDATE schedules SET next_at = ?, remaining = ?, fired = ?, "
+                        "updated_at = ? WHERE id = ?");
+      update.bind(1, next_at);
+      bind_remaining(update, 2, row.remaining);
+      update.bind(3, row.fired);
+      update.bind(4, now_ms);
+      update.bind(5, row.id);
+      update.run();
+    }
+    tx.commit();
+    return started;
+  });
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// A connection to an SQL database, as durable's store uses one: prepared statements kept for
+// reuse, positional parameters, rows read column by column, and write transactions. SqlStore
+// (sql_store.hpp) holds the durable-execution rules once, over this interface; each database
+// (sqlite/, postgres/) implements it and nothing more. No database's own types appear here.
+//
+// SQL text is written once for every database: parameters are `?` (numbered from 1 in order of
+// appearance) or `?N` (numbered N), as SQLite numbers them; a database that spells them another
+// way rewrites them when it prepares a statement. Where databases differ in SQL itself (a
+// function's name, an index hint), the store asks its Dialect.
+
+#include <cstdint>
+#include <durable/errors.hpp>
+#include <string>
+#include <string_view>
+
+namespace durable::detail::sql {
+
+/// Why a database call failed, as far as a caller acts on it.
+enum class Fault {
+  other,
+  disk_full,   ///< nothing was written; free space and try again
+  busy,        ///< another writer held the database past the wait
+  retry,       ///< the transaction lost a conflict (deadlock, serialization): run it again
+  connection,  ///< the connection to the server broke; a new one may succeed
+};
+
+/// A database call failed. `what()` is the database's own words.
+class Failure : public Error {
+ public:
+  Failure(Fault fault, const std::string& what) : Error(what), fault_(fault) {}
+  Fault fault() const { return fault_; }
+
+ private:
+  Fault fault_;
+};
+
+/// A prepared statement of a Connection, in one use at a time: bound, then read row by row (or
+/// run), then reset by Query's destructor. Parameters and columns are numbered as in SQL: from
+/// 1 for parameters, from 0 for columns.
+class Statement {
+ public:
+  virtual ~Statement() = default;
+  virtual void bind(int index, std::int64_t value) = 0;
+  virtual void bind(int index, std::string_view value) = 0;
+  virtual void bind_null(int index) = 0;
+  /// Runs the statement at the first call and moves to its next row; false when none is left.
+  virtual bool next() = 0;
+  /// Runs the statement to its end; returns how many rows it inserted, changed or deleted.
+  virtual std::int64_t run() = 0;
+  virtual bool is_null(int column) = 0;
+  virtual std::int64_t int64(int column) = 0;
+  virtual std::string text(int column) = 0;
+  /// Ends the use: a half-read result is dropped and the bindings cleared.
+  virtual void reset() noexcept = 0;
+};
+
+/// Where the databases' SQL differs.
+struct Dialect {
+  /// The larger of two values: SQLite's max(a, b), PostgreSQL's greatest(a, b).
+  std::string_view greatest;
+  /// Put between FROM runs and WHERE where the claimable runs are read in due order: an index
+  /// hint on SQLite, nothing on PostgreSQL.
+  std::string_view claimable_runs_index;
+  /// Ends a SELECT of rows a claim takes: nothing on SQLite (a write transaction holds the whole
+  /// file), FOR UPDATE SKIP LOCKED on PostgreSQL.
+  std::string_view lock_claimable;
+  /// Ends a SELECT of a row that a write must hold until it commits: FOR UPDATE on PostgreSQL.
+  std::string_view lock_row;
+  /// A statement with one text parameter that takes a lock on that key until the transaction
+  /// ends; empty where a write transaction already excludes every other writer (SQLite).
+  std::string_view lock_key;
+  /// The runs table's insertion order, for newest-first lists of runs made in the same
+  /// millisecond: SQLite's rowid, a sequence column on PostgreSQL.
+  std::string_view run_order;
+  /// An expression reading one top-level field of a column holding a JSON object, as text.
+  std::string (*json_field)(std::string_view column, std::string_view field);
+};
+
+/// A connection to one database. Not thread-safe; one user at a time.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  /// The statement for this SQL text, prepared at its first use and kept.
+  virtual Statement& prepare(const std::string& sql) = 0;
+  /// Runs SQL text of one or more statements with no parameters (schema changes).
+  virtual void execute(const std::string& sql) = 0;
+  /// Begins a transaction that will write: it takes the database's write lock at once where the
+  /// database has one (SQLite's BEGIN IMMEDIATE), so its reads and writes see one state.
+  virtual void begin() = 0;
+  virtual void commit() = 0;
+  virtual void rollback() noexcept = 0;
+  virtual const Dialect& dialect() const = 0;
+};
+
+/// One use of a statement: reads as a plain statement, and resets it when the use ends.
+class Query {
+ public:
+  Query(Connection& connection, const std::string& sql) : statement_(&connection.prepare(sql)) {}
+  ~Query() { statement_->reset(); }
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+
+  void bind(int index, std::int64_t value) { statement_->bind(index, value); }
+  void bind(int index, std::string_view value) { statement_->bind(index, value); }
+  void bind(int index, const char* value) { statement_->bind(index, std::string_view(value)); }
+  void bind(int index, const std::string& value) {
+    statement_->bind(index, std::string_view(value));
+  }
+  void bind_null(int index) { statement_->bind_null(index); }
+  /// Binds text, or NULL for an empty string.
+  void bind_text_or_null(int index, const std::string& text) {
+    if (text.empty()) {
+      bind_null(index);
+    } else {
+      bind(index, text);
+    }
+  }
+  bool next() { return statement_->next(); }
+  std::int64_t run() { return statement_->run(); }
+  void reset() { statement_->reset(); }
+  bool is_null(int column) { return statement_->is_null(column); }
+  std::int64_t int64(int column) { return statement_->int64(column); }
+  int int32(int column) { return static_cast<int>(statement_->int64(column)); }
+  std::string text(int column) { return statement_->text(column); }
+
+ private:
+  Statement* statement_;
+};
+
+/// A write transaction: rolled back when destroyed before commit().
+class Transaction {
+ public:
+  explicit Transaction(Connection& connection) : connection_(&connection) { connection.begin(); }
+  ~Transaction() {
+    if (connection_ != nullptr) connection_->rollback();
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void commit() {
+    connection_->commit();
+    connection_ = nullptr;
+  }
+
+ private:
+  Connection* connection_;
+};
+
+/// "?, ?, ?" for n parameters.
+std::string placeholders(std::size_t n);
+
+}  // namespace durable::detail::sql

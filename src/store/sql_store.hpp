@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The store over an SQL database: the durable-execution rules written once, for every database
+// that implements sql::Connection (SQLite in sqlite/, PostgreSQL in postgres/). Times are
+// milliseconds since the Unix epoch. Split by concern, one source file each:
+//   runs.cpp       creating, reading and listing runs; cancel and retry
+//   claims.cpp     claims, leases, takeovers of dead owners' runs, quarantine, the due queue
+//   commits.cpp    a run's atomic writes (fenced by ownership) and its journal
+//   events.cpp     events, waits, and the runs events start
+//   children.cpp   child runs: created with their invoke step, answering their parent, cancelled
+//                  with it
+//   schedules.cpp  schedules and their firing
+//   workers.cpp    the workers that claim runs, and finding dead ones
+//
+// Invariant kept by commit(): a journal entry is written only while its run is `running` under
+// the writing owner, so a cancelled run or one taken over after its lease lapsed never gets a
+// result from a step body that was still running elsewhere.
+//
+// Every write is one transaction begun with sql::Connection::begin(). On SQLite that takes the
+// file's write lock, so writers are serialized. On a database where writers run side by side
+// (PostgreSQL), a transaction first locks the rows its decision rests on (Dialect::lock_row), and
+// one that loses a conflict is run again whole (Fault::retry).
+
+#include <memory>
+#include <string>
+
+#include "store.hpp"
+#include "store/sql.hpp"
+
+namespace durable::detail {
+
+class SqlStore : public Store {
+ public:
+  /// `name` says which database, in messages: "database '<name>': ...".
+  SqlStore(std::unique_ptr<sql::Connection> db, std::string name);
+
+  std::string create_run(const NewRun& run) override;
+  std::optional<RunInfo> get_run(const std::string& id, bool with_history) override;
+  std::vector<RunInfo> list_runs(const RunFilter& filter) override;
+  std::optional<std::vector<StepInfo>> list_steps(const std::string& id) override;
+  std::optional<std::vector<JournalEntry>> journal(const std::string& id) override;
+
+  Claimed claim(const ClaimRequest& request) override;
+  bool commit(const RunWrite& write) override;
+  std::vector<bool> commit_all(const std::vector<const RunWrite*>& writes) override;
+  std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
+                                       const std::vector<std::string>& executing) override;
+  std::size_t due_count(const std::vector<std::string>& workflows,
+                        const std::vector<std::string>& executing, std::int64_t now_ms,
+                        std::size_t limit) override;
+  bool release(const std::string& id, const std::string& owner, std::int64_t now_ms,
+               const std::string& reason) override;
+  void renew_leases(const std::string& owner, const std::vector<std::string>& ids,
+                    std::int64_t until_ms) override;
+  std::optional<Status> cancel(const std::string& id, std::int64_t now_ms,
+                               const std::string& reason) override;
+  bool retry(const std::string& id, std::int64_t now_ms) override;
+
+  Published publish(const NewEvent& event) override;
+  std::int64_t event_horizon() override;
+  void register_workflow(const std::string& workflow, const std::vector<std::string>& events,
+                         std::int64_t now_ms) override;
+  std::size_t purge_events(std::int64_t before_ms, std::size_t limit) override;
+
+  bool put_schedule(const ScheduleRow& schedule, std::int64_t now_ms) override;
+  bool remove_schedule(const std::string& id) override;
+  std::vector<ScheduleInfo> list_schedules() override;
+  std::optional<std::int64_t> next_schedule_at() override;
+  std::vector<std::string> fire_schedules(
+      std::int64_t now_ms,
+      const std::function<std::optional<std::int64_t>(const ScheduleRow&, std::int64_t)>& next)
+      override;
+  Backlog backlog(std::int64_t now_ms) override;
+
+  void register_worker(const Worker& worker, std::int64_t now_ms) override;
+  void touch_worker(const std::string& id, std::int64_t now_ms, std::int64_t lease_ms) override;
+  std::vector<Worker> workers_on(const std::string& host) override;
+  void remove_idle_worker(const std::string& id) override;
+  std::vector<Worker> running_owners(const std::string& self) override;
+
+  std::size_t write_transactions() const override { return write_transactions_; }
+
+ protected:
+  sql::Connection& db() { return *db_; }
+  const std::string& name() const { return name_; }
+  [[noreturn]] void fail(const std::string& what) const;
+  /// Closes the connection; only a destructor that must outlive it calls this.
+  void close() { db_.reset(); }
+
+  /// Runs a call to the database, turning a database failure into an Error that names the
+  /// database and says what to do.
+  template <class F>
+  std::invoke_result_t<F&> guarded(F&& body) {
+    try {
+      return body();
+    } catch (const sql::Failure& e) {
+      fail_with(e);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail_with(const sql::Failure& e) const;
+
+  // runs.cpp
+  std::string insert_run(const NewRun& run);
+  bool run_exists(const std::string& id);
+  void add_history(const std::string& id, std::int64_t at, Status status,
+                   const std::string& reason);
+  RunInfo read_run(sql::Query& query);
+  std::string run_columns() const;
+  /// Where writers run side by side, waits until no other transaction holds `key`, and holds it
+  /// until this one ends (Dialect::lock_key); the transactions that decide on the same thing
+  /// (the waits of an event name, the running count of a limited workflow) decide one at a time.
+  void lock(const std::string& key);
+  /// The run's status, its row held (Dialect::lock_row) until the transaction ends.
+  std::optional<Status> locked_status(const std::string& id);
+
+  // claims.cpp
+  struct Candidate;
+  std::vector<Candidate> claimable(const ClaimRequest& request);
+  template <class Admit>
+  void claim_due(const ClaimRequest& request, std::vector<Candidate>& due,
+                 std::vector<std::string>& skip, const Admit& admit);
+  void quarantine(const Candidate& run, std::int64_t now_ms);
+  Claim take(const Candidate& candidate, const ClaimRequest& request);
+  std::string live_runs(std::size_t workflows, std::size_t excluded) const;
+
+  // commits.cpp
+  bool apply(const RunWrite& write);
+  bool side_effects(const RunWrite& write, const EntryWrite& entry);
+  bool still_waiting(const std::string& run_id);
+  void write_entry(const RunWrite& write, const EntryWrite& entry, std::size_t seq);
+  std::vector<JournalEntry> load_journal(const std::string& id);
+
+  // events.cpp
+  Published publish_in(const NewEvent& event);
+  bool register_wait(const std::string& run_id, const JournalEntry& entry, std::int64_t now_ms);
+  bool complete_wait(const std::string& run_id, const std::string& key, const json& event,
+                     std::int64_t now_ms);
+  void time_out_waits(const std::string& id, std::int64_t now_ms);
+  void wake(const std::string& id, std::int64_t now_ms, const std::string& reason);
+
+  // children.cpp
+  void create_child(const std::string& parent, const JournalEntry& entry, std::int64_t now_ms);
+  void resolve_parent(const std::string& id, Status status,
+                      const std::optional<std::string>& output,
+                      const std::optional<ErrorInfo>& error, std::int64_t now_ms);
+  void cancel_in(const std::string& id, std::int64_t now_ms, const std::string& reason);
+
+  // schedules.cpp
+  ScheduleRow read_schedule(sql::Query& query);
+
+  /// JSON text read back from the database; see runs.cpp.
+  json stored(const std::string& text);
+
+  std::unique_ptr<sql::Connection> db_;
+  std::string name_;
+  std::size_t write_transactions_ = 0;
+  std::optional<std::string> unreadable_;  // set by stored(): see there
+};
+
+/// Clock::time_point of a time in milliseconds since the Unix epoch.
+Clock::time_point to_time(std::int64_t ms);
+
+}  // namespace durable::detail

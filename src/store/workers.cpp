@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+// The workers that claim runs: registered with what identifies their process on its host, a
+// heartbeat, and the owners of running runs, so that a claimer on the same host can tell that
+// one died and take its runs at once (across hosts, the lease tells).
+
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+std::vector<Worker> read_workers(sql::Query& query) {
+  std::vector<Worker> workers;
+  while (query.next()) {
+    workers.push_back({query.text(0), query.text(1), query.int64(2), query.int64(3)});
+  }
+  return workers;
+}
+
+}  // namespace
+
+void SqlStore::register_worker(const Worker& worker, std::int64_t now_ms) {
+  guarded([&] {
+    sql::Query insert(db(),
+                      "INSERT INTO workers (id, host, pid, start_ticks, started_at, seen_at, "
+                      "lease_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?5, NULL) ON CONFLICT (id) DO UPDATE "
+                      "SET host = excluded.host, pid = excluded.pid, "
+                      "start_ticks = excluded.start_ticks, started_at = excluded.started_at, "
+                      "seen_at = excluded.seen_at, lease_ms = NULL");
+    insert.bind(1, worker.id);
+    insert.bind(2, worker.host);
+    insert.bind(3, worker.pid);
+    insert.bind(4, worker.start_ticks);
+    insert.bind(5, now_ms);
+    return insert.run();
+  });
+}
+
+void SqlStore::touch_worker(const std::string& id, std::int64_t now_ms, std::int64_t lease_ms) {
+  guarded([&] {
+    sql::Query touch(db(), "UPDATE workers SET seen_at = ?, lease_ms = ? WHERE id = ?");
+    touch.bind(1, now_ms);
+    touch.bind(2, lease_ms);
+    touch.bind(3, id);
+    return touch.run();
+  });
+}
+
+std::vector<Worker> SqlStore::workers_on(const std::string& host) {
+  return guarded([&] {
+    sql::Query query(db(), "SELECT id, host, pid, start_ticks FROM workers WHERE host = ?");
+    query.bind(1, host);
+    return read_workers(query);
+  });
+}
+
+void SqlStore::remove_idle_worker(const std::string& id) {
+  guarded([&] {
+    sql::Query remove(db(),
+                      "DELETE FROM workers WHERE id = ?1 AND NOT EXISTS "
+                      "(SELECT 1 FROM runs WHERE owner = ?1 AND status = 'running')");
+    remove.bind(1, id);
+    return remove.run();
+  });
+}
+
+std::vector<Worker> SqlStore::running_owners(const std::string& self) {
+  return guarded([&] {
+    sql::Query query(db(),
+                     "SELECT w.id, w.host, w.pid, w.start_ticks FROM workers w WHERE w.id IN "
+                     "(SELECT DISTINCT owner FROM runs WHERE status = 'running' AND owner != ?)");
+    query.bind(1, self);
+    return read_workers(query);
+  });
+}
+
+}  // namespace durable::detail
