@@ -509,7 +509,7 @@ int purge_events(const std::string& database, const Answer& answer, const Comman
     throw UsageError(std::string("--older-than: ") + e.what());
   }
   require_database(database);
-  const auto store = durable::detail::open_sqlite_store(database, durable::Durability::normal);
+  const auto store = durable::detail::open_store(database, durable::Durability::normal);
   const std::int64_t before = durable::detail::to_ms(durable::Clock::now()) - older_than.count();
   constexpr std::size_t kBatch = 1000;  // one short write transaction each
   std::size_t deleted = 0;

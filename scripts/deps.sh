@@ -3,13 +3,14 @@
 # Sourced by scripts/demo and scripts/test: installs the Debian 12 packages durable builds with,
 # when any is missing. Needs root, or sudo.
 durable_packages=(g++ cmake ninja-build pkg-config libsqlite3-dev libsqlitecpp-dev
-  nlohmann-json3-dev libboost-dev libboost-context-dev doctest-dev)
+  nlohmann-json3-dev libboost-dev libboost-context-dev doctest-dev libpq-dev)
 # Only for tests: Chromium for the dashboard's browser test (tests/browser), wrk for the HTTP
 # load test, clang and clang-16 for the build with clang and the check that the public headers
 # and samples compile with Debian's clang 14 and 16, prometheus
-# for promtool, which checks the /metrics output. Node and npm are used as found; Debian's are
-# installed when there are none.
-durable_test_packages=(chromium wrk clang clang-16 prometheus)
+# for promtool, which checks the /metrics output, postgresql for the server the PostgreSQL
+# tests start a private cluster of (tests/pg/cluster.sh). Node and npm are used as found;
+# Debian's are installed when there are none.
+durable_test_packages=(chromium wrk clang clang-16 prometheus postgresql)
 
 # Installs the named Debian packages that are not installed yet.
 durable_apt_install() {

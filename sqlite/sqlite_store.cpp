@@ -238,7 +238,7 @@ std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path) {
 // A live file, beside workers writing it: a plain read-only connection shares their WAL index
 // and reads a consistent snapshot. Only where it could not (the directory cannot be written, as
 // on a read-only mount, where nothing else can write either) is the file read as it stands.
-std::unique_ptr<OpsQueries> open_ops_queries(const std::string& database) {
+std::unique_ptr<OpsQueries> open_sqlite_ops_queries(const std::string& database) {
   std::unique_ptr<SQLite::Database> db;
   std::filesystem::path directory = std::filesystem::path(database).parent_path();
   if (directory.empty()) directory = ".";

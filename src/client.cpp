@@ -74,7 +74,7 @@ std::string checked_path(std::string database) {
 }  // namespace
 
 ClientCore::ClientCore(const std::string& database)
-    : store_(open_sqlite_store(checked_path(database), Durability::normal)),
+    : store_(open_store(checked_path(database), Durability::normal)),
       queries_(open_ops_queries(database)) {}
 
 std::string ClientCore::start(std::string_view workflow, const json& input,

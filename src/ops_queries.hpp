@@ -59,7 +59,10 @@ class OpsQueries {
   std::unique_ptr<sql::Connection> db_;
 };
 
-/// Opens a read connection to a database the store has already created or migrated.
+/// Opens a read connection to a database the store has already created or migrated: a file
+/// or a PostgreSQL URI (is_postgres_uri).
 std::unique_ptr<OpsQueries> open_ops_queries(const std::string& database);
+std::unique_ptr<OpsQueries> open_sqlite_ops_queries(const std::string& path);
+std::unique_ptr<OpsQueries> open_postgres_ops_queries(const std::string& uri);
 
 }  // namespace durable::detail

@@ -126,12 +126,12 @@ class Replay {
 }  // namespace
 
 void replay(const Workflow& wf, const std::string& database, std::string_view run_id) {
-  const std::unique_ptr<detail::Store> store = detail::open_sqlite_store_read_only(database);
+  const std::unique_ptr<detail::Store> store = detail::open_store_read_only(database);
   Replay(wf, *store, database, std::string(run_id)).check();
 }
 
 std::size_t replay_all(const Workflow& wf, const std::string& database) {
-  const std::unique_ptr<detail::Store> store = detail::open_sqlite_store_read_only(database);
+  const std::unique_ptr<detail::Store> store = detail::open_store_read_only(database);
   RunFilter filter;
   filter.workflow = wf.name();
   filter.limit = std::numeric_limits<std::size_t>::max();

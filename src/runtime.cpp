@@ -71,7 +71,7 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   engine_config_.resident = options_.replay == Replay::on_recovery;
   engine_config_.resident_sleep_ms = options_.resident_sleep.count();
   engine_config_.write_as_ended = true;
-  store_ = open_sqlite_store(options_.database, options_.durability);
+  store_ = open_store(options_.database, options_.durability);
   worker_.id = new_id();
   worker_.host = host_identity();
   worker_.pid = ::getpid();

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine.hpp"
@@ -263,6 +264,23 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability dur
 /// database, or one written by a newer durable. Its write operations fail (or, on a copy, are
 /// lost).
 std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path);
+
+/// Opens a PostgreSQL store (postgres/pg_store.cpp). Throws Error for a server that cannot be
+/// reached, wrong credentials, a schema holding tables of durable's names that are not durable's
+/// (left untouched), or one written by a newer durable. Access::read_only: every transaction is
+/// read-only, and the schema is neither created nor migrated.
+std::unique_ptr<Store> open_postgres_store(const std::string& uri, Durability durability,
+                                           Access access);
+
+/// Whether RuntimeOptions::database names a PostgreSQL database (a `postgresql://` or
+/// `postgres://` URI) rather than an SQLite file.
+bool is_postgres_uri(std::string_view database);
+/// The store RuntimeOptions::database names: PostgreSQL for such a URI, else an SQLite file.
+std::unique_ptr<Store> open_store(const std::string& database, Durability durability,
+                                  Access access = Access::read_write);
+/// For reading only (testing::replay): open_sqlite_store_read_only for a file; on PostgreSQL,
+/// read-only transactions.
+std::unique_ptr<Store> open_store_read_only(const std::string& database);
 
 /// A worker is live while its last heartbeat is less than this many of its leases old.
 inline constexpr std::int64_t kLiveLeases = 2;

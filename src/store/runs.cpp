@@ -18,6 +18,19 @@ Clock::time_point to_time(std::int64_t ms) {
 SqlStore::SqlStore(std::unique_ptr<sql::Connection> db, std::string name)
     : db_(std::move(db)), name_(std::move(name)) {}
 
+std::unique_ptr<sql::Connection> SqlStore::reconnect() {
+  fail("the connection broke and cannot be made again");
+}
+
+void SqlStore::restore() {
+  try {
+    db_ = reconnect();
+  } catch (const sql::Failure& e) {
+    fail_with(e);
+  }
+  broken_ = false;
+}
+
 void SqlStore::fail(const std::string& what) const {
   throw Error("database '" + name_ + "': " + what);
 }

@@ -87,19 +87,35 @@ class SqlStore : public Store {
   /// Closes the connection; only a destructor that must outlive it calls this.
   void close() { db_.reset(); }
 
+  /// A new connection, set up as the first, after the old one broke (Fault::connection). The
+  /// default: none can be made (SQLite's connection to a file does not break).
+  virtual std::unique_ptr<sql::Connection> reconnect();
+
   /// Runs a call to the database, turning a database failure into an Error that names the
-  /// database and says what to do.
+  /// database and says what to do. A transaction that lost a conflict with another writer is
+  /// run again, whole. After a broken connection the call fails, and the next call first makes
+  /// a new connection: the caller (the worker loop, backing off) goes on once the server is back.
   template <class F>
   std::invoke_result_t<F&> guarded(F&& body) {
-    try {
-      return body();
-    } catch (const sql::Failure& e) {
-      fail_with(e);
+    for (int attempt = 1;; ++attempt) {
+      if (broken_) restore();
+      try {
+        return body();
+      } catch (const sql::Failure& e) {
+        if (e.fault() == sql::Fault::retry && attempt < kConflictAttempts) continue;
+        if (e.fault() == sql::Fault::connection) broken_ = true;
+        fail_with(e);
+      }
     }
   }
 
  private:
+  /// Runs of a transaction that loses conflicts (deadlocks, serialization failures) before the
+  /// call fails.
+  static constexpr int kConflictAttempts = 8;
+
   [[noreturn]] void fail_with(const sql::Failure& e) const;
+  void restore();
 
   // runs.cpp
   std::string insert_run(const NewRun& run);
@@ -156,6 +172,7 @@ class SqlStore : public Store {
   std::unique_ptr<sql::Connection> db_;
   std::string name_;
   std::size_t write_transactions_ = 0;
+  bool broken_ = false;                    // the connection broke: reconnect() before the next call
   std::optional<std::string> unreadable_;  // set by stored(): see there
 };
 

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// The PostgreSQL store's schema, as the migrations that build it: the same tables and columns as
+// SQLite's (docs/journal-format.md), with BIGINT times and sequences where SQLite has rowids. A
+// new version appends a migration; none is ever edited. Its versions count on their own: the
+// SQLite schema's history (six versions) is not PostgreSQL's.
+
+#include "pg_schema.hpp"
+
+namespace durable::detail::pg {
+
+const std::array<const char*, kPgSchemaVersion> kPgMigrations = {R"sql(
+CREATE TABLE runs (
+  seq             BIGINT GENERATED ALWAYS AS IDENTITY,
+  id              TEXT PRIMARY KEY,
+  workflow        TEXT NOT NULL,
+  correlation_id  TEXT NOT NULL,
+  idempotency_key TEXT,
+  status          TEXT NOT NULL,
+  input           TEXT NOT NULL,
+  output          TEXT,
+  error           TEXT,
+  invocations     INTEGER NOT NULL DEFAULT 0,
+  due_at          BIGINT,
+  owner           TEXT,
+  created_at      BIGINT NOT NULL,
+  updated_at      BIGINT NOT NULL,
+  parent_id       TEXT,
+  parent_step     TEXT,
+  crashes         INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (workflow, idempotency_key)
+);
+CREATE INDEX runs_due ON runs (status, due_at);
+CREATE INDEX runs_workflow ON runs (workflow, status);
+CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX runs_claimable ON runs (due_at)
+  WHERE status IN ('pending', 'sleeping', 'waiting', 'running');
+CREATE INDEX runs_correlation ON runs (correlation_id);
+CREATE INDEX runs_newest ON runs (created_at DESC, seq DESC);
+CREATE TABLE steps (
+  run_id      TEXT NOT NULL,
+  key         TEXT NOT NULL,
+  seq         BIGINT NOT NULL,
+  base        TEXT NOT NULL,
+  kind        TEXT NOT NULL,
+  state       TEXT NOT NULL,
+  output      TEXT,
+  error       TEXT,
+  attempts    INTEGER NOT NULL DEFAULT 0,
+  wake_at     BIGINT,
+  invocation  INTEGER NOT NULL DEFAULT 0,
+  updated_at  BIGINT NOT NULL,
+  duration_ms BIGINT,
+  started_at  BIGINT,
+  PRIMARY KEY (run_id, key)
+);
+CREATE TABLE history (
+  id     BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  at     BIGINT NOT NULL,
+  status TEXT NOT NULL,
+  reason TEXT NOT NULL
+);
+CREATE INDEX history_run ON history (run_id, id);
+CREATE TABLE workers (
+  id          TEXT PRIMARY KEY,
+  host        TEXT NOT NULL,
+  pid         BIGINT NOT NULL,
+  start_ticks BIGINT NOT NULL,
+  started_at  BIGINT NOT NULL,
+  seen_at     BIGINT,
+  lease_ms    BIGINT
+);
+CREATE TABLE events (
+  seq  BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  id   TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  data TEXT NOT NULL,
+  at   BIGINT NOT NULL
+);
+CREATE INDEX events_name ON events (name, seq);
+CREATE TABLE waits (
+  run_id TEXT NOT NULL,
+  key    TEXT NOT NULL,
+  event  TEXT NOT NULL,
+  match  TEXT NOT NULL,
+  since  BIGINT NOT NULL,
+  PRIMARY KEY (run_id, key)
+);
+CREATE INDEX waits_event ON waits (event);
+CREATE TABLE triggers (
+  event    TEXT NOT NULL,
+  workflow TEXT NOT NULL,
+  PRIMARY KEY (event, workflow)
+);
+CREATE TABLE schedules (
+  id         TEXT PRIMARY KEY,
+  workflow   TEXT NOT NULL,
+  input      TEXT NOT NULL,
+  every_ms   BIGINT NOT NULL,
+  cron       TEXT NOT NULL,
+  remaining  INTEGER,
+  next_at    BIGINT NOT NULL,
+  fired      INTEGER NOT NULL DEFAULT 0,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  spec       TEXT NOT NULL
+);
+CREATE INDEX schedules_due ON schedules (next_at);
+CREATE TABLE workflows (
+  name    TEXT PRIMARY KEY,
+  seen_at BIGINT NOT NULL
+);
+)sql"};
+
+}  // namespace durable::detail::pg

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+// The PostgreSQL store: SqlStore on a server that workers on many hosts share. What is
+// PostgreSQL's own lives here: the schema (`durable` unless the URI's search_path names
+// another), created on first use and migrated under an advisory lock, a schema of someone
+// else's refused untouched, the durability of commits (synchronous_commit), and a new
+// connection after the server or the network dropped the old one.
+//
+// Claims take rows with FOR UPDATE SKIP LOCKED, a commit holds its run's row (FOR UPDATE)
+// while it checks the owner, so a worker that lost its run to another cannot commit for it;
+// waits and events of a name, and the running count of a limited workflow, are decided under
+// transaction-scoped advisory locks (Dialect::lock_key).
+
+#include <string>
+
+#include "ops_queries.hpp"
+#include "pg_connection.hpp"
+#include "pg_schema.hpp"
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+constexpr const char* kTables[] = {"runs",  "steps",    "history",   "workers",  "events",
+                                   "waits", "triggers", "schedules", "workflows"};
+
+[[noreturn]] void fail(const pg::PgConnection& db, const std::string& what) {
+  throw Error("database '" + db.shown_uri() + "': " + what);
+}
+
+std::int64_t single(sql::Connection& db, const std::string& text) {
+  sql::Query query(db, text);
+  if (!query.next() || query.is_null(0)) return 0;
+  return query.int64(0);
+}
+
+std::string single_text(sql::Connection& db, const std::string& text) {
+  sql::Query query(db, text);
+  return query.next() && !query.is_null(0) ? query.text(0) : std::string();
+}
+
+// Points the session at durable's schema: `durable`, made if need be, unless the URI (or the
+// role or database) set a search_path of its own, whose first schema then holds the tables.
+void use_schema(pg::PgConnection& db) {
+  const std::string source =
+      single_text(db, "SELECT source FROM pg_settings WHERE name = 'search_path'");
+  if (source == "default" || source == "configuration file") {
+    db.execute("CREATE SCHEMA IF NOT EXISTS durable");
+    db.execute("SET search_path TO durable");
+  }
+  if (single_text(db, "SELECT current_schema()").empty()) {
+    fail(db, "its search_path (" + single_text(db, "SHOW search_path") +
+                 ") names no schema that exists; create it, or leave search_path out of the URI "
+                 "to use the schema 'durable'");
+  }
+}
+
+// Creates or migrates the tables, one process at a time, after making sure the schema holds
+// durable's tables or none of those names.
+void migrate(pg::PgConnection& db) {
+  sql::Transaction tx(db);
+  {
+    sql::Query lock(db, "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))");
+    lock.bind(1, "durable schema " + single_text(db, "SELECT current_schema()"));
+    while (lock.next()) {
+    }
+  }
+  const std::string schema = single_text(db, "SELECT current_schema()");
+  std::int64_t version = 0;
+  if (single(db, std::string("SELECT count(*) FROM information_schema.tables WHERE "
+                             "table_schema = current_schema() AND table_name = '") +
+                     pg::kVersionTable + "'") > 0) {
+    version = single(db, std::string("SELECT max(version) FROM ") + pg::kVersionTable);
+  } else {
+    std::string names;
+    for (const char* table : kTables)
+      names += std::string(names.empty() ? "'" : ", '") + table + "'";
+    const std::int64_t foreign =
+        single(db,
+               "SELECT count(*) FROM information_schema.tables WHERE table_schema = "
+               "current_schema() AND table_name IN (" +
+                   names + ")");
+    if (foreign > 0) {
+      fail(db, "schema '" + schema + "' holds " + std::to_string(foreign) +
+                   " table(s) named as durable's (runs, steps, events...) that are not durable's "
+                   "(no " +
+                   pg::kVersionTable +
+                   " table); it was left untouched. Use another "
+                   "database, or another schema with options=-c search_path=NAME in the URI");
+    }
+    db.execute(std::string("CREATE TABLE ") + pg::kVersionTable + " (version INTEGER NOT NULL)");
+    db.execute(std::string("INSERT INTO ") + pg::kVersionTable + " VALUES (0)");
+  }
+  if (version > pg::kPgSchemaVersion) {
+    fail(db, "schema '" + schema + "' was written by a newer durable (schema version " +
+                 std::to_string(version) + "; this build knows up to " +
+                 std::to_string(pg::kPgSchemaVersion) +
+                 "); it was left untouched. Upgrade durable "
+                 "to use it");
+  }
+  for (std::int64_t v = version; v < pg::kPgSchemaVersion; ++v) {
+    db.execute(pg::kPgMigrations[static_cast<std::size_t>(v)]);
+  }
+  db.execute(std::string("UPDATE ") + pg::kVersionTable +
+             " SET version = " + std::to_string(pg::kPgSchemaVersion) + " WHERE version < " +
+             std::to_string(pg::kPgSchemaVersion));
+  tx.commit();
+}
+
+// A connection set up as durable's: its schema, its durability, read-only when asked.
+std::unique_ptr<pg::PgConnection> session(const std::string& uri, Durability durability,
+                                          Access access) {
+  std::unique_ptr<pg::PgConnection> db = pg::connect(uri);
+  try {
+    use_schema(*db);
+    if (access == Access::read_write) migrate(*db);
+    db->execute(durability == Durability::full ? "SET synchronous_commit = on"
+                                               : "SET synchronous_commit = off");
+    if (access == Access::read_only) db->execute("SET default_transaction_read_only = on");
+  } catch (const sql::Failure& e) {
+    fail(*db, e.what());
+  }
+  return db;
+}
+
+class PgStore final : public SqlStore {
+ public:
+  PgStore(std::unique_ptr<pg::PgConnection> db, std::string shown_uri, std::string uri,
+          Durability durability, Access access)
+      : SqlStore(std::move(db), std::move(shown_uri)),
+        uri_(std::move(uri)),
+        durability_(durability),
+        access_(access) {}
+
+  void copy_to(const std::string& path) override {
+    fail("a copy to '" + path +
+         "' is made of SQLite files only; back a PostgreSQL database up "
+         "with pg_dump");
+  }
+
+  int synchronous() override {
+    return guarded([&] {
+      return single_text(db(), "SELECT current_setting('synchronous_commit')") == "off" ? 1 : 2;
+    });
+  }
+
+  // The last history row handed out: every change of a run's status writes one. Reading a
+  // sequence reads no table.
+  std::int64_t data_version() override {
+    return guarded([&] { return single(db(), "SELECT last_value FROM history_id_seq"); });
+  }
+
+ protected:
+  std::unique_ptr<sql::Connection> reconnect() override {
+    return session(uri_, durability_, access_);
+  }
+
+ private:
+  std::string uri_;
+  Durability durability_;
+  Access access_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_postgres_store(const std::string& uri, Durability durability,
+                                           Access access) {
+  std::unique_ptr<pg::PgConnection> db = session(uri, durability, access);
+  std::string shown = db->shown_uri();
+  return std::make_unique<PgStore>(std::move(db), std::move(shown), uri, durability, access);
+}
+
+std::unique_ptr<OpsQueries> open_postgres_ops_queries(const std::string& uri) {
+  return std::make_unique<OpsQueries>(session(uri, Durability::normal, Access::read_only));
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: Apache-2.0
+// The PostgreSQL store against a real server (the private cluster CTest starts): workflows run
+// as on SQLite, the schema is made once and someone else's is refused, commits are fenced by
+// ownership, and a dropped connection is made again.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <durable/durable.hpp>
+#include <set>
+#include <thread>
+
+#include "pg_support.hpp"
+#include "store.hpp"
+#include "support.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+
+template <class F>
+bool eventually(F&& done, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+detail::NewRun new_run(const std::string& id) {
+  detail::NewRun run;
+  run.id = id;
+  run.workflow = "w";
+  run.correlation_id = "c";
+  run.input = "{}";
+  return run;
+}
+
+RuntimeOptions on(const std::string& uri) {
+  RuntimeOptions options = test::quiet(uri);
+  options.poll_interval = 5ms;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("on PostgreSQL, steps, a sleep, parallel steps, an event wait and a child run complete") {
+  const std::string uri = test::fresh_database();
+  std::atomic<int> bodies{0};
+  Runtime runtime(on(uri));
+  runtime.add(Workflow("double", [&](Step& step, const json& input) -> json {
+    return step.run("twice", [&] {
+      ++bodies;
+      return input.at("n").get<int>() * 2;
+    });
+  }));
+  runtime.add(Workflow("order", [&](Step& step, const json& input) -> json {
+    const int a = step.run("a", [&] {
+      ++bodies;
+      return input.at("n").get<int>();
+    });
+    step.sleep("nap", 20ms);
+    auto left = step.start("left", [&] {
+      ++bodies;
+      return a + 1;
+    });
+    auto right = step.start("right", [&] {
+      ++bodies;
+      return a + 2;
+    });
+    const auto [l, r] = all(left, right);
+    const std::optional<json> approval =
+        step.wait_for_event("approval", "approved", {.match = {{"order", a}}});
+    const json child = step.invoke("child", "double", {{"n", l + r}});
+    return {{"sum", l + r}, {"by", approval->at("by")}, {"child", child}};
+  }));
+  test::Serving serving(runtime);
+  const std::string id = runtime.start("order", {{"n", 5}});
+  REQUIRE(eventually([&] { return runtime.get(id).status == Status::waiting; }, 10s));
+  runtime.send_event("approved", {{"order", 4}, {"by", "wrong"}});  // matches no wait
+  runtime.send_event("approved", {{"order", 5}, {"by", "ana"}});
+  const RunInfo done = runtime.wait(id, 10s);
+  REQUIRE(done.status == Status::completed);
+  CHECK(done.output == json{{"sum", 13}, {"by", "ana"}, {"child", 26}});
+  CHECK(bodies == 4);
+  std::set<std::string> keys;  // left and right are journaled in the order they ended
+  for (const StepInfo& s : runtime.steps(id)) keys.insert(s.id);
+  CHECK(keys == std::set<std::string>{"a", "nap", "left", "right", "approval", "child"});
+  const std::vector<RunInfo> children = runtime.list({.workflow = "double"});
+  REQUIRE(children.size() == 1);
+  CHECK(children[0].parent_id == id);
+}
+
+TEST_CASE(
+    "on PostgreSQL, a failing step is retried, and retry() and cancel() work from another "
+    "runtime") {
+  const std::string uri = test::fresh_database();
+  std::atomic<int> attempts{0};
+  std::atomic<bool> fixed{false};
+  Runtime runtime(on(uri));
+  runtime.add(Workflow("flaky", [&](Step& step, const json&) -> json {
+    return step.run("call",
+                    [&] {
+                      ++attempts;
+                      if (!fixed) throw std::runtime_error("service down");
+                      return 1;
+                    },
+                    {.retry = test::exact_policy(2, 1ms)});
+  }));
+  runtime.add(Workflow("idle", [](Step& step, const json&) -> json {
+    step.sleep("long", 1h);
+    return nullptr;
+  }));
+  test::Serving serving(runtime);
+  const std::string id = runtime.start("flaky");
+  REQUIRE(runtime.wait(id, 10s).status == Status::failed);
+  CHECK(attempts == 2);
+  const std::string sleeper = runtime.start("idle");
+  REQUIRE(eventually([&] { return runtime.get(sleeper).status == Status::sleeping; }, 10s));
+
+  Runtime other(on(uri));  // an operator's process on another host, as far as the store knows
+  fixed = true;
+  other.retry(id);
+  other.cancel(sleeper, "not needed");
+  CHECK(runtime.wait(id, 10s).status == Status::completed);
+  CHECK(runtime.get(sleeper).status == Status::cancelled);
+}
+
+TEST_CASE(
+    "on PostgreSQL, a start with an idempotency key makes one run, and list pages newest first") {
+  const std::string uri = test::fresh_database();
+  Runtime runtime(on(uri));
+  runtime.add(Workflow("noop", [](Step&, const json&) -> json { return 1; }));
+  const std::string first = runtime.start("noop", {}, {.idempotency_key = "k"});
+  CHECK(runtime.start("noop", {}, {.idempotency_key = "k"}) == first);
+  std::vector<std::string> ids{first};
+  for (int i = 0; i < 3; ++i) ids.push_back(runtime.start("noop"));
+  std::vector<std::string> listed;
+  for (const RunInfo& run : runtime.list({})) listed.push_back(run.id);
+  CHECK(listed == std::vector<std::string>(ids.rbegin(), ids.rend()));
+  CHECK(runtime.run_until_idle() == 4);
+}
+
+TEST_CASE("on PostgreSQL, a worker that lost its run to another cannot commit for it") {
+  const std::string uri = test::fresh_database();
+  auto a = detail::open_store(uri, Durability::normal);
+  auto b = detail::open_store(uri, Durability::normal);
+  a->create_run(new_run("r1"));
+  detail::ClaimRequest request;
+  request.owner = "A";
+  request.workflows = {"w"};
+  request.now_ms = 1;
+  request.lease_ms = 100;
+  request.limit = 10;
+  REQUIRE(a->claim(request).runs.size() == 1);
+  // B finds nothing while A's lease holds, and takes the run once it lapsed.
+  request.owner = "B";
+  CHECK(b->claim(request).runs.empty());
+  request.now_ms = 200;
+  REQUIRE(b->claim(request).runs.size() == 1);
+  detail::RunWrite late;
+  late.run_id = "r1";
+  late.owner = "A";
+  late.status = Status::completed;
+  late.output = "1";
+  late.now_ms = 201;
+  CHECK_FALSE(a->commit(late));
+  CHECK(a->get_run("r1", false)->status == Status::running);
+  detail::RunWrite own = late;
+  own.owner = "B";
+  CHECK(b->commit(own));
+  CHECK(a->get_run("r1", false)->status == Status::completed);
+}
+
+TEST_CASE(
+    "on PostgreSQL, the schema is made once, and a schema of someone else's is refused untouched") {
+  const std::string uri = test::fresh_database();
+  { Runtime first(on(uri)); }
+  { Runtime again(on(uri)); }  // already there: opened, not made again
+  auto admin = detail::pg::connect(uri);
+  {
+    detail::sql::Query count(*admin,
+                             "SELECT count(*) FROM information_schema.tables WHERE "
+                             "table_schema = 'durable'");
+    REQUIRE(count.next());
+    CHECK(count.int64(0) == 10);
+  }
+  // A database whose public schema already has a table called runs, named by search_path.
+  const std::string foreign = test::fresh_database();
+  detail::pg::connect(foreign)->execute("CREATE TABLE public.runs (id INTEGER, owner TEXT)");
+  const std::string to_public = foreign + "?options=-c%20search_path%3Dpublic";
+  CHECK_THROWS_WITH_AS(Runtime(on(to_public)),
+                       doctest::Contains("not durable's (no durable_schema_version table); it "
+                                         "was left untouched"),
+                       Error);
+  auto look = detail::pg::connect(foreign);
+  detail::sql::Query columns(*look,
+                             "SELECT count(*) FROM information_schema.columns WHERE "
+                             "table_schema = 'public' AND table_name = 'runs'");
+  REQUIRE(columns.next());
+  CHECK(columns.int64(0) == 2);
+  // A schema written by a newer durable.
+  admin->execute("UPDATE durable.durable_schema_version SET version = 99");
+  CHECK_THROWS_WITH_AS(Runtime(on(uri)),
+                       doctest::Contains("written by a newer durable (schema version 99"), Error);
+}
+
+TEST_CASE(
+    "on PostgreSQL, a dropped connection fails one call clearly, and the next one reconnects") {
+  const std::string uri = test::fresh_database();
+  auto store = detail::open_store(uri, Durability::normal);
+  store->create_run(new_run("r1"));
+  // The server ends every session of this database but the killer's own.
+  auto killer = detail::pg::connect(uri);
+  killer->execute(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+      "AND pid <> pg_backend_pid()");
+  CHECK_THROWS_AS(store->get_run("r1", false), Error);
+  const std::optional<RunInfo> run = store->get_run("r1", false);
+  REQUIRE(run);
+  CHECK(run->workflow == "w");
+}
+
+TEST_CASE("an unreachable PostgreSQL server gives an error naming host and port, not a hang") {
+  const auto began = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(Runtime(on("postgresql://durable@127.0.0.1:1/nothing?connect_timeout=2")),
+                       doctest::Contains("127.0.0.1"), Error);
+  CHECK(std::chrono::steady_clock::now() - began < 5s);
+}
