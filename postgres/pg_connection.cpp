@@ -44,6 +44,7 @@ const sql::Dialect kDialect = {
     // On a 64-bit hash of the key: two keys whose hashes collide only wait for each other.
     .lock_key = "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
     .run_order = "r.seq",
+    .notify_work = "NOTIFY durable_work",
     .json_field = json_field,
 };
 

@@ -161,7 +161,35 @@ class PgStore final : public SqlStore {
   Access access_;
 };
 
+// LISTEN on a connection of its own: a NOTIFY durable_work (Dialect::notify_work) committed by any
+// process on the database wakes wait() at once.
+class PgWorkWatch final : public WorkWatch {
+ public:
+  explicit PgWorkWatch(std::unique_ptr<pg::PgConnection> db) : db_(std::move(db)) {
+    try {
+      db_->listen("durable_work");
+    } catch (const sql::Failure& e) {
+      fail(*db_, e.what());
+    }
+  }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    try {
+      return db_->wait_for_notification(timeout);
+    } catch (const sql::Failure& e) {
+      fail(*db_, e.what());
+    }
+  }
+
+ private:
+  std::unique_ptr<pg::PgConnection> db_;
+};
+
 }  // namespace
+
+std::unique_ptr<WorkWatch> open_postgres_work_watch(const std::string& uri) {
+  return std::make_unique<PgWorkWatch>(pg::connect(uri));
+}
 
 std::unique_ptr<Store> open_postgres_store(const std::string& uri, Durability durability,
                                            Access access) {

@@ -48,7 +48,7 @@ namespace {
 
 enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNotFound = 3, kConflict = 4 };
 
-constexpr const char* kUsageText = R"(usage: durable [--db FILE] [--json] COMMAND [ARGS]
+constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] COMMAND [ARGS]
 
   runs [--status S] [--workflow W] [--correlation C] [--limit N]
                                                  runs, newest first, with counts by status
@@ -68,7 +68,8 @@ constexpr const char* kUsageText = R"(usage: durable [--db FILE] [--json] COMMAN
   serve [--address A] [--port P] [--token T]     HTTP API, /metrics and dashboard over the file
   version                                        the version of this durable (also --version)
 
-  --db FILE   the database (default durable.db)   --json   print the answer as JSON
+  --db DATABASE   an SQLite file (default durable.db) or a postgresql:// URI
+  --json          print the answer as JSON
 exit codes: 0 done, 1 failed, 2 bad usage, 3 not found, 4 refused by the run's state
 )";
 
@@ -192,10 +193,12 @@ void check_usage(const Command& cmd) {
 }
 
 // A mistyped --db is a usage mistake, and must not leave an empty database behind. Called by
-// each command once its own arguments are read, before it opens the file.
+// each command once its own arguments are read, before it opens the file. A PostgreSQL URI is
+// checked by connecting to it.
 void require_database(const std::string& database) {
+  if (durable::detail::is_postgres_uri(database)) return;
   if (std::error_code ignored; !std::filesystem::is_regular_file(database, ignored)) {
-    throw UsageError("no database at '" + database + "'; pass --db FILE");
+    throw UsageError("no database at '" + database + "'; pass --db FILE or --db postgresql://URI");
   }
 }
 

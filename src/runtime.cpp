@@ -90,6 +90,7 @@ RuntimeCore::~RuntimeCore() {
   }
   heartbeat_wake_.notify_all();
   if (heartbeat_.joinable()) heartbeat_.join();
+  if (watcher_.joinable()) watcher_.join();
   try {
     store_->remove_idle_worker(worker_.id);
   } catch (...) {
@@ -238,7 +239,10 @@ std::vector<std::string> RuntimeCore::dead_owners() {
 }
 
 void RuntimeCore::start_heartbeat() {
-  std::call_once(heartbeat_started_, [this] { heartbeat_ = std::thread([this] { beat(); }); });
+  std::call_once(heartbeat_started_, [this] {
+    heartbeat_ = std::thread([this] { beat(); });
+    watcher_ = std::thread([this] { watch_for_work(); });
+  });
 }
 
 // Renews the leases of the runs this runtime executes, a third of a lease apart, so a step body
@@ -269,6 +273,38 @@ void RuntimeCore::beat() {
     }
     lock.lock();
     heartbeat_wake_.wait_for(lock, options_.lease / 3, [this] { return stopping_; });
+  }
+}
+
+// Wakes the worker loops as soon as another process (on any host) announces due work, where the
+// database can tell (WorkWatch; PostgreSQL's LISTEN/NOTIFY); polling every poll_interval stays
+// the fallback, and the only way on SQLite. A watch whose connection broke is opened again, no
+// more often than once a second. Runs from the first run_until_idle(), wait() or serve() until
+// the runtime is destroyed, waking at least every kWatchSlice to see whether it is.
+void RuntimeCore::watch_for_work() {
+  constexpr auto kWatchSlice = std::chrono::milliseconds(200);
+  std::unique_ptr<WorkWatch> watch;
+  bool first = true;
+  std::unique_lock lock(heartbeat_mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    bool woke = false;
+    try {
+      if (!watch) {
+        if (!first) std::this_thread::sleep_for(std::chrono::seconds(1));
+        first = false;
+        watch = open_work_watch(options_.database);
+        if (!watch) return;  // nothing to watch: polling it is
+      }
+      woke = watch->wait(kWatchSlice);
+    } catch (const std::exception& e) {
+      watch.reset();
+      logger_.write(LogLevel::warn, "runtime.watch_lost",
+                    "cannot listen for work other processes start; polling meanwhile",
+                    {{"error", e.what()}}, now_ms());
+    }
+    if (woke) notify_waiters();
+    lock.lock();
   }
 }
 

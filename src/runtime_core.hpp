@@ -107,6 +107,7 @@ class RuntimeCore {
   void report_quarantined(const std::string& id);
   void start_heartbeat();
   void beat();
+  void watch_for_work();
   bool commit(const RunWrite& write);
   // Starts the runs of due schedules (runtime/schedule.cpp); returns how many.
   std::size_t fire_schedules();
@@ -271,6 +272,7 @@ class RuntimeCore {
   std::unique_ptr<StepPool> pool_;  // step threads, from the first run executed
   std::once_flag heartbeat_started_;
   std::thread heartbeat_;
+  std::thread watcher_;  // WorkWatch: wakes the loops when another process made work due
   std::mutex heartbeat_mutex_;  // guards stopping_
   std::condition_variable heartbeat_wake_;
   bool stopping_ = false;

@@ -4,6 +4,7 @@
 // backend (PostgreSQL) can be one new source folder; SQLite is the embedded default.
 // A Store is not thread-safe: the runtime serializes calls to it.
 
+#include <chrono>
 #include <cstdint>
 #include <durable/info.hpp>
 #include <durable/options.hpp>
@@ -271,6 +272,21 @@ std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path);
 /// read-only, and the schema is neither created nor migrated.
 std::unique_ptr<Store> open_postgres_store(const std::string& uri, Durability durability,
                                            Access access);
+
+/// Tells a worker that another process, on this host or another, made runs due (started,
+/// woken, retried), so that it claims them at once instead of at its next poll.
+class WorkWatch {
+ public:
+  virtual ~WorkWatch() = default;
+  /// Waits up to `timeout`; true when work was announced meanwhile. Throws Error when the
+  /// connection it listens on broke: a new watch is needed.
+  virtual bool wait(std::chrono::milliseconds timeout) = 0;
+};
+
+/// A watch on the database, or nullptr where there is none to have: an SQLite file is watched
+/// by polling (its worker loop's poll_interval), as all its writers share one host.
+std::unique_ptr<WorkWatch> open_work_watch(const std::string& database);
+std::unique_ptr<WorkWatch> open_postgres_work_watch(const std::string& uri);
 
 /// Whether RuntimeOptions::database names a PostgreSQL database (a `postgresql://` or
 /// `postgres://` URI) rather than an SQLite file.

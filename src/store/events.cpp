@@ -196,7 +196,10 @@ void SqlStore::wake(const std::string& id, std::int64_t now_ms, const std::strin
   update.bind(1, now_ms);
   update.bind(2, now_ms);
   update.bind(3, id);
-  if (update.run() > 0) add_history(id, now_ms, Status::pending, reason);
+  if (update.run() > 0) {
+    add_history(id, now_ms, Status::pending, reason);
+    announce_work();
+  }
 }
 
 std::int64_t SqlStore::event_horizon() {

@@ -23,6 +23,11 @@ std::unique_ptr<Store> open_store_read_only(const std::string& database) {
   return open_sqlite_store_read_only(database);
 }
 
+std::unique_ptr<WorkWatch> open_work_watch(const std::string& database) {
+  if (is_postgres_uri(database)) return open_postgres_work_watch(database);
+  return nullptr;
+}
+
 std::unique_ptr<OpsQueries> open_ops_queries(const std::string& database) {
   if (is_postgres_uri(database)) return open_postgres_ops_queries(database);
   return open_sqlite_ops_queries(database);

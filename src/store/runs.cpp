@@ -98,6 +98,7 @@ std::string SqlStore::insert_run(const NewRun& run) {
     if (!existing.next()) bug("run " + run.id + " was neither inserted nor found");
     return existing.text(0);
   }
+  announce_work();
   std::string reason = run.reason.empty() ? "started" : run.reason;
   if (run.due_ms > run.now_ms) reason += "; delayed until its start time";
   add_history(run.id, run.now_ms, Status::pending, reason);
@@ -108,6 +109,13 @@ bool SqlStore::run_exists(const std::string& id) {
   sql::Query query(db(), "SELECT 1 FROM runs WHERE id = ?");
   query.bind(1, id);
   return query.next();
+}
+
+void SqlStore::announce_work() {
+  const std::string_view statement = db().dialect().notify_work;
+  if (statement.empty()) return;
+  sql::Query notify(db(), std::string(statement));
+  notify.run();
 }
 
 void SqlStore::lock(const std::string& key) {
@@ -261,6 +269,7 @@ bool SqlStore::retry(const std::string& id, std::int64_t now_ms) {
     run.bind(2, now_ms);
     run.bind(3, id);
     run.run();
+    announce_work();
     add_history(id, now_ms, Status::pending,
                 "retry requested; " + std::to_string(reset) + " failed step(s) run again");
     tx.commit();

@@ -74,6 +74,9 @@ struct Dialect {
   /// The runs table's insertion order, for newest-first lists of runs made in the same
   /// millisecond: SQLite's rowid, a sequence column on PostgreSQL.
   std::string_view run_order;
+  /// A statement that tells watching workers, when the transaction commits, that runs became
+  /// due (WorkWatch); empty where workers poll.
+  std::string_view notify_work;
   /// An expression reading one top-level field of a column holding a JSON object, as text.
   std::string (*json_field)(std::string_view column, std::string_view field);
 };

@@ -128,6 +128,8 @@ class SqlStore : public Store {
   /// until this one ends (Dialect::lock_key); the transactions that decide on the same thing
   /// (the waits of an event name, the running count of a limited workflow) decide one at a time.
   void lock(const std::string& key);
+  /// Tells watching workers, at commit, that runs became due (Dialect::notify_work).
+  void announce_work();
   /// The run's status, its row held (Dialect::lock_row) until the transaction ends.
   std::optional<Status> locked_status(const std::string& id);
 

@@ -229,3 +229,49 @@ TEST_CASE("an unreachable PostgreSQL server gives an error naming host and port,
                        doctest::Contains("127.0.0.1"), Error);
   CHECK(std::chrono::steady_clock::now() - began < 5s);
 }
+
+TEST_CASE(
+    "on PostgreSQL, a run started by another process is claimed at once, not at the next poll") {
+  const std::string uri = test::fresh_database();
+  RuntimeOptions slow_poll = on(uri);
+  slow_poll.poll_interval = 30s;  // without the NOTIFY, nothing would be claimed for 30 s
+  Runtime worker(slow_poll);
+  worker.add(Workflow(
+      "noop", [](Step& step, const json&) -> json { return step.run("one", [] { return 1; }); }));
+  test::Serving serving(worker);
+  std::this_thread::sleep_for(300ms);  // the worker is idle, its watch listening
+  Runtime starter(on(uri));  // another process, as far as the database knows; it serves nothing
+  starter.add(Workflow("noop", [](Step&, const json&) -> json { return nullptr; }));
+  for (int i = 0; i < 3; ++i) {
+    const auto began = std::chrono::steady_clock::now();
+    const std::string id = starter.start("noop");
+    REQUIRE(eventually([&] { return starter.get(id).status == Status::completed; }, 10s));
+    CHECK(std::chrono::steady_clock::now() - began < 3s);
+  }
+}
+
+TEST_CASE("the durable command works on a PostgreSQL URI: start, runs, show, stats, cancel") {
+  const std::string uri = test::fresh_database();
+  Runtime runtime(on(uri));  // registers the workflow, as a worker of it would
+  runtime.add(Workflow("wait", [](Step& step, const json&) -> json {
+    step.wait_for_event("go", "go");
+    return nullptr;
+  }));
+  const std::string cli = std::string(DURABLE_CLI) + " --db '" + uri + "' ";
+  const auto [started, out] = test::shell(cli + "--json start wait --input '{\"a\":1}'");
+  REQUIRE(started == 0);
+  const std::string id = json::parse(out).at("id");
+  CHECK(runtime.get(id).input == json{{"a", 1}});
+  const auto [listed, runs] = test::shell(cli + "runs");
+  CHECK(listed == 0);
+  CHECK(test::has(runs, id));
+  const auto [shown, show] = test::shell(cli + "show " + id);
+  CHECK(shown == 0);
+  CHECK(test::has(show, "wait"));
+  const auto [counted, stats] = test::shell(cli + "--json stats");
+  CHECK(counted == 0);
+  CHECK(json::parse(stats).at("counts").at("pending") == 1);
+  CHECK(test::shell(cli + "cancel " + id + " --reason 'not needed'").first == 0);
+  CHECK(runtime.get(id).status == Status::cancelled);
+  CHECK(test::shell(cli + "show 0000").first == 3);  // not found, as on a file
+}
