@@ -127,6 +127,7 @@ const sql::Dialect kSqliteDialect = {
     .lock_row = "",
     .lock_key = "",
     .run_order = "r.rowid",
+    .notify_work = "",
     .json_field = json_field,
 };
 
