@@ -4,6 +4,7 @@
 # socket directory, log and TCP port on 127.0.0.1, so builds tested side by side never meet and
 # no system service is touched. The CTest fixture `postgres` (tests/CMakeLists.txt) runs it.
 #   tests/pg/cluster.sh start DIR PORT   make DIR (removing what a killed run left there), start
+#   tests/pg/cluster.sh restart DIR      stop the server (fast: sessions are ended) and start it
 #   tests/pg/cluster.sh stop DIR         stop the server and remove DIR; nothing to do is fine
 # Roles: the superuser `postgres`, trusted on the socket and from 127.0.0.1/::1 without a
 # password; `durable_pw` with password `secret`, which must give it (scram-sha-256), so a test
@@ -128,7 +129,19 @@ EOF
   echo "cluster.sh: PostgreSQL running in $home on 127.0.0.1:$port"
 }
 
+restart() {
+  local home
+  [ -f "$1/$marker" ] || die "$1 is not a test cluster made by this script"
+  home=$(cluster_home "$1")
+  as_owner "$bindir/pg_ctl" restart -D "$home/data" -l "$home/server.log" -m fast -w -t 60 \
+    >/dev/null || die "the server in $home did not restart"
+}
+
 case "${1:-}" in
+  restart)
+    [ $# -eq 2 ] || die "usage: $0 restart DIR"
+    restart "$(realpath -m -- "$2")"
+    ;;
   start)
     [ $# -eq 3 ] || die "usage: $0 start DIR PORT"
     start "$(realpath -m -- "$2")" "$3"
@@ -138,6 +151,6 @@ case "${1:-}" in
     remove_cluster "$(realpath -m -- "$2")"
     ;;
   *)
-    die "usage: $0 start DIR PORT | $0 stop DIR"
+    die "usage: $0 start DIR PORT | $0 restart DIR | $0 stop DIR"
     ;;
 esac

@@ -7,12 +7,15 @@
 
 #include <atomic>
 #include <durable/durable.hpp>
+#include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
 #include "pg_support.hpp"
 #include "store.hpp"
 #include "support.hpp"
+#include "worker_workflows.hpp"
 
 using namespace durable;
 using namespace std::chrono_literals;
@@ -36,6 +39,14 @@ detail::NewRun new_run(const std::string& id) {
   run.correlation_id = "c";
   run.input = "{}";
   return run;
+}
+
+// The lines of a file written by test::log_body ("RUN STEP PID").
+std::vector<std::string> read_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 RuntimeOptions on(const std::string& uri) {
@@ -274,4 +285,75 @@ TEST_CASE("the durable command works on a PostgreSQL URI: start, runs, show, sta
   CHECK(test::shell(cli + "cancel " + id + " --reason 'not needed'").first == 0);
   CHECK(runtime.get(id).status == Status::cancelled);
   CHECK(test::shell(cli + "show 0000").first == 3);  // not found, as on a file
+}
+
+namespace {
+
+// A cluster of the test's own (tests/pg/cluster.sh), for a test that restarts its server: the
+// suite's cluster is shared by tests running at once.
+class OwnCluster {
+ public:
+  explicit OwnCluster(const std::string& dir) : dir_(dir) {
+    REQUIRE(test::run_shell(command("start") + " " + std::to_string(DURABLE_SPARE_PG_PORT)).first ==
+            0);
+  }
+  ~OwnCluster() { test::run_shell(command("stop")); }
+  OwnCluster(const OwnCluster&) = delete;
+  OwnCluster& operator=(const OwnCluster&) = delete;
+
+  std::string uri() const {
+    return "postgresql://postgres@127.0.0.1:" + std::to_string(DURABLE_SPARE_PG_PORT) + "/postgres";
+  }
+  void restart() { REQUIRE(test::run_shell(command("restart")).first == 0); }
+
+ private:
+  std::string command(const std::string& verb) const {
+    return std::string("bash ") + DURABLE_PG_CLUSTER_SCRIPT + " " + verb + " '" + dir_ + "'";
+  }
+  std::string dir_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "on PostgreSQL, a server restarted under a serving worker: it reconnects and goes on, nothing "
+    "journaled twice, nothing lost") {
+  test::TempDir dir;
+  OwnCluster cluster(dir.file("pg"));
+  const std::string log = dir.file("bodies");
+  RuntimeOptions options = on(cluster.uri());
+  options.poll_interval = 20ms;
+  options.lease = 2s;  // runs held when the server went away are taken up again after it
+  Runtime runtime(options);
+  runtime.add(test::job_workflow(log));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(runtime.start("job", {{"i", i}, {"ms", 20}}));
+  const auto bodies = [&] { return read_lines(log).size(); };
+  const auto completed = [&]() -> std::size_t {
+    try {
+      return runtime.list({.status = Status::completed, .workflow = "job", .limit = 1000}).size();
+    } catch (const Error&) {
+      return 0;  // the server is away: the call fails, the next one reconnects
+    }
+  };
+  {
+    test::Serving serving(runtime);
+    REQUIRE(eventually([&] { return bodies() >= 60; }, 30s));
+    REQUIRE(completed() < 40);
+    cluster.restart();
+    REQUIRE(eventually([&] { return completed() == 40; }, 60s));
+    CHECK_FALSE(serving.error());
+  }
+  std::map<std::string, int> runs_of;  // "RUN STEP" -> bodies
+  for (const std::string& line : read_lines(log)) {
+    ++runs_of[line.substr(0, line.rfind(' '))];
+  }
+  CHECK(runs_of.size() == 400);
+  int again = 0;
+  for (const auto& [key, n] : runs_of) again += n - 1;
+  for (const std::string& id : ids) {
+    CHECK(runtime.get(id).output == 45);
+    CHECK(runtime.steps(id).size() == 10);  // each step journaled once
+  }
+  MESSAGE("bodies run again after the restart: " << again);
 }
