@@ -116,6 +116,10 @@ std::unique_ptr<pg::PgConnection> session(const std::string& uri, Durability dur
     if (access == Access::read_write) migrate(*db);
     db->execute(durability == Durability::full ? "SET synchronous_commit = on"
                                                : "SET synchronous_commit = off");
+    // A transaction of durable's never waits on anything but the network between its
+    // statements: one left open longer is a worker's that went away (killed, cut off) and whose
+    // row locks would hold its runs from the workers taking them over. The server ends it.
+    db->execute("SET idle_in_transaction_session_timeout = '5s'");
     if (access == Access::read_only) db->execute("SET default_transaction_read_only = on");
   } catch (const sql::Failure& e) {
     fail(*db, e.what());

@@ -6,9 +6,11 @@
 #   tests/pg/cluster.sh start DIR PORT   make DIR (removing what a killed run left there), start
 #   tests/pg/cluster.sh restart DIR      stop the server (fast: sessions are ended) and start it
 #   tests/pg/cluster.sh stop DIR         stop the server and remove DIR; nothing to do is fine
-# Roles: the superuser `postgres`, trusted on the socket and from 127.0.0.1/::1 without a
-# password; `durable_pw` with password `secret`, which must give it (scram-sha-256), so a test
-# can check what a wrong password does. The server refuses to run as root: as root, everything
+# PG_LISTEN: the addresses to listen on (default 127.0.0.1), for a cluster started inside a
+# network namespace of a test's own. Roles: the superuser `postgres`, trusted on the socket and
+# from 127.0.0.1/::1 and the server's own subnets (samenet) without a password; `durable_pw`
+# with password `secret`, which must give it (scram-sha-256), so a test can check what a wrong
+# password does. The server refuses to run as root: as root, everything
 # runs as the `postgres` OS user, which owns DIR.
 set -euo pipefail
 
@@ -104,11 +106,12 @@ host    all       durable_pw  ::1/128       scram-sha-256
 local   all       all                       trust
 host    all       all         127.0.0.1/32  trust
 host    all       all         ::1/128       trust
+host    all       all         samenet       trust
 EOF
   cat >>"$home/data/postgresql.conf" <<EOF
 
 # durable's test cluster (tests/pg/cluster.sh)
-listen_addresses = '127.0.0.1'
+listen_addresses = '${PG_LISTEN:-127.0.0.1}'
 port = $port
 unix_socket_directories = '$home'
 fsync = on

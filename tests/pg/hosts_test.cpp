@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: Apache-2.0
+// Workers on several hosts sharing one PostgreSQL database. The hosts are made by the test
+// itself: a network namespace for the database server and one per host, each host linked to the
+// server's by a veth pair on a subnet of its own (10.201.N.0/24, addresses that exist only in
+// these namespaces), and each worker in new UTS and PID namespaces (its own host name and
+// process ids: a host of its own as far as durable can tell). Needs root (ip netns, unshare);
+// without it the test says so and fails.
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <durable/durable.hpp>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "stores.hpp"
+#include "support.hpp"
+#include "worker_workflows.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kHosts = 3;
+
+void sh(const std::string& command) {
+  const auto [status, out] = test::run_shell(command + " 2>&1");
+  INFO(command << "\n" << out);
+  REQUIRE(status == 0);
+}
+
+// Moves the calling thread into a network namespace made by `ip netns add`, and back at the end
+// of the scope. Sockets opened meanwhile stay in it.
+class InNamespace {
+ public:
+  explicit InNamespace(const std::string& name)
+      : home_(::open("/proc/thread-self/ns/net", O_RDONLY)) {
+    REQUIRE(home_ >= 0);
+    const int target = ::open(("/var/run/netns/" + name).c_str(), O_RDONLY);
+    REQUIRE(target >= 0);
+    REQUIRE(::setns(target, CLONE_NEWNET) == 0);
+    ::close(target);
+  }
+  ~InNamespace() {
+    ::setns(home_, CLONE_NEWNET);
+    ::close(home_);
+  }
+  InNamespace(const InNamespace&) = delete;
+  InNamespace& operator=(const InNamespace&) = delete;
+
+ private:
+  int home_;
+};
+
+// The namespaces, links and database server of the test, removed at the end.
+class Hosts {
+ public:
+  explicit Hosts(const std::string& dir) : dir_(dir), tag_(std::to_string(::getpid() % 100000)) {
+    REQUIRE_MESSAGE(::geteuid() == 0, "the multi-host test makes network namespaces: run as root");
+    sh("ip netns add " + db_ns());
+    sh("ip -n " + db_ns() + " link set lo up");
+    for (int h = 1; h <= kHosts; ++h) {
+      const std::string host = host_ns(h), near = "dh" + std::to_string(h) + "_" + tag_,
+                        far = "hh" + std::to_string(h) + "_" + tag_;
+      sh("ip netns add " + host);
+      sh("ip -n " + host + " link set lo up");
+      sh("ip link add " + near + " netns " + db_ns() + " type veth peer name " + far + " netns " +
+         host);
+      sh("ip -n " + db_ns() + " addr add " + server_address(h) + "/24 dev " + near);
+      sh("ip -n " + host + " addr add 10.201." + std::to_string(h) + ".2/24 dev " + far);
+      sh("ip -n " + db_ns() + " link set " + near + " up");
+      sh("ip -n " + host + " link set " + far + " up");
+    }
+    sh("ip netns exec " + db_ns() + " env PG_LISTEN='*' bash " + DURABLE_PG_CLUSTER_SCRIPT +
+       " start " + dir_ + "/pg " + std::to_string(DURABLE_SPARE_PG_PORT));
+    started_ = true;
+  }
+  ~Hosts() {
+    for (const auto& [pid, host] : workers_) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (started_) {
+      test::run_shell("bash " + std::string(DURABLE_PG_CLUSTER_SCRIPT) + " stop " + dir_ + "/pg");
+    }
+    for (int h = 1; h <= kHosts; ++h) test::run_shell("ip netns del " + host_ns(h) + " 2>&1");
+    test::run_shell("ip netns del " + db_ns() + " 2>&1");
+  }
+  Hosts(const Hosts&) = delete;
+  Hosts& operator=(const Hosts&) = delete;
+
+  std::string db_ns() const { return "durdb" + tag_; }
+
+  // The database as host h reaches it.
+  std::string uri(int h) const {
+    return "postgresql://postgres@" + server_address(h) + ":" +
+           std::to_string(DURABLE_SPARE_PG_PORT) + "/postgres";
+  }
+
+  // A serving worker on host h (durable_serve_worker with a 2 s lease), in new UTS and PID
+  // namespaces inside the host's network namespace; killing it kills everything of the host.
+  void start_worker(int h, const std::string& log) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      if (freopen("/dev/null", "w", stdout) == nullptr) _exit(126);
+      const std::string command = "hostname host" + std::to_string(h) + " && exec " +
+                                  DURABLE_SERVE_WORKER + " '" + uri(h) + "' '" + log + "' 0 2000";
+      execlp("ip", "ip", "netns", "exec", host_ns(h).c_str(), "unshare", "--uts", "--pid", "--fork",
+             "--kill-child", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    workers_.emplace(pid, h);
+  }
+  // Kills host h whole: its worker and everything in its PID namespace.
+  void kill_host(int h) {
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      if (it->second != h) {
+        ++it;
+        continue;
+      }
+      ::kill(it->first, SIGKILL);
+      ::waitpid(it->first, nullptr, 0);
+      it = workers_.erase(it);
+    }
+  }
+  void cut(int h) {
+    sh("ip -n " + host_ns(h) + " link set hh" + std::to_string(h) + "_" + tag_ + " down");
+  }
+  void restore(int h) {
+    sh("ip -n " + host_ns(h) + " link set hh" + std::to_string(h) + "_" + tag_ + " up");
+  }
+
+ private:
+  std::string host_ns(int h) const { return "durh" + std::to_string(h) + "_" + tag_; }
+  static std::string server_address(int h) { return "10.201." + std::to_string(h) + ".1"; }
+
+  std::string dir_, tag_;
+  bool started_ = false;
+  std::map<pid_t, int> workers_;  // pid -> host
+};
+
+// "RUN STEP" -> how many times its body ran, from the bodies' log ("RUN STEP PID" lines).
+std::map<std::string, int> bodies_of(const std::string& log) {
+  std::map<std::string, int> runs_of;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) ++runs_of[line.substr(0, line.rfind(' '))];
+  return runs_of;
+}
+
+int run_again(const std::map<std::string, int>& bodies) {
+  int again = 0;
+  for (const auto& [key, n] : bodies) again += n - 1;
+  return again;
+}
+
+bool wait_until(const std::function<bool()>& done, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "workers on three hosts share one PostgreSQL database: every run once, a host killed whole "
+    "is taken over after its lease, a host cut off cannot commit late") {
+  test::TempDir dir;
+  Hosts hosts(dir.path().string());
+  // The test itself reads and starts runs from the database's own namespace.
+  const InNamespace in_db(hosts.db_ns());
+  const std::string log = dir.file("bodies");
+  // The test's own view, from the database's namespace (it starts runs and reads them).
+  RuntimeOptions options = test::quiet(hosts.uri(1));
+  auto runtime = std::make_unique<Runtime>(options);
+  runtime->add(test::job_workflow(log));
+  const auto completed = [&] {
+    return runtime->list({.status = Status::completed, .workflow = "job", .limit = 100'000}).size();
+  };
+  const auto check_journals = [&](const std::vector<std::string>& ids) {
+    for (const std::string& id : ids) {
+      CHECK(runtime->get(id).output == 45);
+      CHECK(runtime->steps(id).size() == 10);  // each step journaled once
+    }
+  };
+
+  // 1. 300 runs x 10 steps over three hosts: each completes once, no body runs twice.
+  std::vector<std::string> first;
+  for (int i = 0; i < 300; ++i) first.push_back(runtime->start("job", {{"i", i}}));
+  for (int h = 1; h <= kHosts; ++h) hosts.start_worker(h, log);
+  REQUIRE(wait_until([&] { return completed() == 300; }, 120s));
+  auto bodies = bodies_of(log);
+  CHECK(bodies.size() == 3000);
+  CHECK(run_again(bodies) == 0);
+  check_journals(first);
+
+  // 2. Host 1 killed whole mid-run: hosts 2 and 3 take its runs over once its lease lapsed.
+  std::vector<std::string> second;
+  for (int i = 0; i < 60; ++i) second.push_back(runtime->start("job", {{"i", i}, {"ms", 40}}));
+  REQUIRE(wait_until([&] { return bodies_of(log).size() >= 3000 + 60; }, 60s));
+  hosts.kill_host(1);
+  REQUIRE(wait_until([&] { return completed() == 360; }, 120s));
+  bodies = bodies_of(log);
+  const int again_after_kill = run_again(bodies);
+  CHECK(bodies.size() == 3600);
+  check_journals(second);
+
+  // 3. Host 2 cut off mid-run, then linked again: host 3 takes its runs over; host 2's late
+  // commits are refused, and nothing is journaled twice.
+  std::vector<std::string> third;
+  for (int i = 0; i < 60; ++i) third.push_back(runtime->start("job", {{"i", i}, {"ms", 40}}));
+  REQUIRE(wait_until([&] { return bodies_of(log).size() >= 3600 + 60; }, 60s));
+  hosts.cut(2);
+  REQUIRE(wait_until([&] { return completed() == 420; }, 120s));
+  hosts.restore(2);
+  std::this_thread::sleep_for(3s);  // host 2 gets its answers: its commits are refused
+  bodies = bodies_of(log);
+  CHECK(bodies.size() == 4200);
+  check_journals(third);
+  int taken_over = 0;
+  for (const std::string& id : third) {
+    for (const Transition& t : runtime->get(id).history) {
+      taken_over += t.reason.starts_with("taken over") ? 1 : 0;
+    }
+  }
+  CHECK(taken_over > 0);  // host 2 held runs when it was cut off
+  CHECK(completed() == 420);
+  MESSAGE("bodies run again: after killing host 1 "
+          << again_after_kill << ", after cutting host 2 " << run_again(bodies) - again_after_kill
+          << "; runs taken over from host 2: " << taken_over);
+}
