@@ -357,3 +357,21 @@ TEST_CASE(
   }
   MESSAGE("bodies run again after the restart: " << again);
 }
+
+TEST_CASE(
+    "on PostgreSQL, a statement timeout fails the call clearly, loses nothing, and the next call "
+    "works") {
+  const std::string uri = test::fresh_database();
+  Runtime runtime(on(uri + "?options=-c%20statement_timeout%3D300"));
+  runtime.add(Workflow("noop", [](Step&, const json&) -> json { return 1; }));
+  const std::string id = runtime.start("noop");
+  // Another session holds the runs table, as a long migration or a stray lock would.
+  auto holder = detail::pg::connect(uri);
+  holder->execute("BEGIN");
+  holder->execute("LOCK TABLE durable.runs IN ACCESS EXCLUSIVE MODE");
+  CHECK_THROWS_WITH_AS(runtime.get(id), doctest::Contains("statement timeout"), Error);
+  holder->execute("ROLLBACK");
+  CHECK(runtime.get(id).status == Status::pending);
+  CHECK(runtime.run_until_idle() == 1);
+  CHECK(runtime.get(id).output == 1);
+}
