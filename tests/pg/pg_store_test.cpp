@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <durable/durable.hpp>
+#include <durable/testing.hpp>
 #include <fstream>
 #include <map>
 #include <set>
@@ -374,4 +375,26 @@ TEST_CASE(
   CHECK(runtime.get(id).status == Status::pending);
   CHECK(runtime.run_until_idle() == 1);
   CHECK(runtime.get(id).output == 1);
+}
+
+TEST_CASE(
+    "testing::replay reads a run's journal from a PostgreSQL URI, and tells a changed workflow") {
+  const std::string uri = test::fresh_database();
+  const auto recorded = [](Step& step, const json&) -> json {
+    return step.run("a", [] { return 1; }) + step.run("b", [] { return 2; });
+  };
+  std::string id;
+  {
+    Runtime runtime(on(uri));
+    runtime.add(Workflow("sum", recorded));
+    id = runtime.start("sum");
+    runtime.run_until_idle();
+    REQUIRE(runtime.get(id).output == 3);
+  }
+  testing::replay(Workflow("sum", recorded), uri, id);
+  CHECK(testing::replay_all(Workflow("sum", recorded), uri) == 1);
+  const Workflow changed("sum", [](Step& step, const json&) -> json {
+    return step.run("b", [] { return 2; });  // step "a" removed: the journal no longer fits
+  });
+  CHECK_THROWS(testing::replay(changed, uri, id));
 }
