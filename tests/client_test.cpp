@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "stores.hpp"
 #include "support.hpp"
 #include "worker_workflows.hpp"
 
@@ -96,9 +97,11 @@ TEST_CASE("a client starts a run of a workflow its process never added, and a ru
   CHECK(client.get(second).history.back().reason.find("no worker") == std::string::npos);
 }
 
-TEST_CASE("a client start honours the idempotency key, the correlation id and a delayed start") {
+TEST_CASE(
+    "a client start honours the idempotency key, the correlation id and a delayed start (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db");
+  const std::string db = test::database(dir, "db");
   Client client(db);
   const std::string first = client.start("greet", json::object(), {.idempotency_key = "order-1"});
   CHECK(client.start("greet", json::object(), {.idempotency_key = "order-1"}) == first);
@@ -124,9 +127,11 @@ TEST_CASE("a client start honours the idempotency key, the correlation id and a 
   CHECK(client.list({.status = Status::completed}).size() == 2);
 }
 
-TEST_CASE("client wait returns the run once a runtime of this process serving it ends it") {
+TEST_CASE(
+    "client wait returns the run once a runtime of this process serving it ends it (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db");
+  const std::string db = test::database(dir, "db");
   std::atomic<bool> release{false};
   Runtime runtime(options_on(db));
   runtime.add(Workflow("gated", [&release](Step& step, const json&) -> json {
@@ -283,9 +288,10 @@ TEST_CASE("client cancel with a reason closes a failed run, and cancels a pendin
   CHECK(client.get(done).status == Status::completed);
 }
 
-TEST_CASE("client retry queues a failed run again, and refuses one that is not failed") {
+TEST_CASE(
+    "client retry queues a failed run again, and refuses one that is not failed (on each store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db");
+  const std::string db = test::database(dir, "db");
   std::atomic<bool> failing{true};
   Runtime runtime(options_on(db));
   runtime.add(flaky_workflow(&failing));
@@ -333,9 +339,11 @@ TEST_CASE("client send_event starts the runs it triggers and wakes the runs wait
   CHECK(client.get(waiting).output == "ann");
 }
 
-TEST_CASE("a client in a second process starts runs by name and awaits each, served by the first") {
+TEST_CASE(
+    "a client in a second process starts runs by name and awaits each, served by the first (on "
+    "each store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db"), log = dir.file("bodies");
+  const std::string db = test::database(dir, "db"), log = dir.file("bodies");
   Runtime runtime(options_on(db));
   runtime.add(test::job_workflow(log));
   Serving serving(runtime);

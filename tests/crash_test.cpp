@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -125,9 +126,9 @@ TEST_CASE("kill -9 mid-run under on_recovery recovers the same way") {
   check_kill9_recovery("--on-recovery");
 }
 
-TEST_CASE("a running run of a live process on the same file is not taken over") {
+TEST_CASE("a running run of a live process on the same file is not taken over (on each store)") {
   test::TempDir dir;
-  const std::string db = dir.file("live.db"), log = dir.file("bodies.log");
+  const std::string db = test::database(dir, "live.db"), log = dir.file("bodies.log");
   const pid_t owner = spawn({DURABLE_CRASH_WORKER, db, log, "start", "--hang"});
   REQUIRE(wait_for_line(log, "body step3", 30s));
   {

@@ -8,6 +8,7 @@
 
 #include "durations.hpp"
 #include "retry.hpp"
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -43,10 +44,10 @@ TEST_CASE("backoff grows by the multiplier, stops at the cap, and jitter stays i
   CHECK(above);
 }
 
-TEST_CASE("a failing step is retried after its backoff and then succeeds") {
+TEST_CASE("a failing step is retried after its backoff and then succeeds (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("retry.db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "retry.db"), clock);
   int attempts = 0;
   runtime->add(Workflow("flaky", [&](Step& step, const json&) -> json {
     return step.run("call",
@@ -97,8 +98,9 @@ TEST_CASE(
   CHECK(wake.size() == std::string("2026-11-21T00:04:16.395Z").size());  // to the millisecond
 }
 
-TEST_CASE("a restart neither forgets attempts nor resets the backoff") {
+TEST_CASE("a restart neither forgets attempts nor resets the backoff (on each store)") {
   test::TempDir dir;
+  const std::string db = test::database(dir, "restart.db");
   test::ManualClock clock;
   int attempts = 0;
   const auto flaky = [&] {
@@ -114,7 +116,7 @@ TEST_CASE("a restart neither forgets attempts nor resets the backoff") {
   };
   std::string id;
   {
-    auto runtime = test::runtime_on(dir.file("restart.db"), clock);
+    auto runtime = test::runtime_on(db, clock);
     runtime->add(flaky());
     id = runtime->start("flaky");
     runtime->run_until_idle();
@@ -122,7 +124,7 @@ TEST_CASE("a restart neither forgets attempts nor resets the backoff") {
     runtime->run_until_idle();  // attempt 2 fails; next in 20 s
     CHECK(attempts == 2);
   }
-  auto runtime = test::runtime_on(dir.file("restart.db"), clock);
+  auto runtime = test::runtime_on(db, clock);
   runtime->add(flaky());
   CHECK(runtime->run_until_idle() == 0);  // the backoff still holds after the restart
   CHECK(until_wake(*runtime, id, clock) == 20s);

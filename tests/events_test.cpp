@@ -7,6 +7,7 @@
 #include <atomic>
 #include <thread>
 
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -62,10 +63,10 @@ TEST_CASE("wait_for_event returns the data of the first matching event sent afte
   CHECK(count_rows(dir.file("db"), "SELECT count(*) FROM events") == 3);  // events are stored
 }
 
-TEST_CASE("an event sent before the wait began does not count") {
+TEST_CASE("an event sent before the wait began does not count (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
   runtime->add(approval_flow());
   runtime->send_event("order.approved", {{"order", 1}, {"by", "early"}});
   const std::string id = runtime->start("approval", {{"order", 1}});
@@ -76,10 +77,10 @@ TEST_CASE("an event sent before the wait began does not count") {
   CHECK(runtime->get(id).output == "approved by late");
 }
 
-TEST_CASE("a wait times out with nullopt, and a late event changes nothing") {
+TEST_CASE("a wait times out with nullopt, and a late event changes nothing (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
   runtime->add(approval_flow());
   const std::string id = runtime->start("approval", {{"order", 3}});
   runtime->run_until_idle();
@@ -98,13 +99,13 @@ TEST_CASE("a wait times out with nullopt, and a late event changes nothing") {
   CHECK(runtime->get(id).output == "timed out");
 }
 
-TEST_CASE("an event racing with the start of a wait is never lost") {
+TEST_CASE("an event racing with the start of a wait is never lost (on each store)") {
   // The event is stored after the workflow reached wait_for_event but before the wait was
   // journaled (here: by a destructor running while the invocation unwinds to its commit). The
   // commit of the wait finds it.
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
   Runtime* sender = runtime.get();
   struct SendWhileUnwinding {
     Runtime* runtime;
@@ -128,9 +129,9 @@ TEST_CASE("an event racing with the start of a wait is never lost") {
   }
 }
 
-TEST_CASE("events sent from another thread wake the runs waiting for them") {
+TEST_CASE("events sent from another thread wake the runs waiting for them (on each store)") {
   test::TempDir dir;
-  Runtime runtime({.database = dir.file("db")});
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("waiter", [](Step& step, const json& input) -> json {
     const auto got =
         step.wait_for_event("wait", "ping", {.timeout = 1h, .match = {{"to", input.at("i")}}});
@@ -188,14 +189,16 @@ TEST_CASE("step.send_event is sent once however often the sender replays") {
   CHECK(runtime->counters().events_sent == 1);
 }
 
-TEST_CASE("WorkflowOptions::events start one run per event, also from another runtime") {
+TEST_CASE(
+    "WorkflowOptions::events start one run per event, also from another runtime (on each store)") {
   test::TempDir dir;
+  const std::string db = test::database(dir, "db");
   test::ManualClock clock;
-  auto worker = test::runtime_on(dir.file("db"), clock);
+  auto worker = test::runtime_on(db, clock);
   worker->add(Workflow("greet", [](Step&, const json& input) -> json { return input.at("data"); },
                        {.events = {"user.created", "user.invited"}}));
   // A runtime that has no such workflow (a CLI, another service) sends the events.
-  auto sender = test::runtime_on(dir.file("db"), clock);
+  auto sender = test::runtime_on(db, clock);
   sender->send_event("user.created", {{"name", "ada"}});
   sender->send_event("user.invited", {{"name", "bob"}});
   sender->send_event("user.deleted", {{"name", "eve"}});
@@ -320,10 +323,11 @@ Workflow parent_flow(std::atomic<int>* invokes) {
 }
 }  // namespace
 
-TEST_CASE("step.invoke starts the child once, waits for it and returns its output") {
+TEST_CASE(
+    "step.invoke starts the child once, waits for it and returns its output (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
   runtime->add(child_flow());
   runtime->add(parent_flow(nullptr));
   const std::string id = runtime->start("parent", {{"n", 20}}, {.correlation_id = "order-1"});
@@ -357,10 +361,10 @@ TEST_CASE("a failed child raises StepFailed in the parent") {
   CHECK(run.output.get<std::string>().find("negative") != std::string::npos);
 }
 
-TEST_CASE("cancelling a parent cancels its children") {
+TEST_CASE("cancelling a parent cancels its children (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
   runtime->add(child_flow());
   runtime->add(parent_flow(nullptr));
   const std::string id = runtime->start("parent", {{"n", 1}});
@@ -409,10 +413,10 @@ TEST_CASE("a journaled invoke replayed as a run is NonDeterminism") {
   CHECK(run.error->message.find("journaled as a step.invoke of 'double'") != std::string::npos);
 }
 
-TEST_CASE("retry of a parent whose child failed starts a new child") {
+TEST_CASE("retry of a parent whose child failed starts a new child (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
   auto child_runs = std::make_shared<int>(0);
   runtime->add(Workflow("flaky_child", [child_runs](Step& step, const json&) -> json {
     return step.run("work",
@@ -482,10 +486,11 @@ TEST_CASE("an oversized step.send_event or step.invoke input fails the run and s
   CHECK(runtime->list({.workflow = "loud"}).size() == 1);  // the caller started no child
 }
 
-TEST_CASE("a stale child of a retried invoke does not resolve the parent's new wait") {
+TEST_CASE(
+    "a stale child of a retried invoke does not resolve the parent's new wait (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
   auto calls = std::make_shared<int>(0);
   runtime->add(Workflow("kid", [calls](Step& step, const json&) -> json {
     const int n = step.run("work",

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -35,10 +36,12 @@ TEST_CASE("three steps print the seed's log pattern over 4 invocations") {
   CHECK(run.invocations == 4);
 }
 
-TEST_CASE("two sleeps print A, A B, A B C and the last invocation comes 3 hours after the first") {
+TEST_CASE(
+    "two sleeps print A, A B, A B C and the last invocation comes 3 hours after the first (on each "
+    "store)") {
   TempDir dir;
   ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("sleep.db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "sleep.db"), clock);
   std::vector<std::string> invocations;
   std::vector<Clock::time_point> started;
   runtime->add(Workflow("sleepy", [&](Step& step, const json&) -> json {
@@ -70,8 +73,9 @@ TEST_CASE("two sleeps print A, A B, A B C and the last invocation comes 3 hours 
   CHECK(run.invocations == 3);
 }
 
-TEST_CASE("the sleep's wake time survives a restart of the runtime") {
+TEST_CASE("the sleep's wake time survives a restart of the runtime (on each store)") {
   TempDir dir;
+  const std::string db = test::database(dir, "restart.db");
   ManualClock clock;
   std::string id;
   int finished = 0;
@@ -83,14 +87,14 @@ TEST_CASE("the sleep's wake time survives a restart of the runtime") {
     });
   };
   {
-    auto runtime = test::runtime_on(dir.file("restart.db"), clock);
+    auto runtime = test::runtime_on(db, clock);
     runtime->add(sleepy());
     id = runtime->start("sleepy");
     runtime->run_until_idle();
     REQUIRE(runtime->get(id).wake_at.has_value());
   }
   clock.advance(89min);
-  auto runtime = test::runtime_on(dir.file("restart.db"), clock);
+  auto runtime = test::runtime_on(db, clock);
   runtime->add(sleepy());
   CHECK(runtime->run_until_idle() == 0);
   clock.advance(1min);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "fiber_scheduler.hpp"
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -42,8 +43,11 @@ class Rendezvous {
 };
 }  // namespace
 
-TEST_CASE("the seed's parallel example: two started steps, then log-results, in 3 invocations") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "the seed's parallel example: two started steps, then log-results, in 3 invocations (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   json logged;
   runtime.add(Workflow("parallel", [&](Step& step, const json&) -> json {
     auto step1 = step.start("step1", [] { return json{{"foo", "1"}}; });
@@ -67,8 +71,10 @@ TEST_CASE("the seed's parallel example: two started steps, then log-results, in 
   CHECK(keys == std::vector<std::string>{"step1", "step2", "log-results"});
 }
 
-TEST_CASE("the seed's nested example: step1 runs step3 inside, in parallel with step2") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "the seed's nested example: step1 runs step3 inside, in parallel with step2 (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   json logged;
   runtime.add(Workflow("nested", [&](Step& step, const json&) -> json {
     auto step1 = step.start("step1", [&] {
@@ -204,9 +210,12 @@ TEST_CASE(
                       {"good", "completed"}, {"bad", "failed"}, {"fallback", "completed"}});
 }
 
-TEST_CASE("a failed branch is retried after its backoff without running the other again") {
+TEST_CASE(
+    "a failed branch is retried after its backoff without running the other again (on each "
+    "store)") {
+  test::TempDir dir;
   test::ManualClock clock;
-  Runtime runtime({.database = ":memory:"});
+  Runtime runtime({.database = test::database(dir, "db")});
   clock.attach(runtime);
   int steady = 0, flaky = 0;
   runtime.add(Workflow("retry-branch", [&](Step& step, const json&) -> json {
@@ -383,13 +392,14 @@ TEST_CASE("a retry's backoff counts from when the attempt failed, not from the i
   CHECK(*run.wake_at == started + 10min + 5s);
 }
 
-TEST_CASE("group commit: the steps of runs in flight together share transactions") {
+TEST_CASE("group commit: the steps of runs in flight together share transactions (on each store)") {
   if (!detail::FiberScheduler::uses_fibers()) {
     MESSAGE("not run: this build has no fibers (ThreadSanitizer)");
     return;
   }
   constexpr int kRuns = 8, kSteps = 3;
-  Runtime runtime({.database = ":memory:"});
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("steps", [](Step& step, const json&) -> json {
     int sum = 0;
     for (int i = 0; i < kSteps; ++i) sum += step.run("s", [i] { return i; });

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <thread>
 
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -246,10 +247,12 @@ TEST_CASE("an input larger than max_output_bytes is refused by start") {
   CHECK(runtime.list().empty());
 }
 
-TEST_CASE("a run whose lease lapsed is taken over, and the old owner's late result is refused") {
+TEST_CASE(
+    "a run whose lease lapsed is taken over, and the old owner's late result is refused (on each "
+    "store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  const std::string db = dir.file("lease.db");
+  const std::string db = test::database(dir, "lease.db");
   RuntimeOptions opts;
   opts.lease = 10s;
   auto owner = test::runtime_on(db, clock, opts);

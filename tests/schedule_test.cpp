@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -29,10 +30,11 @@ std::int64_t minute_of_day(Clock::time_point t) {
 
 }  // namespace
 
-TEST_CASE("an interval schedule with a count starts that many runs, one per due time") {
+TEST_CASE(
+    "an interval schedule with a count starts that many runs, one per due time (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
   runtime->add(remind());
   const std::string id =
       runtime->schedule("remind", {{"to", "ada"}}, {.id = "daily", .every = 24h, .count = 5});
@@ -129,11 +131,14 @@ TEST_CASE("a schedule can be replaced and removed before it fires") {
   CHECK_THROWS_WITH_AS(runtime->unschedule("s"), "no schedule with id 's'", NotFound);
 }
 
-TEST_CASE("a delayed first start and two runtimes firing one schedule start one run per time") {
+TEST_CASE(
+    "a delayed first start and two runtimes firing one schedule start one run per time (on each "
+    "store)") {
   test::TempDir dir;
+  const std::string db = test::database(dir, "db");
   test::ManualClock clock;
-  auto a = test::runtime_on(dir.file("db"), clock);
-  auto b = test::runtime_on(dir.file("db"), clock);
+  auto a = test::runtime_on(db, clock);
+  auto b = test::runtime_on(db, clock);
   a->add(remind());
   b->add(remind());
   a->schedule("remind", {}, {.id = "s", .every = 1h, .first = clock.now() + 30min});
@@ -246,9 +251,10 @@ TEST_CASE("a replaced schedule whose first start was already fired still starts 
   CHECK(runtime->list({.workflow = "remind"}).size() == 2);
 }
 
-TEST_CASE("a schedule fires while a steady stream of work keeps serve() busy") {
+TEST_CASE("a schedule fires while a steady stream of work keeps serve() busy (on each store)") {
   test::TempDir dir;
-  Runtime runtime({.database = dir.file("db"), .poll_interval = 50ms, .log_level = LogLevel::off});
+  Runtime runtime(
+      {.database = test::database(dir, "db"), .poll_interval = 50ms, .log_level = LogLevel::off});
   // Each run of "chain" sends the event that starts the next one: there is always work due.
   runtime.add(Workflow("chain",
                        [](Step& step, const json&) -> json {

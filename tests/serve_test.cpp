@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -51,9 +52,10 @@ struct Lines {
 
 }  // namespace
 
-TEST_CASE("serve() runs started work and wakes sleeping runs on time, until stop()") {
+TEST_CASE(
+    "serve() runs started work and wakes sleeping runs on time, until stop() (on each store)") {
   test::TempDir dir;
-  Runtime runtime({.database = dir.file("db"), .poll_interval = 120s});
+  Runtime runtime({.database = test::database(dir, "db"), .poll_interval = 120s});
   runtime.add(Workflow("nap", [](Step& step, const json&) -> json {
     step.run("a", [] { return 1; });
     step.sleep("nap", 300ms);
@@ -105,8 +107,11 @@ TEST_CASE("a serving runtime executes runs another runtime wrote, within its pol
   CHECK(std::chrono::steady_clock::now() - started < 1s);
 }
 
-TEST_CASE("concurrency limits the runs of a workflow executing at once, across runtimes") {
+TEST_CASE(
+    "concurrency limits the runs of a workflow executing at once, across runtimes (on each "
+    "store)") {
   test::TempDir dir;
+  const std::string db = test::database(dir, "db");
   std::atomic<int> inside{0}, most{0};
   const auto limited = [&] {
     return Workflow("limited",
@@ -123,8 +128,8 @@ TEST_CASE("concurrency limits the runs of a workflow executing at once, across r
                     },
                     {.concurrency = 2});
   };
-  Runtime a({.database = dir.file("db"), .threads = 4, .poll_interval = 10ms});
-  Runtime b({.database = dir.file("db"), .threads = 4, .poll_interval = 10ms});
+  Runtime a({.database = db, .threads = 4, .poll_interval = 10ms});
+  Runtime b({.database = db, .threads = 4, .poll_interval = 10ms});
   a.add(limited());
   b.add(limited());
   std::vector<std::string> ids;
@@ -137,10 +142,10 @@ TEST_CASE("concurrency limits the runs of a workflow executing at once, across r
   CHECK(most.load() == 2);
 }
 
-TEST_CASE("sleeping and waiting runs hold no concurrency slot") {
+TEST_CASE("sleeping and waiting runs hold no concurrency slot (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
   runtime->add(Workflow("one_at_a_time",
                         [](Step& step, const json&) -> json {
                           step.run("a", [] { return 1; });
@@ -168,10 +173,12 @@ TEST_CASE("a bad concurrency limit is refused") {
 }
 
 TEST_CASE(
-    "cancel from another runtime ends a run whose body is running, and its result is not used") {
+    "cancel from another runtime ends a run whose body is running, and its result is not used (on "
+    "each store)") {
   test::TempDir dir;
+  const std::string db = test::database(dir, "db");
   std::atomic<bool> in_body{false}, release{false};
-  Runtime worker({.database = dir.file("db"), .poll_interval = 10ms});
+  Runtime worker({.database = db, .poll_interval = 10ms});
   worker.add(Workflow("long", [&](Step& step, const json&) -> json {
     step.run("body", [&] {
       in_body = true;
@@ -180,7 +187,7 @@ TEST_CASE(
     });
     return step.run("after", [] { return 2; });
   }));
-  Runtime operator_view({.database = dir.file("db")});  // a CLI, another process
+  Runtime operator_view({.database = db});  // a CLI, another process
   const std::string id = worker.start("long");
   Serving serving(worker);
   while (!in_body) std::this_thread::sleep_for(1ms);
@@ -191,10 +198,11 @@ TEST_CASE(
   CHECK(operator_view.steps(id).empty());
 }
 
-TEST_CASE("retry from another runtime requeues a failed run for the serving one") {
+TEST_CASE("retry from another runtime requeues a failed run for the serving one (on each store)") {
   test::TempDir dir;
+  const std::string db = test::database(dir, "db");
   std::atomic<int> attempts{0};
-  Runtime worker({.database = dir.file("db"), .poll_interval = 10ms});
+  Runtime worker({.database = db, .poll_interval = 10ms});
   worker.add(Workflow("fragile", [&](Step& step, const json&) -> json {
     return step.run("call",
                     [&] {
@@ -206,7 +214,7 @@ TEST_CASE("retry from another runtime requeues a failed run for the serving one"
   const std::string id = worker.start("fragile");
   Serving serving(worker);
   CHECK(wait_for(worker, id, Status::failed).status == Status::failed);
-  Runtime operator_view({.database = dir.file("db")});
+  Runtime operator_view({.database = db});
   operator_view.retry(id);
   CHECK(wait_for(operator_view, id, Status::completed).output == "up");
 }
