@@ -84,6 +84,9 @@ TEST_CASE("the journal keys the fan-out by region and the post-processing steps 
   const auto journal = kit.runtime().steps(result.info.id);
   Keys keys;
   for (const auto& s : journal) keys.push_back(s.id);
+  REQUIRE(keys.size() == 9);
+  // The predictions run at once and are journaled as each ends, in whichever order that is.
+  std::sort(keys.begin() + 2, keys.begin() + 5);
   CHECK(keys == Keys{"upload-image", "generate-tiles", "predict[0]", "predict[1]", "predict[2]",
                      "post-process/filter", "post-process/merge", "post-process", "report"});
   for (const auto& s : journal) {
