@@ -262,7 +262,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("the durable command works on a PostgreSQL URI: start, runs, show, stats, cancel") {
+TEST_CASE(
+    "the durable command works on a PostgreSQL URI: start, runs, show, stats, cancel, metrics") {
   const std::string uri = test::fresh_database();
   Runtime runtime(on(uri));  // registers the workflow, as a worker of it would
   runtime.add(Workflow("wait", [](Step& step, const json&) -> json {
@@ -285,6 +286,10 @@ TEST_CASE("the durable command works on a PostgreSQL URI: start, runs, show, sta
   CHECK(json::parse(stats).at("counts").at("pending") == 1);
   CHECK(test::shell(cli + "cancel " + id + " --reason 'not needed'").first == 0);
   CHECK(runtime.get(id).status == Status::cancelled);
+  // The Prometheus text of /metrics, as the HTTP server serves it (the same admin layer).
+  const auto [measured, metrics] = test::shell(cli + "metrics");
+  CHECK(measured == 0);
+  CHECK(test::has(metrics, "durable_runs{status=\"cancelled\"} 1"));
   CHECK(test::shell(cli + "show 0000").first == 3);  // not found, as on a file
 }
 
