@@ -148,12 +148,14 @@ class PgStore final : public SqlStore {
     });
   }
 
-  // Where the server's write-ahead log ends: every commit of another session moves it on (its
-  // commit record), and no table is read. Not a sequence: a sequence moves when a transaction
-  // takes a value, before it commits, and a waiter reading it then and the run just after would
-  // miss the commit. Other WAL writes (autovacuum, checkpoints) move it too: a read for nothing.
+  // A hash of the server's current snapshot (the transactions running and the next id): it
+  // changes when a transaction that wrote ends, and no table is read. Not a sequence, which
+  // moves when a transaction takes a value, before it commits; nor the WAL position, which
+  // moves when the commit record is written, before the commit is visible. A waiter reading
+  // either then, and the run just after, would miss the commit.
   std::int64_t data_version() override {
-    return guarded([&] { return single(db(), "SELECT pg_current_wal_insert_lsn() - '0/0'"); });
+    return guarded(
+        [&] { return single(db(), "SELECT hashtextextended(pg_current_snapshot()::text, 0)"); });
   }
 
  protected:
@@ -205,7 +207,8 @@ std::unique_ptr<Store> open_postgres_store(const std::string& uri, Durability du
 }
 
 std::unique_ptr<OpsQueries> open_postgres_ops_queries(const std::string& uri) {
-  return std::make_unique<OpsQueries>(session(uri, Durability::normal, Access::read_only));
+  return std::make_unique<OpsQueries>(
+      [uri] { return session(uri, Durability::normal, Access::read_only); });
 }
 
 }  // namespace durable::detail

@@ -239,20 +239,22 @@ std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path) {
 // and reads a consistent snapshot. Only where it could not (the directory cannot be written, as
 // on a read-only mount, where nothing else can write either) is the file read as it stands.
 std::unique_ptr<OpsQueries> open_sqlite_ops_queries(const std::string& database) {
-  std::unique_ptr<SQLite::Database> db;
-  std::filesystem::path directory = std::filesystem::path(database).parent_path();
-  if (directory.empty()) directory = ".";
-  try {
-    if (::access(directory.c_str(), W_OK) != 0) {
-      db = open_sqlite_reader(database);
-    } else {
-      db = std::make_unique<SQLite::Database>(database, SQLite::OPEN_READONLY);
+  return std::make_unique<OpsQueries>([database] {
+    std::unique_ptr<SQLite::Database> db;
+    std::filesystem::path directory = std::filesystem::path(database).parent_path();
+    if (directory.empty()) directory = ".";
+    try {
+      if (::access(directory.c_str(), W_OK) != 0) {
+        db = open_sqlite_reader(database);
+      } else {
+        db = std::make_unique<SQLite::Database>(database, SQLite::OPEN_READONLY);
+      }
+    } catch (const SQLite::Exception& e) {
+      throw Error(std::string("database query failed: ") + e.what());
     }
-  } catch (const SQLite::Exception& e) {
-    throw Error(std::string("database query failed: ") + e.what());
-  }
-  db->setBusyTimeout(10'000);
-  return std::make_unique<OpsQueries>(sqlite_connection(std::move(db)));
+    db->setBusyTimeout(10'000);
+    return sqlite_connection(std::move(db));
+  });
 }
 
 }  // namespace durable::detail

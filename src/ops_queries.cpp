@@ -10,15 +10,6 @@ namespace durable::detail {
 
 namespace {
 
-template <class F>
-auto guarded(F&& body) {
-  try {
-    return body();
-  } catch (const sql::Failure& e) {
-    throw Error(std::string("database query failed: ") + e.what());
-  }
-}
-
 // 1 where the condition holds, else 0, to be summed.
 std::string one_if(const std::string& condition) {
   return "CASE WHEN " + condition + " THEN 1 ELSE 0 END";
@@ -26,7 +17,18 @@ std::string one_if(const std::string& condition) {
 
 }  // namespace
 
-OpsQueries::OpsQueries(std::unique_ptr<sql::Connection> db) : db_(std::move(db)) {}
+template <class F>
+auto OpsQueries::guarded(F&& body) {
+  try {
+    if (!db_) db_ = open_();
+    return body();
+  } catch (const sql::Failure& e) {
+    if (e.fault() == sql::Fault::connection) db_.reset();
+    throw Error(std::string("database query failed: ") + e.what());
+  }
+}
+
+OpsQueries::OpsQueries(Opener open) : open_(std::move(open)), db_(open_()) {}
 
 OpsQueries::~OpsQueries() = default;
 

@@ -5,6 +5,7 @@
 // so that they never hold up the store's writes.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,8 +32,10 @@ struct StepTotals {
 
 class OpsQueries {
  public:
-  /// Queries on a connection of their own (open_ops_queries makes one).
-  explicit OpsQueries(std::unique_ptr<sql::Connection> db);
+  using Opener = std::function<std::unique_ptr<sql::Connection>()>;
+  /// Queries on a connection of their own, which `open` makes (open_ops_queries gives one). A
+  /// call on a connection that broke fails; the next call opens a new one.
+  explicit OpsQueries(Opener open);
   ~OpsQueries();
   OpsQueries(const OpsQueries&) = delete;
   OpsQueries& operator=(const OpsQueries&) = delete;
@@ -56,7 +59,11 @@ class OpsQueries {
   std::int64_t live_workers(std::int64_t now_ms);
 
  private:
-  std::unique_ptr<sql::Connection> db_;
+  template <class F>
+  auto guarded(F&& body);
+
+  Opener open_;
+  std::unique_ptr<sql::Connection> db_;  // null after it broke, until the next call
 };
 
 /// Opens a read connection to a database the store has already created or migrated: a file

@@ -287,11 +287,16 @@ void RuntimeCore::watch_for_work() {
   bool first = true;
   std::unique_lock lock(heartbeat_mutex_);
   while (!stopping_) {
+    if (!watch && !first) {
+      // A second apart, and no wait at all once the runtime closes.
+      if (heartbeat_wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
+        break;
+      }
+    }
     lock.unlock();
     bool woke = false;
     try {
       if (!watch) {
-        if (!first) std::this_thread::sleep_for(std::chrono::seconds(1));
         first = false;
         watch = open_work_watch(options_.database);
         if (!watch) return;  // nothing to watch: polling it is

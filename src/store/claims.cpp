@@ -296,6 +296,7 @@ bool SqlStore::release(const std::string& id, const std::string& owner, std::int
     update.bind(3, id);
     update.bind(4, owner);
     const bool released = update.run() > 0;
+    if (released) announce_work();
     if (released && !reason.empty()) add_history(id, now_ms, Status::pending, reason);
     tx.commit();
     return released;

@@ -146,7 +146,8 @@ bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
 }
 
 bool SqlStore::still_waiting(const std::string& run_id) {
-  sql::Query query(db(), "SELECT 1 FROM steps WHERE run_id = ? AND state = 'waiting' LIMIT 1");
+  sql::Query query(db(), "SELECT 1 FROM steps WHERE run_id = ? AND state = 'waiting' LIMIT 1" +
+                             std::string(db().dialect().lock_row));
   query.bind(1, run_id);
   return query.next();
 }

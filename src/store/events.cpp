@@ -2,8 +2,11 @@
 // Events and waits: storing an event completes the waits it matches and starts the runs of the
 // workflows it triggers, in one transaction; a wait journaled after a matching event was stored
 // is completed at once, when it is registered. So neither order of a wait and its event loses
-// the event. Where writers run side by side, both transactions first lock the event's name
-// (SqlStore::lock), so the one that commits second sees the other's row.
+// the event. Where writers run side by side, both transactions first take one lock, "events"
+// (SqlStore::lock), held to their commit: the one that commits second sees the other's row, and
+// events get their seq in commit order. That order matters beyond one name: a wait counts only
+// events after `since`, the highest seq committed when it began, so an event given a lower seq
+// but committed later would be missed by it.
 //
 // Housekeeping: deleting events no wait can need any more. A wait (step.wait_for_event) records
 // `since`, the last events.seq stored when the workflow reached it (engine.cpp reads the event
@@ -60,7 +63,7 @@ Published SqlStore::publish(const NewEvent& event) {
 
 // Stores an event inside the caller's transaction and delivers it.
 Published SqlStore::publish_in(const NewEvent& event) {
-  lock("event:" + event.name);
+  lock("events");
   Published result;
   {
     sql::Query insert(db(),
@@ -120,7 +123,7 @@ bool SqlStore::register_wait(const std::string& run_id, const JournalEntry& e,
   const std::string event = e.output.value("event", "");
   const json match = e.output.value("match", json::object());
   const std::int64_t since = e.output.value("since", std::int64_t{0});
-  lock("event:" + event);
+  lock("events");
   {
     sql::Query insert(db(),
                       "INSERT INTO waits (run_id, key, event, match, since) VALUES (?, ?, ?, ?, ?) "
