@@ -125,9 +125,12 @@ Admin::Admin(const std::string& database, std::function<void()> on_change,
   if (database.empty() || database == ":memory:") {
     throw Error("the admin API needs a database file, not '" + database + "'");
   }
-  // Absolute, so that the runbook's commands work from any directory.
+  // Absolute, so that the runbook's commands work from any directory; a URI as it is, with its
+  // password masked (the runbook is served over HTTP).
   std::error_code ignored;
-  database_ = std::filesystem::absolute(database, ignored).string();
+  database_ = detail::is_postgres_uri(database)
+                  ? "'" + detail::shown_database(database) + "'"
+                  : std::filesystem::absolute(database, ignored).string();
   if (database_.empty()) database_ = database;
   // The first connection creates or migrates the file, and says now if it cannot be opened.
   idle_.push_back(open_connection());

@@ -45,10 +45,13 @@ class Replay {
          const std::string& run_id)
       : wf_(&wf), database_(&database) {
     std::optional<RunInfo> info = store.get_run(run_id, false);
-    if (!info) throw Error("database '" + database + "' holds no run '" + run_id + "'");
+    if (!info) {
+      throw Error("database '" + detail::shown_database(database) + "' holds no run '" + run_id +
+                  "'");
+    }
     if (info->workflow != wf.name()) {
-      throw Error("run " + run_id + " in database '" + database + "' is a run of workflow '" +
-                  info->workflow + "', not of '" + wf.name() + "'");
+      throw Error("run " + run_id + " in database '" + detail::shown_database(database) +
+                  "' is a run of workflow '" + info->workflow + "', not of '" + wf.name() + "'");
     }
     recorded_ = std::move(*info);
     run_.id = recorded_.id;
@@ -113,7 +116,7 @@ class Replay {
  private:
   [[noreturn]] void diverged(const std::string& what) const {
     throw NonDeterminism("replay of run " + run_.id + " (workflow '" + run_.workflow + "') from '" +
-                         *database_ + "': " + what);
+                         detail::shown_database(*database_) + "': " + what);
   }
 
   const Workflow* wf_;
@@ -137,7 +140,8 @@ std::size_t replay_all(const Workflow& wf, const std::string& database) {
   filter.limit = std::numeric_limits<std::size_t>::max();
   const std::vector<RunInfo> runs = store->list_runs(filter);
   if (runs.empty()) {
-    throw Error("database '" + database + "' holds no run of workflow '" + wf.name() + "'");
+    throw Error("database '" + detail::shown_database(database) + "' holds no run of workflow '" +
+                wf.name() + "'");
   }
   for (auto run = runs.rbegin(); run != runs.rend(); ++run) {  // oldest first
     Replay(wf, *store, database, run->id).check();

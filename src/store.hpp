@@ -291,6 +291,8 @@ std::unique_ptr<WorkWatch> open_postgres_work_watch(const std::string& uri);
 /// Whether RuntimeOptions::database names a PostgreSQL database (a `postgresql://` or
 /// `postgres://` URI) rather than an SQLite file.
 bool is_postgres_uri(std::string_view database);
+/// The database as messages show it: a file path as given, a URI with its password masked.
+std::string shown_database(const std::string& database);
 /// The store RuntimeOptions::database names: PostgreSQL for such a URI, else an SQLite file.
 std::unique_ptr<Store> open_store(const std::string& database, Durability durability,
                                   Access access = Access::read_write);

@@ -2,12 +2,17 @@
 // Which store a database names: a PostgreSQL URI or an SQLite file.
 
 #include "ops_queries.hpp"
+#include "pg_connection.hpp"
 #include "store.hpp"
 
 namespace durable::detail {
 
 bool is_postgres_uri(std::string_view database) {
   return database.starts_with("postgresql://") || database.starts_with("postgres://");
+}
+
+std::string shown_database(const std::string& database) {
+  return is_postgres_uri(database) ? pg::mask_password(database) : database;
 }
 
 std::unique_ptr<Store> open_store(const std::string& database, Durability durability,
