@@ -293,13 +293,39 @@ TEST_CASE(
   CHECK(test::shell(cli + "show 0000").first == 3);  // not found, as on a file
 }
 
+TEST_CASE("a failed run's runbook on PostgreSQL names the URI with its password masked") {
+  // The test cluster trusts local connections: the password is only carried, never checked.
+  std::string uri = test::fresh_database();
+  uri.insert(uri.find('@'), ":hunter2secret");
+  Runtime runtime(on(uri));
+  runtime.add(Workflow("broken", [](Step& step, const json&) -> json {
+    return step.run("call",
+                    [] {
+                      throw std::runtime_error("down");
+                      return 0;
+                    },
+                    {.retry = test::exact_policy(1, 1ms)});
+  }));
+  const std::string id = runtime.start("broken");
+  runtime.run_until_idle();
+  REQUIRE(runtime.get(id).status == Status::failed);
+  const auto [status, show] =
+      test::shell(std::string(DURABLE_CLI) + " --db '" + uri + "' show " + id);
+  CHECK(status == 0);
+  CHECK(test::has(show, "retry " + id));
+  CHECK(test::has(show, "***"));
+  CHECK_FALSE(test::has(show, "hunter2secret"));
+}
+
 namespace {
 
 // A cluster of the test's own (tests/pg/cluster.sh), for a test that restarts its server: the
 // suite's cluster is shared by tests running at once.
 class OwnCluster {
  public:
-  explicit OwnCluster(const std::string& dir) : dir_(dir) {
+  explicit OwnCluster(const std::string& dir) : dir_(dir) {}
+  // Starts the server; the destructor stops whatever started, also after a failure half-way.
+  void start() {
     REQUIRE(test::run_shell(command("start") + " " + std::to_string(DURABLE_SPARE_PG_PORT)).first ==
             0);
   }
@@ -326,6 +352,7 @@ TEST_CASE(
     "journaled twice, nothing lost") {
   test::TempDir dir;
   OwnCluster cluster(dir.file("pg"));
+  cluster.start();
   const std::string log = dir.file("bodies");
   RuntimeOptions options = on(cluster.uri());
   options.poll_interval = 20ms;
