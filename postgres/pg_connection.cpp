@@ -366,11 +366,17 @@ std::unique_ptr<PgConnection> connect(const std::string& uri) {
   const std::string default_timeout = std::to_string(kDefaultConnectTimeoutSeconds);
   // A server or link that went silent is noticed within about 20 s (keepalives while idle, a
   // send left unacknowledged while busy), not at the system's TCP timeouts of minutes to hours.
-  const char* const keywords[] = {"connect_timeout",  "client_encoding",     "application_name",
-                                  "keepalives_idle",  "keepalives_interval", "keepalives_count",
-                                  "tcp_user_timeout", "dbname",              nullptr};
-  const char* const values[] = {default_timeout.c_str(), "UTF8", "durable", "10", "5", "2",
-                                "20000", uri.c_str(), nullptr};
+  const char* const keywords[] = {"connect_timeout",
+                                  "client_encoding",
+                                  "application_name",
+                                  "keepalives_idle",
+                                  "keepalives_interval",
+                                  "keepalives_count",
+                                  "tcp_user_timeout",
+                                  "dbname",
+                                  nullptr};
+  const char* const values[] = {
+      default_timeout.c_str(), "UTF8", "durable", "10", "5", "2", "20000", uri.c_str(), nullptr};
   ConnectionHandle connection(PQconnectStartParams(keywords, values, 1));
   if (!connection) throw Error(where + "out of memory");
   pg_conn* handle = connection.get();
