@@ -368,17 +368,6 @@ std::int64_t event_rows(const std::string& path) {
   return db.execAndGet("SELECT count(*) FROM events").getInt64();
 }
 
-// Waits, with a deadline, until `done` holds; returns whether it did.
-template <class F>
-bool eventually(F&& done, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
 Workflow one_step(const std::string& name) {
   return Workflow(
       name, [](Step& step, const json&) -> json { return step.run("one", [] { return 1; }); });
@@ -409,9 +398,9 @@ TEST_CASE("serve() deletes events older than event_retention, and none when it i
       CHECK(event_rows(db) == 4);
       CHECK(lines.with_event("serve.events_purged").empty());
     } else {
-      CHECK(eventually([&] { return event_rows(db) == 1; }));  // the recent one stays
+      CHECK(test::eventually([&] { return event_rows(db) == 1; }));  // the recent one stays
       // The line is written after the delete commits: wait for it too.
-      CHECK(eventually([&] { return !lines.with_event("serve.events_purged").empty(); }));
+      CHECK(test::eventually([&] { return !lines.with_event("serve.events_purged").empty(); }));
       const auto purged = lines.with_event("serve.events_purged");
       REQUIRE(purged.size() == 1);
       CHECK(purged[0].at("deleted") == 3);
@@ -439,7 +428,7 @@ TEST_CASE(
   const std::string first = runtime.start("one");  // stored; its claim fails
   Serving serving(runtime);
   constexpr std::size_t kLines = 8;
-  REQUIRE(eventually([&] { return lines.with_event("serve.error").size() >= kLines; }));
+  REQUIRE(test::eventually([&] { return lines.with_event("serve.error").size() >= kLines; }));
   const auto errors = lines.with_event("serve.error");
   // Every line waits twice as long as the one before (1, 2, 4 ... 128 ms): 8 lines over 255
   // polls' worth of time, where the loop without back-off logged one line per 1 ms poll.
@@ -457,7 +446,7 @@ TEST_CASE(
   const std::string second = runtime.start("one");  // wakes serve() from its pause
   CHECK(wait_for(runtime, first, Status::completed).status == Status::completed);
   CHECK(wait_for(runtime, second, Status::completed).status == Status::completed);
-  REQUIRE(eventually([&] { return lines.with_event("serve.recovered").size() == 1; }));
+  REQUIRE(test::eventually([&] { return lines.with_event("serve.recovered").size() == 1; }));
   // More rounds succeed; the recovery is not logged again.
   CHECK(wait_for(runtime, runtime.start("one"), Status::completed).status == Status::completed);
   CHECK(lines.with_event("serve.recovered").size() == 1);

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <durable/durable.hpp>
 #include <exception>
@@ -27,6 +28,18 @@ namespace durable::test {
 /// Whether `part` occurs in `text`: for checks of a message or a command's output.
 inline bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+/// Waits until `done` holds, looking every `poll`, for at most `timeout`; whether it held.
+template <class F>
+bool eventually(F&& done, std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                std::chrono::milliseconds poll = std::chrono::milliseconds(5)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(poll);
+  }
+  return true;
 }
 
 /// serve() on a thread for the scope of the object; stop() and join at its end. error(): what

@@ -10,8 +10,12 @@
 
 #include <chrono>
 #include <durable/durable.hpp>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace durable::test {
@@ -24,6 +28,38 @@ inline void log_body(const std::string& path, const std::string& what) {
   if (fd < 0) return;
   [[maybe_unused]] const ssize_t n = ::write(fd, line.data(), line.size());
   ::close(fd);
+}
+
+/// One line of the log: the run, the step (or what log_body was given) and the process.
+struct Body {
+  std::string run, step;
+  int pid = 0;
+};
+
+inline std::vector<Body> read_bodies(const std::string& path) {
+  std::vector<Body> bodies;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    Body body;
+    if (fields >> body.run >> body.step >> body.pid) bodies.push_back(body);
+  }
+  return bodies;
+}
+
+/// How many times the body of each (run, step) ran.
+inline std::map<std::pair<std::string, std::string>, int> bodies_by_step(const std::string& path) {
+  std::map<std::pair<std::string, std::string>, int> runs_of;
+  for (const Body& body : read_bodies(path)) ++runs_of[{body.run, body.step}];
+  return runs_of;
+}
+
+/// The runs of bodies beyond each one's first.
+inline int bodies_run_again(const std::map<std::pair<std::string, std::string>, int>& runs_of) {
+  int again = 0;
+  for (const auto& entry : runs_of) again += entry.second - 1;
+  return again;
 }
 
 // "job": ten steps s0..s9, each input["ms"] (default 2) milliseconds of work; the output is the

@@ -10,11 +10,9 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "admin.hpp"
@@ -51,26 +49,9 @@ int reap(pid_t pid) {
   return WEXITSTATUS(status);
 }
 
-struct Body {
-  std::string run, step;
-  int pid = 0;
-};
-
-std::vector<Body> read_bodies(const std::string& path) {
-  std::vector<Body> bodies;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    Body body;
-    if (fields >> body.run >> body.step >> body.pid) bodies.push_back(body);
-  }
-  return bodies;
-}
-
 // Whether a body logged this step.
 bool logged(const std::string& log, const std::string& step) {
-  for (const Body& body : read_bodies(log)) {
+  for (const test::Body& body : test::read_bodies(log)) {
     if (body.step == step) return true;
   }
   return false;
@@ -86,15 +67,6 @@ std::unique_ptr<Runtime> client(const std::string& db, const std::string& log) {
 
 std::size_t completed(Runtime& runtime, const std::string& workflow) {
   return runtime.list({.status = Status::completed, .workflow = workflow, .limit = 100'000}).size();
-}
-
-bool wait_until(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
 }
 
 // "HOST:PID" of a process of this host, as RunInfo::worker names it.
@@ -121,7 +93,7 @@ TEST_CASE(
   for (int i = 0; i < 200; ++i) ids.push_back(runtime->start("job", {{"i", i}}));
   const pid_t a = spawn_worker(db, log);
   const pid_t b = spawn_worker(db, log);
-  const bool done = wait_until([&] { return completed(*runtime, "job") == 200; }, 60s);
+  const bool done = test::eventually([&] { return completed(*runtime, "job") == 200; }, 60s, 20ms);
   kill(a, SIGTERM);
   kill(b, SIGTERM);
   CHECK(reap(a) == 0);
@@ -130,7 +102,7 @@ TEST_CASE(
 
   std::map<std::pair<std::string, std::string>, int> runs_of;
   std::map<int, int> by_pid;
-  for (const Body& body : read_bodies(log)) {
+  for (const test::Body& body : test::read_bodies(log)) {
     ++runs_of[{body.run, body.step}];
     ++by_pid[body.pid];
   }
@@ -168,7 +140,7 @@ TEST_CASE("20 random kill -9s of a serving process during 100 runs lose no run (
   const std::size_t before_last = completed(*runtime, "job");
   CHECK(before_last < 100);
   const pid_t last = spawn_worker(db, log);
-  const bool done = wait_until([&] { return completed(*runtime, "job") == 100; }, 60s);
+  const bool done = test::eventually([&] { return completed(*runtime, "job") == 100; }, 60s, 20ms);
   kill(last, SIGTERM);
   CHECK(reap(last) == 0);
   REQUIRE(done);
@@ -185,10 +157,8 @@ TEST_CASE("20 random kill -9s of a serving process during 100 runs lose no run (
     CHECK(keys.count("s9") == 1);
   }
   // At least once: a body interrupted by a kill runs again, but only those.
-  std::map<std::pair<std::string, std::string>, int> runs_of;
-  for (const Body& body : read_bodies(log)) ++runs_of[{body.run, body.step}];
-  int again = 0;
-  for (const auto& [key, n] : runs_of) again += n - 1;
+  const auto runs_of = test::bodies_by_step(log);
+  const int again = test::bodies_run_again(runs_of);
   CHECK(runs_of.size() == 1000);
   MESSAGE("kills during work: " << killed_during_work << " of 20; runs completed before the last "
                                 << "worker: " << before_last << "; bodies run again: " << again);
@@ -201,12 +171,12 @@ TEST_CASE(
   auto runtime = client(db, log);
   const std::string id = runtime->start("slow");
   const pid_t worker = spawn_worker(db, log);
-  REQUIRE(wait_until([&] { return logged(log, "begin-first"); }, 20s));
+  REQUIRE(test::eventually([&] { return logged(log, "begin-first"); }, 20s, 20ms));
   kill(worker, SIGTERM);
   CHECK(reap(worker) == 0);
   // The 600 ms body finished and the second step did not start: the log holds just these two.
 
-  const std::vector<Body> bodies = read_bodies(log);
+  const std::vector<test::Body> bodies = test::read_bodies(log);
   REQUIRE(bodies.size() == 2);
   CHECK(bodies[1].step == "end-first");
   RunInfo run = runtime->get(id);
@@ -216,12 +186,13 @@ TEST_CASE(
   CHECK(runtime->steps(id)[0].status == "completed");
 
   const pid_t next = spawn_worker(db, log);
-  const bool done = wait_until([&] { return runtime->get(id).status == Status::completed; }, 20s);
+  const bool done =
+      test::eventually([&] { return runtime->get(id).status == Status::completed; }, 20s, 20ms);
   kill(next, SIGTERM);
   CHECK(reap(next) == 0);
   REQUIRE(done);
   int first_bodies = 0;
-  for (const Body& body : read_bodies(log)) first_bodies += body.step == "begin-first";
+  for (const test::Body& body : test::read_bodies(log)) first_bodies += body.step == "begin-first";
   CHECK(first_bodies == 1);
 }
 
@@ -231,7 +202,7 @@ TEST_CASE("a second SIGTERM during a graceful stop exits at once") {
   auto runtime = client(db, log);
   const std::string id = runtime->start("slow");
   const pid_t worker = spawn_worker(db, log);
-  REQUIRE(wait_until([&] { return logged(log, "begin-first"); }, 20s));
+  REQUIRE(test::eventually([&] { return logged(log, "begin-first"); }, 20s, 20ms));
   kill(worker, SIGTERM);
   std::this_thread::sleep_for(50ms);
   kill(worker, SIGTERM);
@@ -268,12 +239,12 @@ TEST_CASE(
     const pid_t worker = spawn_worker(db, log, std::to_string(quarantine_after));
     int status = 0;
     bool died = false;
-    wait_until(
+    test::eventually(
         [&] {
           died = waitpid(worker, &status, WNOHANG) == worker;
           return died || settled();
         },
-        60s);
+        60s, 20ms);
     if (died) {
       CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
       ++deaths;
@@ -297,7 +268,7 @@ TEST_CASE(
   // time: none of their bodies ran more often than the crashed batches they were in, and once.
   std::map<std::pair<std::string, std::string>, int> runs_of;
   int booms = 0;
-  for (const Body& body : read_bodies(log)) {
+  for (const test::Body& body : test::read_bodies(log)) {
     if (body.step == "boom") {
       ++booms;
     } else {
@@ -325,10 +296,10 @@ TEST_CASE("a kill -9ed worker's run shows as orphaned, and the worker stops coun
   CHECK(workers() == 0);
   // A 600 ms lease: its heartbeat touches it every 200 ms; dead, it is stale after 1.2 s.
   const pid_t first = spawn_worker(db, log, "5", "600");
-  REQUIRE(wait_until([&] { return workers() == 1; }, 20s));
+  REQUIRE(test::eventually([&] { return workers() == 1; }, 20s, 20ms));
   const std::string id =
       admin.start_run({.workflow = "slow", .queue_unknown = true}).at("id").get<std::string>();
-  REQUIRE(wait_until([&] { return logged(log, "begin-first"); }, 20s));
+  REQUIRE(test::eventually([&] { return logged(log, "begin-first"); }, 20s, 20ms));
 
   json run = admin.list_runs({}).at("runs").at(0);
   CHECK(run.at("id") == id);
@@ -341,7 +312,7 @@ TEST_CASE("a kill -9ed worker's run shows as orphaned, and the worker stops coun
   CHECK(reap(first) == -SIGKILL);
   // Nothing renews the lease now: the run stays running, held by the dead process, until a
   // worker takes it over.
-  REQUIRE(wait_until([&] { return admin.show_run(id).at("orphaned") == true; }, 20s));
+  REQUIRE(test::eventually([&] { return admin.show_run(id).at("orphaned") == true; }, 20s, 20ms));
   run = admin.show_run(id);
   CHECK(run.at("status") == "running");
   CHECK(run.at("worker") == holder(first));
@@ -352,15 +323,15 @@ TEST_CASE("a kill -9ed worker's run shows as orphaned, and the worker stops coun
   CHECK(test::has(shown, "held by"));
   CHECK(test::has(shown, "(lapsed: orphaned"));
   // Its row stays (it owns a running run), but it is no longer seen.
-  REQUIRE(wait_until([&] { return workers() == 0; }, 20s));
+  REQUIRE(test::eventually([&] { return workers() == 0; }, 20s, 20ms));
   {
     SQLite::Database look(db, SQLite::OPEN_READONLY);
     CHECK(look.execAndGet("SELECT count(*) FROM workers").getInt() == 1);
   }
 
   const pid_t second = spawn_worker(db, log, "5", "600");
-  const bool done = wait_until(
-      [&] { return admin.show_run(id).at("status") == "completed" && workers() == 1; }, 30s);
+  const bool done = test::eventually(
+      [&] { return admin.show_run(id).at("status") == "completed" && workers() == 1; }, 30s, 20ms);
   run = admin.show_run(id);
   kill(second, SIGTERM);
   CHECK(reap(second) == 0);
@@ -387,18 +358,19 @@ TEST_CASE("kill -9 mid fan-out: the items that had ended are journaled and do no
   const std::set<std::string> quick = {"item[0]", "item[1]", "item[2]"};
   pid_t worker = spawn_worker(db, log);
   // The quick items are durable as they end, while the slow ones still run.
-  REQUIRE(wait_until([&] { return journaled() == quick; }, 30s));
+  REQUIRE(test::eventually([&] { return journaled() == quick; }, 30s, 20ms));
   kill(worker, SIGKILL);
   CHECK(reap(worker) == -SIGKILL);
   CHECK(journaled() == quick);
 
   worker = spawn_worker(db, log);
-  REQUIRE(wait_until([&] { return runtime->get(id).status == Status::completed; }, 60s));
+  REQUIRE(
+      test::eventually([&] { return runtime->get(id).status == Status::completed; }, 60s, 20ms));
   kill(worker, SIGTERM);
   CHECK(reap(worker) == 0);
   CHECK(runtime->get(id).output == 28);
   std::map<std::string, int> runs_of;  // body executions per item, over both workers
-  for (const Body& body : read_bodies(log)) ++runs_of[body.step];
+  for (const test::Body& body : test::read_bodies(log)) ++runs_of[body.step];
   MESSAGE("bodies per item: " << json(runs_of).dump());
   for (int i = 0; i < 8; ++i) {
     const std::string item = "item-" + std::to_string(i);

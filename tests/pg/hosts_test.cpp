@@ -15,7 +15,6 @@
 
 #include <chrono>
 #include <durable/durable.hpp>
-#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -151,29 +150,6 @@ class Hosts {
   std::map<pid_t, int> workers_;  // pid -> host
 };
 
-// "RUN STEP" -> how many times its body ran, from the bodies' log ("RUN STEP PID" lines).
-std::map<std::string, int> bodies_of(const std::string& log) {
-  std::map<std::string, int> runs_of;
-  std::ifstream in(log);
-  for (std::string line; std::getline(in, line);) ++runs_of[line.substr(0, line.rfind(' '))];
-  return runs_of;
-}
-
-int run_again(const std::map<std::string, int>& bodies) {
-  int again = 0;
-  for (const auto& [key, n] : bodies) again += n - 1;
-  return again;
-}
-
-bool wait_until(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE(
@@ -220,20 +196,21 @@ TEST_CASE(
   std::vector<std::string> first;
   for (int i = 0; i < 300; ++i) first.push_back(runtime->start("job", {{"i", i}}));
   for (int h = 1; h <= kHosts; ++h) hosts.start_worker(h, log);
-  REQUIRE(wait_until([&] { return completed() == 300; }, 120s));
-  auto bodies = bodies_of(log);
+  REQUIRE(test::eventually([&] { return completed() == 300; }, 120s, 50ms));
+  auto bodies = test::bodies_by_step(log);
   CHECK(bodies.size() == 3000);
-  CHECK(run_again(bodies) == 0);
+  CHECK(test::bodies_run_again(bodies) == 0);
   check_runs(first);
 
   // 2. Host 1 killed whole mid-run: hosts 2 and 3 take its runs over once its lease lapsed.
   std::vector<std::string> second;
   for (int i = 0; i < 60; ++i) second.push_back(runtime->start("job", {{"i", i}, {"ms", 40}}));
-  REQUIRE(wait_until([&] { return bodies_of(log).size() >= 3000 + 60; }, 60s));
+  REQUIRE(
+      test::eventually([&] { return test::bodies_by_step(log).size() >= 3000 + 60; }, 60s, 50ms));
   hosts.kill_host(1);
-  REQUIRE(wait_until([&] { return completed() == 360; }, 120s));
-  bodies = bodies_of(log);
-  const int again_after_kill = run_again(bodies);
+  REQUIRE(test::eventually([&] { return completed() == 360; }, 120s, 50ms));
+  bodies = test::bodies_by_step(log);
+  const int again_after_kill = test::bodies_run_again(bodies);
   CHECK(bodies.size() == 3600);
   check_runs(second);
   const int taken_from_1 = taken_over(second);
@@ -243,18 +220,20 @@ TEST_CASE(
   // commits are refused, and nothing is journaled twice.
   std::vector<std::string> third;
   for (int i = 0; i < 60; ++i) third.push_back(runtime->start("job", {{"i", i}, {"ms", 40}}));
-  REQUIRE(wait_until([&] { return bodies_of(log).size() >= 3600 + 60; }, 60s));
+  REQUIRE(
+      test::eventually([&] { return test::bodies_by_step(log).size() >= 3600 + 60; }, 60s, 50ms));
   hosts.cut(2);
-  REQUIRE(wait_until([&] { return completed() == 420; }, 120s));
+  REQUIRE(test::eventually([&] { return completed() == 420; }, 120s, 50ms));
   hosts.restore(2);
   std::this_thread::sleep_for(3s);  // host 2 gets its answers: its commits are refused
-  bodies = bodies_of(log);
+  bodies = test::bodies_by_step(log);
   CHECK(bodies.size() == 4200);
   check_runs(third);
   const int taken_from_2 = taken_over(third);
   CHECK(taken_from_2 > 0);  // host 2 held runs when it was cut off
   CHECK(completed() == 420);
   MESSAGE("bodies run again: after killing host 1 "
-          << again_after_kill << ", after cutting host 2 " << run_again(bodies) - again_after_kill
+          << again_after_kill << ", after cutting host 2 "
+          << test::bodies_run_again(bodies) - again_after_kill
           << "; runs taken over from host 2: " << taken_over);
 }

@@ -23,16 +23,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-template <class F>
-bool eventually(F&& done, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
 detail::NewRun new_run(const std::string& id) {
   detail::NewRun run;
   run.id = id;
@@ -40,14 +30,6 @@ detail::NewRun new_run(const std::string& id) {
   run.correlation_id = "c";
   run.input = "{}";
   return run;
-}
-
-// The lines of a file written by test::log_body ("RUN STEP PID").
-std::vector<std::string> read_lines(const std::string& path) {
-  std::vector<std::string> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 RuntimeOptions on(const std::string& uri) {
@@ -90,7 +72,7 @@ TEST_CASE("on PostgreSQL, steps, a sleep, parallel steps, an event wait and a ch
   }));
   test::Serving serving(runtime);
   const std::string id = runtime.start("order", {{"n", 5}});
-  REQUIRE(eventually([&] { return runtime.get(id).status == Status::waiting; }, 10s));
+  REQUIRE(test::eventually([&] { return runtime.get(id).status == Status::waiting; }, 10s));
   runtime.send_event("approved", {{"order", 4}, {"by", "wrong"}});  // matches no wait
   runtime.send_event("approved", {{"order", 5}, {"by", "ana"}});
   const RunInfo done = runtime.wait(id, 10s);
@@ -130,7 +112,7 @@ TEST_CASE(
   REQUIRE(runtime.wait(id, 10s).status == Status::failed);
   CHECK(attempts == 2);
   const std::string sleeper = runtime.start("idle");
-  REQUIRE(eventually([&] { return runtime.get(sleeper).status == Status::sleeping; }, 10s));
+  REQUIRE(test::eventually([&] { return runtime.get(sleeper).status == Status::sleeping; }, 10s));
 
   Runtime other(on(uri));  // an operator's process on another host, as far as the store knows
   fixed = true;
@@ -257,7 +239,7 @@ TEST_CASE(
   for (int i = 0; i < 3; ++i) {
     const auto began = std::chrono::steady_clock::now();
     const std::string id = starter.start("noop");
-    REQUIRE(eventually([&] { return starter.get(id).status == Status::completed; }, 10s));
+    REQUIRE(test::eventually([&] { return starter.get(id).status == Status::completed; }, 10s));
     CHECK(std::chrono::steady_clock::now() - began < 3s);
   }
 }
@@ -361,7 +343,7 @@ TEST_CASE(
   runtime.add(test::job_workflow(log));
   std::vector<std::string> ids;
   for (int i = 0; i < 40; ++i) ids.push_back(runtime.start("job", {{"i", i}, {"ms", 20}}));
-  const auto bodies = [&] { return read_lines(log).size(); };
+  const auto bodies = [&] { return test::read_bodies(log).size(); };
   const auto completed = [&]() -> std::size_t {
     try {
       return runtime.list({.status = Status::completed, .workflow = "job", .limit = 1000}).size();
@@ -371,19 +353,15 @@ TEST_CASE(
   };
   {
     test::Serving serving(runtime);
-    REQUIRE(eventually([&] { return bodies() >= 60; }, 30s));
+    REQUIRE(test::eventually([&] { return bodies() >= 60; }, 30s));
     REQUIRE(completed() < 40);
     cluster.restart();
-    REQUIRE(eventually([&] { return completed() == 40; }, 60s));
+    REQUIRE(test::eventually([&] { return completed() == 40; }, 60s));
     CHECK_FALSE(serving.error());
   }
-  std::map<std::string, int> runs_of;  // "RUN STEP" -> bodies
-  for (const std::string& line : read_lines(log)) {
-    ++runs_of[line.substr(0, line.rfind(' '))];
-  }
+  const auto runs_of = test::bodies_by_step(log);
   CHECK(runs_of.size() == 400);
-  int again = 0;
-  for (const auto& [key, n] : runs_of) again += n - 1;
+  const int again = test::bodies_run_again(runs_of);
   for (const std::string& id : ids) {
     CHECK(runtime.get(id).output == 45);
     CHECK(runtime.steps(id).size() == 10);  // each step journaled once
