@@ -39,20 +39,53 @@ std::string single_text(sql::Connection& db, const std::string& text) {
   return query.next() && !query.is_null(0) ? query.text(0) : std::string();
 }
 
-// Points the session at durable's schema: `durable`, made if need be, unless the URI (or the
-// role or database) set a search_path of its own, whose first schema then holds the tables.
-void use_schema(pg::PgConnection& db) {
+// Points the session at durable's schema: `durable` unless the URI (or the role or database)
+// set a search_path of its own, whose first schema then holds the tables. A writer makes
+// `durable` if need be; a reader needs no privilege beyond reading, so it makes nothing.
+void use_schema(pg::PgConnection& db, Access access) {
   const std::string source =
       single_text(db, "SELECT source FROM pg_settings WHERE name = 'search_path'");
   if (source == "default" || source == "configuration file") {
-    db.execute("CREATE SCHEMA IF NOT EXISTS durable");
+    if (access == Access::read_write) db.execute("CREATE SCHEMA IF NOT EXISTS durable");
     db.execute("SET search_path TO durable");
   }
   if (single_text(db, "SELECT current_schema()").empty()) {
+    if (access == Access::read_only && (source == "default" || source == "configuration file"))
+      fail(db, "it has no schema 'durable': no durable runtime has used this database yet");
     fail(db, "its search_path (" + single_text(db, "SHOW search_path") +
                  ") names no schema that exists; create it, or leave search_path out of the URI "
                  "to use the schema 'durable'");
   }
+}
+
+bool has_version_table(pg::PgConnection& db) {
+  return single(db, std::string("SELECT count(*) FROM information_schema.tables WHERE "
+                                "table_schema = current_schema() AND table_name = '") +
+                        pg::kVersionTable + "'") > 0;
+}
+
+// 0 when the schema holds no version table (nothing of durable's, or a schema just made).
+std::int64_t schema_version(pg::PgConnection& db) {
+  if (!has_version_table(db)) return 0;
+  return single(db, std::string("SELECT max(version) FROM ") + pg::kVersionTable);
+}
+
+void refuse_newer(pg::PgConnection& db, std::int64_t version) {
+  if (version <= pg::kPgSchemaVersion) return;
+  fail(db, "schema '" + single_text(db, "SELECT current_schema()") +
+               "' was written by a newer durable (schema version " + std::to_string(version) +
+               "; this build knows up to " + std::to_string(pg::kPgSchemaVersion) +
+               "); it was left untouched. Upgrade durable to use it");
+}
+
+// A reader migrates nothing: it takes durable's tables as they are, of a version it knows.
+void check_readable(pg::PgConnection& db) {
+  const std::int64_t version = schema_version(db);
+  if (version == 0) {
+    fail(db, "schema '" + single_text(db, "SELECT current_schema()") +
+                 "' holds no durable tables: no durable runtime has used it yet");
+  }
+  refuse_newer(db, version);
 }
 
 // Creates or migrates the tables, one process at a time, after making sure the schema holds
@@ -66,12 +99,8 @@ void migrate(pg::PgConnection& db) {
     }
   }
   const std::string schema = single_text(db, "SELECT current_schema()");
-  std::int64_t version = 0;
-  if (single(db, std::string("SELECT count(*) FROM information_schema.tables WHERE "
-                             "table_schema = current_schema() AND table_name = '") +
-                     pg::kVersionTable + "'") > 0) {
-    version = single(db, std::string("SELECT max(version) FROM ") + pg::kVersionTable);
-  } else {
+  const std::int64_t version = schema_version(db);
+  if (!has_version_table(db)) {
     std::string names;
     for (const char* table : kTables)
       names += std::string(names.empty() ? "'" : ", '") + table + "'";
@@ -91,13 +120,7 @@ void migrate(pg::PgConnection& db) {
     db.execute(std::string("CREATE TABLE ") + pg::kVersionTable + " (version INTEGER NOT NULL)");
     db.execute(std::string("INSERT INTO ") + pg::kVersionTable + " VALUES (0)");
   }
-  if (version > pg::kPgSchemaVersion) {
-    fail(db, "schema '" + schema + "' was written by a newer durable (schema version " +
-                 std::to_string(version) + "; this build knows up to " +
-                 std::to_string(pg::kPgSchemaVersion) +
-                 "); it was left untouched. Upgrade durable "
-                 "to use it");
-  }
+  refuse_newer(db, version);
   for (std::int64_t v = version; v < pg::kPgSchemaVersion; ++v) {
     db.execute(pg::kPgMigrations[static_cast<std::size_t>(v)]);
   }
@@ -112,8 +135,11 @@ std::unique_ptr<pg::PgConnection> session(const std::string& uri, Durability dur
                                           Access access) {
   std::unique_ptr<pg::PgConnection> db = pg::connect(uri);
   try {
-    use_schema(*db);
-    if (access == Access::read_write) migrate(*db);
+    use_schema(*db, access);
+    if (access == Access::read_write)
+      migrate(*db);
+    else
+      check_readable(*db);
     db->execute(durability == Durability::full ? "SET synchronous_commit = on"
                                                : "SET synchronous_commit = off");
     // A transaction of durable's never waits on anything but the network between its

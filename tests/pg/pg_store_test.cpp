@@ -275,6 +275,45 @@ TEST_CASE(
   CHECK(test::shell(cli + "show 0000").first == 3);  // not found, as on a file
 }
 
+TEST_CASE(
+    "a role that may only read uses the durable command on PostgreSQL: it makes no schema and "
+    "writes nothing") {
+  const std::string uri = test::fresh_database();
+  Runtime runtime(on(uri));
+  runtime.add(Workflow("noop", [](Step&, const json&) -> json { return 1; }));
+  const std::string id = runtime.start("noop");
+  REQUIRE(runtime.run_until_idle() == 1);
+  // A role with no privilege to create anything in the database, that may read durable's tables.
+  const std::string role = "reader_" + detail::new_id();
+  auto admin = detail::pg::connect(uri);
+  admin->execute("CREATE ROLE " + role + " LOGIN");
+  admin->execute("GRANT USAGE ON SCHEMA durable TO " + role);
+  admin->execute("GRANT SELECT ON ALL TABLES IN SCHEMA durable TO " + role);
+  const auto as_reader = [&](const std::string& database) {
+    return std::string(DURABLE_CLI) + " --db '" + database + "?user=" + role + "' ";
+  };
+  const std::string cli = as_reader(uri);
+  const auto [listed, runs] = test::shell(cli + "runs");
+  CHECK(listed == 0);
+  CHECK(test::has(runs, id));
+  const auto [shown, show] = test::shell(cli + "show " + id);
+  CHECK(shown == 0);
+  CHECK(test::has(show, "completed"));
+  CHECK(test::shell(cli + "stats").first == 0);
+  CHECK(test::shell(cli + "metrics").first == 0);
+  // On a database no durable runtime has used, a reader says so and makes nothing.
+  const std::string empty = test::fresh_database();
+  detail::pg::connect(empty)->execute("GRANT CONNECT ON DATABASE " +
+                                      empty.substr(empty.rfind('/') + 1) + " TO " + role);
+  const auto [refused, said] = test::shell(as_reader(empty) + "runs");
+  CHECK(refused != 0);
+  CHECK(test::has(said, "no durable runtime has used this database yet"));
+  auto check = detail::pg::connect(empty);
+  detail::sql::Query schemas(*check, "SELECT count(*) FROM pg_namespace WHERE nspname = 'durable'");
+  REQUIRE(schemas.next());
+  CHECK(schemas.int64(0) == 0);
+}
+
 TEST_CASE("a failed run's runbook on PostgreSQL names the URI with its password masked") {
   // The test cluster trusts local connections: the password is only carried, never checked.
   std::string uri = test::fresh_database();
