@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -109,14 +110,19 @@ TEST_CASE("durable command: a mistyped command line is named, not the missing da
   CHECK(cli_in(dir, "version").second == std::string("durable ") + DURABLE_VERSION_STRING + "\n");
 }
 
-TEST_CASE("durable runs: an error is cut at a word only to fit a terminal, and show has it whole") {
+TEST_CASE(
+    "durable runs: an error is cut at a word only to fit a terminal, and show has it whole (on "
+    "each store)") {
   test::TempDir dir;
+  // SQLite: durable.db in the directory, the command's default; PostgreSQL: --db.
+  const std::string db = test::database(dir, "durable.db");
+  const std::string at = test::on_postgres() ? "--db '" + db + "' " : "";
   const std::string long_error =
       "the import of batch 7 from the partner feed failed because the upstream server closed the "
       "connection after 30 s; retry once the partner confirms the feed is back";
   std::string failed;
   {
-    Runtime runtime(quiet(dir.file("durable.db")));
+    Runtime runtime(quiet(db));
     runtime.add(Workflow("import", [&](Step& step, const json&) -> json {
       return step.run("fetch", [&]() -> int { throw std::runtime_error(long_error); },
                       {.retry = kOnce});
@@ -125,34 +131,39 @@ TEST_CASE("durable runs: an error is cut at a word only to fit a terminal, and s
     REQUIRE(runtime.wait(failed, 5s).status == Status::failed);
   }
   // Not a terminal (a pipe, a file): the error's line in full, nothing marked as cut.
-  auto [code, out] = cli_in(dir, "runs");
+  auto [code, out] = cli_in(dir, at + "runs");
   CHECK(code == 0);
   CHECK(has(line_with(out, failed), long_error));
   CHECK_FALSE(has(out, "…"));
   // A terminal 120 columns wide: the error gets the 60 columns the rule allows, cut after a
   // word, with the ellipsis and a line that says where the rest is.
-  std::tie(code, out) = cli_in(dir, "runs", "120");
+  std::tie(code, out) = cli_in(dir, at + "runs", "120");
   CHECK(code == 0);
   const std::string row = line_with(out, failed);
   CHECK(has(row, "  the import of batch 7 from the partner feed failed because …"));
   CHECK_FALSE(has(row, "upstream"));
   CHECK(has(out, "durable show ID prints it in full"));
   // Wide enough, nothing is cut.
-  std::tie(code, out) = cli_in(dir, "runs", "400");
+  std::tie(code, out) = cli_in(dir, at + "runs", "400");
   CHECK(has(line_with(out, failed), long_error));
   CHECK_FALSE(has(out, "…"));
   // show prints the whole error, in the run's fields and in its step timeline.
-  std::tie(code, out) = cli_in(dir, "show " + failed, "80");
+  std::tie(code, out) = cli_in(dir, at + "show " + failed, "80");
   CHECK(code == 0);
   CHECK(has(line_with(out, "  error  "), "std::runtime_error: " + long_error));
   CHECK(has(line_with(out, "  fetch  "), "std::runtime_error: " + long_error));
 }
 
-TEST_CASE("durable runs: an error of several lines shows its first line and a marked ellipsis") {
+TEST_CASE(
+    "durable runs: an error of several lines shows its first line and a marked ellipsis (on each "
+    "store)") {
   test::TempDir dir;
+  // SQLite: durable.db in the directory, the command's default; PostgreSQL: --db.
+  const std::string db = test::database(dir, "durable.db");
+  const std::string at = test::on_postgres() ? "--db '" + db + "' " : "";
   std::string failed;
   {
-    Runtime runtime(quiet(dir.file("durable.db")));
+    Runtime runtime(quiet(db));
     runtime.add(Workflow("parse", [](Step& step, const json&) -> json {
       return step.run(
           "read",
@@ -162,16 +173,21 @@ TEST_CASE("durable runs: an error of several lines shows its first line and a ma
     failed = runtime.start("parse");
     REQUIRE(runtime.wait(failed, 5s).status == Status::failed);
   }
-  const auto [code, out] = cli_in(dir, "runs");
+  const auto [code, out] = cli_in(dir, at + "runs");
   CHECK(code == 0);
   CHECK(has(line_with(out, failed), "  bad record at line 3 …"));
   CHECK_FALSE(has(out, "expected a number"));
   CHECK(has(out, "durable show ID prints it in full"));
-  CHECK(has(cli_in(dir, "show " + failed).second, "bad record at line 3\n  expected a number"));
+  CHECK(
+      has(cli_in(dir, at + "show " + failed).second, "bad record at line 3\n  expected a number"));
 }
 
-TEST_CASE("durable show: a wait's match and a caught step's error are printed in full") {
+TEST_CASE(
+    "durable show: a wait's match and a caught step's error are printed in full (on each store)") {
   test::TempDir dir;
+  // SQLite: durable.db in the directory, the command's default; PostgreSQL: --db.
+  const std::string db = test::database(dir, "durable.db");
+  const std::string at = test::on_postgres() ? "--db '" + db + "' " : "";
   const json match = {{"order_id", "ord-2024-000123"},
                       {"warehouse", "rotterdam-north-2"},
                       {"carrier", "a carrier with a rather long name"}};
@@ -180,7 +196,7 @@ TEST_CASE("durable show: a wait's match and a caught step's error are printed in
       "suite; try the sister hotel";
   std::string waiting;
   {
-    Runtime runtime(quiet(dir.file("durable.db")));
+    Runtime runtime(quiet(db));
     runtime.add(Workflow("ship", [&](Step& step, const json&) -> json {
       try {
         step.run("book-hotel", [&]() -> int { throw std::runtime_error(hotel_error); },
@@ -195,16 +211,18 @@ TEST_CASE("durable show: a wait's match and a caught step's error are printed in
   }
   for (const std::string command : {"show ", "steps "}) {
     CAPTURE(command);
-    const auto [code, out] = cli_in(dir, command + waiting, "80");
+    const auto [code, out] = cli_in(dir, at + command + waiting, "80");
     CHECK(code == 0);
     CHECK(has(line_with(out, "picked-up"), "event 'parcel.picked_up' matching " + match.dump()));
     CHECK(has(line_with(out, "book-hotel"), "std::runtime_error: " + hotel_error));
   }
 }
 
-TEST_CASE("durable serve: the start-up message says it runs no workflow code, and what does") {
+TEST_CASE(
+    "durable serve: the start-up message says it runs no workflow code, and what does (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("app.db");
+  const std::string db = test::database(dir, "app.db");
   { Runtime runtime(quiet(db)); }
   test::ServeProcess serve(DURABLE_CLI, db);
   const std::string printed = lines_within(serve.fd(), 2, 10s);
@@ -268,9 +286,11 @@ TEST_CASE("durable command: events purge deletes old events, and keeps the newes
   CHECK(check.execAndGet("SELECT count(*) FROM events").getInt() == 1);
 }
 
-TEST_CASE("durable serve: a token with a space or a control character is bad usage (exit 2)") {
+TEST_CASE(
+    "durable serve: a token with a space or a control character is bad usage (exit 2) (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("app.db");
+  const std::string db = test::database(dir, "app.db");
   { Runtime runtime({.database = db}); }
   const std::string serve = std::string(DURABLE_CLI) + " --db '" + db + "' serve --port 0";
   for (const std::string token : {"' '", "'two words'", "\"$(printf 'a\\tb')\""}) {

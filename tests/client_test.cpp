@@ -72,9 +72,11 @@ bool ended(Status status) {
 
 }  // namespace
 
-TEST_CASE("a client starts a run of a workflow its process never added, and a runtime serves it") {
+TEST_CASE(
+    "a client starts a run of a workflow its process never added, and a runtime serves it (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db");
+  const std::string db = test::database(dir, "db");
   Client client(db);
   const std::string id = client.start("greet", {{"name", "ann"}});
   CHECK(client.get(id).status == Status::pending);
@@ -160,9 +162,11 @@ TEST_CASE(
   CHECK(took < 30s);  // came back at the end, not at the timeout
 }
 
-TEST_CASE("client wait executes nothing: a due run stays pending and its body never runs") {
+TEST_CASE(
+    "client wait executes nothing: a due run stays pending and its body never runs (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db");
+  const std::string db = test::database(dir, "db");
   std::atomic<int> bodies{0};
   Runtime runtime(options_on(db));  // has the workflow, but never asked to execute anything
   runtime.add(greet_workflow(&bodies));
@@ -180,9 +184,10 @@ TEST_CASE("client wait executes nothing: a due run stays pending and its body ne
   CHECK(bodies == 1);
 }
 
-TEST_CASE("client wait returns the unfinished run as it is when the timeout passes") {
+TEST_CASE(
+    "client wait returns the unfinished run as it is when the timeout passes (on each store)") {
   test::TempDir dir;
-  Client client(dir.file("db"));
+  Client client(test::database(dir, "db"));
   const std::string id = client.start("nobody-serves-this", {{"x", 1}});
   const RunInfo run = client.wait(id, 50ms);
   CHECK(run.id == id);
@@ -193,9 +198,11 @@ TEST_CASE("client wait returns the unfinished run as it is when the timeout pass
   CHECK(client.wait(id, -5ms).status == Status::pending);
 }
 
-TEST_CASE("client wait wakes when another thread cancels the run through the same client") {
+TEST_CASE(
+    "client wait wakes when another thread cancels the run through the same client (on each "
+    "store)") {
   test::TempDir dir;
-  Client client(dir.file("db"));
+  Client client(test::database(dir, "db"));
   const std::string id = client.start("nobody-serves-this");
   std::atomic<bool> waiting{false};
   RunInfo run;
@@ -215,9 +222,9 @@ TEST_CASE("client wait wakes when another thread cancels the run through the sam
   CHECK(took < 30s);
 }
 
-TEST_CASE("client calls on an unknown run id throw NotFound") {
+TEST_CASE("client calls on an unknown run id throw NotFound (on each store)") {
   test::TempDir dir;
-  Client client(dir.file("db"));
+  Client client(test::database(dir, "db"));
   CHECK_THROWS_AS(client.get("no-such-run"), NotFound);
   CHECK_THROWS_AS(client.steps("no-such-run"), NotFound);
   CHECK_THROWS_AS(client.cancel("no-such-run"), NotFound);
@@ -226,9 +233,11 @@ TEST_CASE("client calls on an unknown run id throw NotFound") {
   CHECK(error_of([&] { client.get("no-such-run"); }) == "no run with id 'no-such-run'");
 }
 
-TEST_CASE("a client refuses bad input with the same errors as a runtime, and writes nothing") {
+TEST_CASE(
+    "a client refuses bad input with the same errors as a runtime, and writes nothing (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db");
+  const std::string db = test::database(dir, "db");
   Runtime runtime(options_on(db));
   runtime.add(greet_workflow());
   Client client(db);
@@ -255,9 +264,10 @@ TEST_CASE("a client refuses bad input with the same errors as a runtime, and wri
   CHECK_THROWS_AS(Client(""), Error);
 }
 
-TEST_CASE("client cancel with a reason closes a failed run, and cancels a pending one") {
+TEST_CASE(
+    "client cancel with a reason closes a failed run, and cancels a pending one (on each store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db");
+  const std::string db = test::database(dir, "db");
   std::atomic<bool> failing{true};
   Runtime runtime(options_on(db));
   runtime.add(flaky_workflow(&failing));
@@ -311,9 +321,11 @@ TEST_CASE(
   CHECK_THROWS_AS(client.retry(id), Error);
 }
 
-TEST_CASE("client send_event starts the runs it triggers and wakes the runs waiting for it") {
+TEST_CASE(
+    "client send_event starts the runs it triggers and wakes the runs waiting for it (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db");
+  const std::string db = test::database(dir, "db");
   Runtime runtime(options_on(db));
   runtime.add(Workflow(
       "on_paid", [](Step&, const json& input) -> json { return input.at("data").at("order"); },
@@ -365,9 +377,11 @@ TEST_CASE(
   CHECK(runtime.list({.status = Status::completed, .workflow = "job"}).size() == 5);
 }
 
-TEST_CASE("a client awaits runs that a serving process executes, each as soon as it ends") {
+TEST_CASE(
+    "a client awaits runs that a serving process executes, each as soon as it ends (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db"), log = dir.file("bodies");
+  const std::string db = test::database(dir, "db"), log = dir.file("bodies");
   Client client(db);
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(client.start("job", {{"i", i}}));

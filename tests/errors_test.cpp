@@ -78,10 +78,11 @@ TEST_CASE("a failing step is retried after its backoff and then succeeds (on eac
 }
 
 TEST_CASE(
-    "a run waiting out a backoff says which step, which attempt of how many, the error and when") {
+    "a run waiting out a backoff says which step, which attempt of how many, the error and when "
+    "(on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("reason.db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "reason.db"), clock);
   runtime->add(Workflow("flaky", [&](Step& step, const json&) -> json {
     return step.run("call-psp", []() -> int { throw std::runtime_error("503 from psp"); },
                     {.retry = test::exact_policy(5, 1234ms)});
@@ -140,8 +141,9 @@ TEST_CASE("a restart neither forgets attempts nor resets the backoff (on each st
   CHECK(run.error->message == "down");
 }
 
-TEST_CASE("NonRetryableError fails the step at once") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("NonRetryableError fails the step at once (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int attempts = 0;
   runtime.add(Workflow("strict", [&](Step& step, const json&) -> json {
     step.run("validate", [&] {
@@ -159,9 +161,10 @@ TEST_CASE("NonRetryableError fails the step at once") {
   CHECK(run.error->attempts == 1);
 }
 
-TEST_CASE("RetryAfterError sets the delay before the next attempt") {
+TEST_CASE("RetryAfterError sets the delay before the next attempt (on each store)") {
+  test::TempDir dir;
   test::ManualClock clock;
-  Runtime runtime({.database = ":memory:"});
+  Runtime runtime({.database = test::database(dir, "db")});
   clock.attach(runtime);
   int attempts = 0;
   runtime.add(Workflow("limited", [&](Step& step, const json&) -> json {
@@ -178,8 +181,11 @@ TEST_CASE("RetryAfterError sets the delay before the next attempt") {
   CHECK(runtime.get(id).status == Status::completed);
 }
 
-TEST_CASE("StepFailed is thrown on every replay and can be caught for a best-effort step") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "StepFailed is thrown on every replay and can be caught for a best-effort step (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int caught = 0, analytics_bodies = 0;
   runtime.add(Workflow("signup", [&](Step& step, const json&) -> json {
     try {
@@ -211,8 +217,9 @@ TEST_CASE("StepFailed is thrown on every replay and can be caught for a best-eff
   CHECK(steps[0].status == "failed");
 }
 
-TEST_CASE("an exception out of the workflow fails the run with ErrorInfo") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("an exception out of the workflow fails the run with ErrorInfo (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("broken", [](Step& step, const json&) -> json {
     step.run("ok", [] {});
     throw std::invalid_argument("no plan named 'gold'");
@@ -227,8 +234,11 @@ TEST_CASE("an exception out of the workflow fails the run with ErrorInfo") {
   CHECK(run.error->step_id.empty());
 }
 
-TEST_CASE("retry() re-queues a failed run: completed steps stay done, failed ones run again") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "retry() re-queues a failed run: completed steps stay done, failed ones run again (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int first = 0, second = 0;
   bool healthy = false;
   runtime.add(Workflow("pipeline", [&](Step& step, const json&) -> json {
@@ -259,8 +269,11 @@ TEST_CASE("retry() re-queues a failed run: completed steps stay done, failed one
                        Error);
 }
 
-TEST_CASE("a step body that throws a non-standard exception is a failed attempt with its type") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "a step body that throws a non-standard exception is a failed attempt with its type (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("weird", [](Step& step, const json&) -> json {
     step.run("legacy", [] { throw 42; }, {.retry = test::exact_policy(2, 0ms)});
     return nullptr;
@@ -275,8 +288,11 @@ TEST_CASE("a step body that throws a non-standard exception is a failed attempt 
   CHECK(run.error->message.find("non-standard exception of type int") != std::string::npos);
 }
 
-TEST_CASE("workflow code whose catch (...) swallows the runtime's unwinding fails clearly") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "workflow code whose catch (...) swallows the runtime's unwinding fails clearly (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int after = 0;
   runtime.add(Workflow("swallower", [&](Step& step, const json&) -> json {
     try {
@@ -300,8 +316,11 @@ TEST_CASE("workflow code whose catch (...) swallows the runtime's unwinding fail
   CHECK(steps[0].output == 5);
 }
 
-TEST_CASE("catch (const std::exception&) in workflow code never sees the runtime's unwinding") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "catch (const std::exception&) in workflow code never sees the runtime's unwinding (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int caught = 0;
   runtime.add(Workflow("careful", [&](Step& step, const json&) -> json {
     try {
@@ -318,8 +337,10 @@ TEST_CASE("catch (const std::exception&) in workflow code never sees the runtime
   CHECK(runtime.get(id).status == Status::completed);
 }
 
-TEST_CASE("an oversized step output fails the step non-retryably, naming step and size") {
-  Runtime runtime({.database = ":memory:", .max_output_bytes = 1024});
+TEST_CASE(
+    "an oversized step output fails the step non-retryably, naming step and size (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db"), .max_output_bytes = 1024});
   int bodies = 0;
   runtime.add(Workflow("big", [&](Step& step, const json&) -> json {
     step.run("blob", [&] {
@@ -347,8 +368,10 @@ TEST_CASE("a retry policy that cannot work is refused with a clear error") {
       doctest::Contains("max_attempts < 1"), Error);
 }
 
-TEST_CASE("an oversized workflow output fails the run, naming the run and the size") {
-  Runtime runtime({.database = ":memory:", .max_output_bytes = 100});
+TEST_CASE(
+    "an oversized workflow output fails the run, naming the run and the size (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db"), .max_output_bytes = 100});
   runtime.add(Workflow("big", [](Step&, const json&) -> json { return std::string(300, 'y'); }));
   const std::string id = runtime.start("big");
   runtime.run_until_idle();

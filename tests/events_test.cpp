@@ -242,8 +242,9 @@ TEST_CASE("bad events and waits are clear errors and write nothing") {
         std::string::npos);
 }
 
-TEST_CASE("a wait with a zero timeout returns nullopt at once") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("a wait with a zero timeout returns nullopt at once (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("now", [](Step& step, const json&) -> json {
     return step.wait_for_event("w", "e", {.timeout = 0ms}).has_value();
   }));
@@ -252,10 +253,10 @@ TEST_CASE("a wait with a zero timeout returns nullopt at once") {
   CHECK(runtime.get(id).output == false);
 }
 
-TEST_CASE("a wait with no timeout waits until its event comes") {
+TEST_CASE("a wait with no timeout waits until its event comes (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
   runtime->add(Workflow("forever", [](Step& step, const json&) -> json {
     return step.wait_for_event("w", "e").value_or(json("none"));
   }));
@@ -286,10 +287,11 @@ TEST_CASE("a waiting run can be cancelled, and its event then changes nothing") 
   CHECK(count_rows(dir.file("db"), "SELECT count(*) FROM waits") == 0);
 }
 
-TEST_CASE("in on_recovery mode a wait evicts the run and the event resumes it") {
+TEST_CASE("in on_recovery mode a wait evicts the run and the event resumes it (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock, {.replay = Replay::on_recovery});
+  auto runtime =
+      test::runtime_on(test::database(dir, "db"), clock, {.replay = Replay::on_recovery});
   runtime->add(approval_flow());
   const std::string id = runtime->start("approval", {{"order", 9}});
   runtime->run_until_idle();
@@ -349,8 +351,9 @@ TEST_CASE(
   CHECK(invoke.output.at("output") == 40);
 }
 
-TEST_CASE("a failed child raises StepFailed in the parent") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("a failed child raises StepFailed in the parent (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(child_flow());
   runtime.add(parent_flow(nullptr));
   const std::string id = runtime.start("parent", {{"n", -1}});
@@ -376,8 +379,9 @@ TEST_CASE("cancelling a parent cancels its children (on each store)") {
   CHECK(runtime->get(child).history.back().reason == "cancelled with its parent run " + id);
 }
 
-TEST_CASE("invoke of a workflow not added fails the parent with UnknownWorkflow") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("invoke of a workflow not added fails the parent with UnknownWorkflow (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("lonely",
                        [](Step& step, const json&) -> json { return step.invoke("c", "nobody"); }));
   const std::string id = runtime.start("lonely");
@@ -388,10 +392,10 @@ TEST_CASE("invoke of a workflow not added fails the parent with UnknownWorkflow"
   CHECK(run.error->message.find("no workflow named 'nobody'") == 0);
 }
 
-TEST_CASE("a journaled invoke replayed as a run is NonDeterminism") {
+TEST_CASE("a journaled invoke replayed as a run is NonDeterminism (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  const std::string db = dir.file("db");
+  const std::string db = test::database(dir, "db");
   std::string id;
   {
     auto before = test::runtime_on(db, clock);
@@ -445,18 +449,19 @@ TEST_CASE("retry of a parent whose child failed starts a new child (on each stor
   CHECK(runtime->steps(id).at(0).attempts == 1);  // retry() gives failed steps fresh attempts
 }
 
-TEST_CASE("the last add() of a workflow says which events start it") {
+TEST_CASE("the last add() of a workflow says which events start it (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
+  const std::string db = test::database(dir, "db");
   const auto greet = [](std::vector<std::string> events) {
     return Workflow("greet", [](Step&, const json&) -> json { return 1; },
                     {.events = std::move(events)});
   };
   {
-    auto before = test::runtime_on(dir.file("db"), clock);
+    auto before = test::runtime_on(db, clock);
     before->add(greet({"user.created", "user.invited"}));
   }
-  auto after = test::runtime_on(dir.file("db"), clock);  // a deploy dropped user.invited
+  auto after = test::runtime_on(db, clock);  // a deploy dropped user.invited
   after->add(greet({"user.created"}));
   after->send_event("user.invited");
   CHECK(after->list({.workflow = "greet"}).empty());

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "serialization.hpp"
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -51,8 +52,10 @@ TEST_CASE("the text scan counts brackets outside strings only") {
   CHECK(detail::too_deep_text(std::string(100'000, '{'), detail::kMaxJsonDepth).has_value());
 }
 
-TEST_CASE("start, send_event, schedule and the step tools refuse input nested too deep") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "start, send_event, schedule and the step tools refuse input nested too deep (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   std::atomic<int> invoked{0};
   runtime.add(Workflow("echo", [&](Step&, const json& input) -> json {
     ++invoked;
@@ -90,8 +93,10 @@ TEST_CASE("start, send_event, schedule and the step tools refuse input nested to
 }
 
 TEST_CASE(
-    "a step or a workflow returning JSON nested too deep fails clearly, and the worker goes on") {
-  Runtime runtime({.database = ":memory:"});
+    "a step or a workflow returning JSON nested too deep fails clearly, and the worker goes on (on "
+    "each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("deep-step", [](Step& step, const json&) -> json {
     return step.run("make", [] { return nested(100'000); });
   }));

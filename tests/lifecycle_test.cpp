@@ -14,9 +14,10 @@ using namespace std::chrono_literals;
 using durable::test::ManualClock;
 using durable::test::TempDir;
 
-TEST_CASE("three steps print the seed's log pattern over 4 invocations") {
+TEST_CASE("three steps print the seed's log pattern over 4 invocations (on each store)") {
+  test::TempDir dir;
   std::vector<std::string> log;
-  Runtime runtime({.database = ":memory:"});
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("three", [&](Step& step, const json&) -> json {
     log.push_back("outside A");
     step.run("step1", [&] { log.push_back("in 1"); });
@@ -103,9 +104,11 @@ TEST_CASE("the sleep's wake time survives a restart of the runtime (on each stor
   CHECK(runtime->get(id).output == "rested");
 }
 
-TEST_CASE("a run whose wake time passed while no runtime was up runs at the next start") {
+TEST_CASE(
+    "a run whose wake time passed while no runtime was up runs at the next start (on each store)") {
   TempDir dir;
   ManualClock clock;
+  const std::string db = test::database(dir, "down.db");
   std::string id;
   const auto wf = [] {
     return Workflow("later", [](Step& step, const json&) -> json {
@@ -114,22 +117,25 @@ TEST_CASE("a run whose wake time passed while no runtime was up runs at the next
     });
   };
   {
-    auto runtime = test::runtime_on(dir.file("down.db"), clock);
+    auto runtime = test::runtime_on(db, clock);
     runtime->add(wf());
     id = runtime->start("later");
     runtime->run_until_idle();
   }
   clock.advance(72h);
-  auto runtime = test::runtime_on(dir.file("down.db"), clock);
+  auto runtime = test::runtime_on(db, clock);
   runtime->add(wf());
   runtime->run_until_idle();
   CHECK(runtime->get(id).status == Status::completed);
   CHECK(runtime->get(id).output == 7);
 }
 
-TEST_CASE("sleep_until a time already past ends the invocation and the run goes on at once") {
+TEST_CASE(
+    "sleep_until a time already past ends the invocation and the run goes on at once (on each "
+    "store)") {
+  test::TempDir dir;
   ManualClock clock;
-  Runtime runtime({.database = ":memory:"});
+  Runtime runtime({.database = test::database(dir, "db")});
   clock.attach(runtime);
   int after = 0;
   runtime.add(Workflow("past", [&](Step& step, const json&) -> json {
@@ -146,8 +152,9 @@ TEST_CASE("sleep_until a time already past ends the invocation and the run goes 
   CHECK(steps[0].status == "completed");
 }
 
-TEST_CASE("replaying() is true until the first step the journal does not hold") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("replaying() is true until the first step the journal does not hold (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   std::vector<std::pair<bool, bool>> seen;  // (before step1, before step2) per invocation
   runtime.add(Workflow("replays", [&](Step& step, const json&) -> json {
     const bool before1 = step.replaying();
@@ -165,8 +172,9 @@ TEST_CASE("replaying() is true until the first step the journal does not hold") 
   CHECK(seen[1] == std::pair{true, true});
 }
 
-TEST_CASE("run_id and correlation_id are those of the run") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("run_id and correlation_id are those of the run (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   std::string seen_run, seen_correlation;
   runtime.add(Workflow("ids", [&](Step& step, const json&) -> json {
     seen_run = std::string(step.run_id());
@@ -183,8 +191,11 @@ TEST_CASE("run_id and correlation_id are those of the run") {
   CHECK(runtime.get(other).correlation_id != runtime.get(id).correlation_id);
 }
 
-TEST_CASE("a journaled step does not run its body again and returns the journaled value") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "a journaled step does not run its body again and returns the journaled value (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int bodies = 0;
   std::vector<int> seen;
   runtime.add(Workflow("memo", [&](Step& step, const json&) -> json {

@@ -11,6 +11,7 @@
 #include "admin.hpp"
 #include "api.hpp"
 #include "http_client.hpp"
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -40,9 +41,9 @@ std::string type_of(const std::string& metrics, const std::string& family) {
 
 }  // namespace
 
-TEST_CASE("metrics: failed attempts and steps failed for good are counted apart") {
+TEST_CASE("metrics: failed attempts and steps failed for good are counted apart (on each store)") {
   test::TempDir dir;
-  const RuntimeOptions opts = test::quiet(dir.file("metrics.db"));
+  const RuntimeOptions opts = test::quiet(test::database(dir, "metrics.db"));
   Runtime runtime(opts);
   auto flaky_calls = std::make_shared<std::atomic<int>>(0);
   // One failed attempt, retried, then success: no step failed for good.
@@ -99,7 +100,8 @@ TEST_CASE("metrics: failed attempts and steps failed for good are counted apart"
   CHECK_FALSE(has(metrics, " counter\n"));  // nothing read from the file only ever grows
 }
 
-TEST_CASE("metrics: the /metrics of runs in every state passes promtool check metrics") {
+TEST_CASE(
+    "metrics: the /metrics of runs in every state passes promtool check metrics (on each store)") {
   const auto [found, promtool] = test::run_shell("command -v promtool");
   if (found != 0) {
     FAIL(
@@ -107,7 +109,7 @@ TEST_CASE("metrics: the /metrics of runs in every state passes promtool check me
         "--no-install-recommends prometheus; scripts/deps.sh installs it for the tests)");
   }
   test::TempDir dir;
-  const std::string db = dir.file("states.db");
+  const std::string db = test::database(dir, "states.db");
   // Not structured bindings: doctest's messages capture them, which clang 14 cannot.
   const auto fixture =
       test::run_shell(std::string(DURABLE_OPS_FIXTURE) + " --db " + db + " --extended");

@@ -21,6 +21,7 @@
 #include "durations.hpp"
 #include "http_server.hpp"
 #include "scratch_mount.hpp"
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -54,7 +55,7 @@ void add_workflows(Runtime& runtime) {
 // A database with a completed, a failed and a waiting run.
 struct Fixture {
   test::TempDir dir;
-  std::string db = dir.file("ops.db");
+  std::string db = test::database(dir, "ops.db");
   std::string completed, failed, waiting;
 
   Fixture() {
@@ -111,7 +112,7 @@ std::pair<int, std::string> durable_cli(const std::string& args) {
 
 }  // namespace
 
-TEST_CASE("ops: runs are listed newest first with counts by status, filtered") {
+TEST_CASE("ops: runs are listed newest first with counts by status, filtered (on each store)") {
   Fixture f;
   ops::Admin admin(f.db);
   const json all = admin.list_runs({});
@@ -133,7 +134,9 @@ TEST_CASE("ops: runs are listed newest first with counts by status, filtered") {
   CHECK(signups.at("runs")[0].at("id") == f.completed);
 }
 
-TEST_CASE("ops: show gives the history, the step timeline and, for a failed run, a runbook") {
+TEST_CASE(
+    "ops: show gives the history, the step timeline and, for a failed run, a runbook (on each "
+    "store)") {
   Fixture f;
   ops::Admin admin(f.db);
   const json done = admin.show_run(f.completed);
@@ -164,7 +167,9 @@ TEST_CASE("ops: show gives the history, the step timeline and, for a failed run,
   CHECK_THROWS_AS(admin.show_run("no-such-run"), NotFound);
 }
 
-TEST_CASE("ops: the runbook counts other runs failed at the same step with the same error") {
+TEST_CASE(
+    "ops: the runbook counts other runs failed at the same step with the same error (on each "
+    "store)") {
   Fixture f;
   {
     Runtime runtime(quiet(f.db));
@@ -178,7 +183,9 @@ TEST_CASE("ops: the runbook counts other runs failed at the same step with the s
         std::string::npos);
 }
 
-TEST_CASE("ops: a run of a workflow no worker has is queued and flagged, then run by one") {
+TEST_CASE(
+    "ops: a run of a workflow no worker has is queued and flagged, then run by one (on each "
+    "store)") {
   Fixture f;
   ops::Admin admin(f.db);
   ops::StartRequest start{.workflow = "invoice", .input = {{"n", 2}}};
@@ -202,7 +209,7 @@ TEST_CASE("ops: a run of a workflow no worker has is queued and flagged, then ru
   CHECK(admin.show_run(id).at("known") == true);
 }
 
-TEST_CASE("ops: start honours idempotency keys, and bad input is a BadRequest") {
+TEST_CASE("ops: start honours idempotency keys, and bad input is a BadRequest (on each store)") {
   Fixture f;
   ops::Admin admin(f.db);
   const ops::StartRequest start{
@@ -217,7 +224,7 @@ TEST_CASE("ops: start honours idempotency keys, and bad input is a BadRequest") 
                   ops::BadRequest);
 }
 
-TEST_CASE("ops: retry, cancel and send act on the runs, and refusals say why") {
+TEST_CASE("ops: retry, cancel and send act on the runs, and refusals say why (on each store)") {
   Fixture f;
   ops::Admin admin(f.db);
   CHECK(admin.retry_run(f.failed).at("status") == "pending");
@@ -238,7 +245,7 @@ TEST_CASE("ops: retry, cancel and send act on the runs, and refusals say why") {
   CHECK(admin.cancel_run(id).at("status") == "cancelled");
 }
 
-TEST_CASE("ops: stats and metrics read the database") {
+TEST_CASE("ops: stats and metrics read the database (on each store)") {
   Fixture f;
   ops::Admin admin(f.db);
   admin.start_run({.workflow = "signup", .input = {{"email", "q@q"}}});  // due, not claimed
@@ -263,9 +270,11 @@ TEST_CASE("ops: stats and metrics read the database") {
   }
 }
 
-TEST_CASE("ops: a running run shows who holds it until when, and is orphaned once that lapsed") {
+TEST_CASE(
+    "ops: a running run shows who holds it until when, and is orphaned once that lapsed (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("held.db");
+  const std::string db = test::database(dir, "held.db");
   Runtime runtime(quiet(db));
   std::atomic<bool> entered{false}, release{false};
   runtime.add(Workflow("hold", [&](Step& step, const json&) -> json {
@@ -349,7 +358,7 @@ TEST_CASE("ops: a running run shows who holds it until when, and is orphaned onc
   CHECK(run.at("orphaned") == false);
 }
 
-TEST_CASE("ops: schedules are listed and removed") {
+TEST_CASE("ops: schedules are listed and removed (on each store)") {
   Fixture f;
   {
     Runtime runtime(quiet(f.db));
@@ -366,7 +375,7 @@ TEST_CASE("ops: schedules are listed and removed") {
   CHECK_THROWS_AS(admin.remove_schedule("daily"), NotFound);
 }
 
-TEST_CASE("http api: every endpoint answers, and bad requests get JSON 4xx") {
+TEST_CASE("http api: every endpoint answers, and bad requests get JSON 4xx (on each store)") {
   Fixture f;
   ops::Admin admin(f.db);
   ops::HttpServer server({.port = 0, .max_body = 64 * 1024}, ops::api_handler(admin));
@@ -443,7 +452,7 @@ TEST_CASE("http api: every endpoint answers, and bad requests get JSON 4xx") {
   CHECK(http(port, "GET", "/v2/anything").first == 404);
 }
 
-TEST_CASE("http api: with a token, the API needs it and the page does not") {
+TEST_CASE("http api: with a token, the API needs it and the page does not (on each store)") {
   Fixture f;
   ops::Admin admin(f.db);
   ops::HttpServer server({.port = 0, .token = "t0ken"}, ops::api_handler(admin));
@@ -456,9 +465,11 @@ TEST_CASE("http api: with a token, the API needs it and the page does not") {
   CHECK(http(server.port(), "GET", "/").first == 200);
 }
 
-TEST_CASE("http api: a serving Runtime serves it when asked, and runs what it starts at once") {
+TEST_CASE(
+    "http api: a serving Runtime serves it when asked, and runs what it starts at once (on each "
+    "store)") {
   test::TempDir dir;
-  RuntimeOptions opts = quiet(dir.file("served.db"));
+  RuntimeOptions opts = quiet(test::database(dir, "served.db"));
   opts.http.address = "127.0.0.1";
   opts.http.port = 0;
   opts.poll_interval = 10s;  // a start over HTTP must wake the loop, not wait for a poll
@@ -485,7 +496,7 @@ TEST_CASE("http api: a serving Runtime serves it when asked, and runs what it st
   CHECK(runtime.http_url().empty());
 }
 
-TEST_CASE("durable command: each command, its --json answer and its exit code") {
+TEST_CASE("durable command: each command, its --json answer and its exit code (on each store)") {
   Fixture f;
   const std::string db = "--db '" + f.db + "' ";
   auto [code, out] = durable_cli(db + "runs");
@@ -549,7 +560,7 @@ TEST_CASE("durable command: each command, its --json answer and its exit code") 
   }
 }
 
-TEST_CASE("durable serve: serves the API over the file until SIGTERM") {
+TEST_CASE("durable serve: serves the API over the file until SIGTERM (on each store)") {
   Fixture f;
   test::ServeProcess serve(DURABLE_CLI, f.db);
   std::array<char, 512> line{};
@@ -565,7 +576,7 @@ TEST_CASE("durable serve: serves the API over the file until SIGTERM") {
   CHECK(WEXITSTATUS(status) == 0);
 }
 
-TEST_CASE("http api: a browser request from another site is refused") {
+TEST_CASE("http api: a browser request from another site is refused (on each store)") {
   Fixture f;
   ops::Admin admin(f.db);
   ops::HttpServer server({.port = 0}, ops::api_handler(admin));
@@ -587,7 +598,9 @@ TEST_CASE("http api: a browser request from another site is refused") {
             .first == 200);
 }
 
-TEST_CASE("http api: a number out of range or JSON nested too deep gets 400, and serving goes on") {
+TEST_CASE(
+    "http api: a number out of range or JSON nested too deep gets 400, and serving goes on (on "
+    "each store)") {
   Fixture f;
   ops::Admin admin(f.db);
   ops::HttpServer server({.port = 0}, ops::api_handler(admin));
@@ -701,7 +714,9 @@ TEST_CASE("durable command: the read commands work on a database this user may n
   }
 }
 
-TEST_CASE("a failed run is closed by cancel, with a reason, from the command and over HTTP") {
+TEST_CASE(
+    "a failed run is closed by cancel, with a reason, from the command and over HTTP (on each "
+    "store)") {
   Fixture f;
   const std::string db = "--db '" + f.db + "' ";
   CHECK(durable_cli(db + "cancel " + f.failed + " --reason 'card expired for good'").first == 0);

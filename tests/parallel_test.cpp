@@ -98,8 +98,9 @@ TEST_CASE(
   CHECK(keys == std::vector<std::string>{"log-results", "step1", "step1/step3", "step2"});
 }
 
-TEST_CASE("started steps run at the same time on the step threads") {
-  Runtime runtime({.database = ":memory:", .threads = 3});
+TEST_CASE("started steps run at the same time on the step threads (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db"), .threads = 3});
   Rendezvous rendezvous(3);
   runtime.add(Workflow("together", [&](Step& step, const json&) -> json {
     std::vector<Future<bool>> futures;
@@ -115,10 +116,12 @@ TEST_CASE("started steps run at the same time on the step threads") {
   CHECK(runtime.get(id).output == true);
 }
 
-TEST_CASE("ids follow call order, not completion order, however the bodies finish") {
+TEST_CASE(
+    "ids follow call order, not completion order, however the bodies finish (on each store)") {
+  test::TempDir dir;
   for (int round = 0; round < 20; ++round) {
     CAPTURE(round);
-    Runtime runtime({.database = ":memory:", .threads = 4});
+    Runtime runtime({.database = test::database(dir, "db" + std::to_string(round)), .threads = 4});
     runtime.add(Workflow("reverse", [](Step& step, const json&) -> json {
       std::vector<Future<int>> futures;
       for (int i = 0; i < 4; ++i) {
@@ -147,8 +150,10 @@ TEST_CASE("ids follow call order, not completion order, however the bodies finis
   }
 }
 
-TEST_CASE("map runs one parallel step per item, keyed id[i], results in item order") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "map runs one parallel step per item, keyed id[i], results in item order (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   std::atomic<int> bodies{0};
   runtime.add(Workflow("squares", [&](Step& step, const json&) -> json {
     const std::vector<int> items = {3, 1, 2};
@@ -173,8 +178,10 @@ TEST_CASE("map runs one parallel step per item, keyed id[i], results in item ord
 }
 
 TEST_CASE(
-    "a branch that fails for good raises StepFailed from all() and the others stay journaled") {
-  Runtime runtime({.database = ":memory:"});
+    "a branch that fails for good raises StepFailed from all() and the others stay journaled (on "
+    "each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int good_bodies = 0, fallback_bodies = 0;
   runtime.add(Workflow("branches", [&](Step& step, const json&) -> json {
     auto good = step.start("good", [&] {
@@ -242,8 +249,9 @@ TEST_CASE(
   CHECK(flaky == 2);
 }
 
-TEST_CASE("a started step that is never awaited completes before the run does") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("a started step that is never awaited completes before the run does (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int audited = 0;
   runtime.add(Workflow("fire-and-forget", [&](Step& step, const json&) -> json {
     step.start("audit", [&] { ++audited; });
@@ -256,8 +264,11 @@ TEST_CASE("a started step that is never awaited completes before the run does") 
   CHECK(keys_of(runtime, id) == std::vector<std::string>{"audit"});
 }
 
-TEST_CASE("nested steps are keyed by path, numbered per parent, and journaled on their own") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "nested steps are keyed by path, numbered per parent, and journaled on their own (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("paths", [](Step& step, const json&) -> json {
     const int a = step.run(
         "a", [&] { return step.run("x", [] { return 1; }) + step.run("x", [] { return 2; }); });
@@ -272,9 +283,10 @@ TEST_CASE("nested steps are keyed by path, numbered per parent, and journaled on
   CHECK(keys == std::vector<std::string>{"a", "a/x", "a/x#2", "b", "b/x"});
 }
 
-TEST_CASE("retrying an outer step does not run its completed inner steps again") {
+TEST_CASE("retrying an outer step does not run its completed inner steps again (on each store)") {
+  test::TempDir dir;
   test::ManualClock clock;
-  Runtime runtime({.database = ":memory:"});
+  Runtime runtime({.database = test::database(dir, "db")});
   clock.attach(runtime);
   int inner = 0, outer = 0;
   runtime.add(Workflow("outer-retry", [&](Step& step, const json&) -> json {
@@ -296,9 +308,12 @@ TEST_CASE("retrying an outer step does not run its completed inner steps again")
   CHECK(outer == 2);
 }
 
-TEST_CASE("a failing inner step is retried after its backoff, then the outer step completes") {
+TEST_CASE(
+    "a failing inner step is retried after its backoff, then the outer step completes (on each "
+    "store)") {
+  test::TempDir dir;
   test::ManualClock clock;
-  Runtime runtime({.database = ":memory:"});
+  Runtime runtime({.database = test::database(dir, "db")});
   clock.attach(runtime);
   int inner = 0, before = 0;
   runtime.add(Workflow("inner-retry", [&](Step& step, const json&) -> json {
@@ -328,8 +343,9 @@ TEST_CASE("a failing inner step is retried after its backoff, then the outer ste
   }
 }
 
-TEST_CASE("a step body may start nested steps in parallel") {
-  Runtime runtime({.database = ":memory:", .threads = 2});
+TEST_CASE("a step body may start nested steps in parallel (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db"), .threads = 2});
   runtime.add(Workflow("nested-parallel", [](Step& step, const json&) -> json {
     return step.run("outer", [&] {
       auto a = step.start("a", [] { return 1; });
@@ -346,13 +362,16 @@ TEST_CASE("a step body may start nested steps in parallel") {
   CHECK(keys == std::vector<std::string>{"outer", "outer/a", "outer/b"});
 }
 
-TEST_CASE("many runs' workflow code shares the calling thread while their bodies overlap") {
+TEST_CASE(
+    "many runs' workflow code shares the calling thread while their bodies overlap (on each "
+    "store)") {
+  test::TempDir dir;
   if (!detail::FiberScheduler::uses_fibers()) {
     MESSAGE("not run: this build has no fibers (ThreadSanitizer)");
     return;
   }
   constexpr int kRuns = 5;
-  Runtime runtime({.database = ":memory:", .threads = kRuns});
+  Runtime runtime({.database = test::database(dir, "db"), .threads = kRuns});
   Rendezvous rendezvous(kRuns);
   std::mutex mutex;
   std::set<std::thread::id> workflow_threads;
@@ -371,9 +390,12 @@ TEST_CASE("many runs' workflow code shares the calling thread while their bodies
   CHECK(workflow_threads == std::set<std::thread::id>{std::this_thread::get_id()});
 }
 
-TEST_CASE("a retry's backoff counts from when the attempt failed, not from the invocation") {
+TEST_CASE(
+    "a retry's backoff counts from when the attempt failed, not from the invocation (on each "
+    "store)") {
+  test::TempDir dir;
   test::ManualClock clock;
-  Runtime runtime({.database = ":memory:"});
+  Runtime runtime({.database = test::database(dir, "db")});
   clock.attach(runtime);
   runtime.add(Workflow("slow-fail", [&](Step& step, const json&) -> json {
     step.run("slow",
@@ -423,8 +445,11 @@ TEST_CASE("group commit: the steps of runs in flight together share transactions
   CHECK(writes <= 3 * (kSteps + 1));
 }
 
-TEST_CASE("group commit: a run refused in a group (cancelled) leaves the others written") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "group commit: a run refused in a group (cancelled) leaves the others written (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   std::vector<std::string> ids(3);
   // Run 1's body ends only once run 0's body cancelled it, so its write always comes after the
   // cancel (it used to race it, and lose now and then on a loaded machine).
@@ -452,12 +477,17 @@ TEST_CASE("group commit: a run refused in a group (cancelled) leaves the others 
   CHECK(runtime.steps(ids[1]).empty());
 }
 
-TEST_CASE("parallel steps that all fail, caught, and the same id used again: a new step runs") {
+TEST_CASE(
+    "parallel steps that all fail, caught, and the same id used again: a new step runs (on each "
+    "store)") {
+  test::TempDir dir;
   // Each failed body is journaled by its thread as it ends; the call after them must number
   // past them (x#3), not find x's failure again, in the first execution as in every replay.
   for (const Replay replay : {Replay::every_step, Replay::on_recovery}) {
     CAPTURE(static_cast<int>(replay));
-    Runtime runtime({.database = ":memory:", .threads = 2, .replay = replay});
+    const std::string db =
+        test::database(dir, replay == Replay::every_step ? "every.db" : "rec.db");
+    Runtime runtime({.database = db, .threads = 2, .replay = replay});
     const StepOptions once{.retry = RetryPolicy{.max_attempts = 1}};
     std::atomic<int> ran{0};
     runtime.add(Workflow("fail-then-go-on", [&](Step& step, const json&) -> json {

@@ -8,13 +8,14 @@
 #include <mutex>
 
 #include "fiber_scheduler.hpp"
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
 using namespace std::chrono_literals;
 
 namespace {
-RuntimeOptions resident(std::string database = ":memory:") {
+RuntimeOptions resident(std::string database) {
   RuntimeOptions opts;
   opts.database = std::move(database);
   opts.replay = Replay::on_recovery;
@@ -22,9 +23,11 @@ RuntimeOptions resident(std::string database = ":memory:") {
 }
 }  // namespace
 
-TEST_CASE("on_recovery: code outside steps runs once and the run takes one invocation") {
+TEST_CASE(
+    "on_recovery: code outside steps runs once and the run takes one invocation (on each store)") {
   std::vector<std::string> log;
-  Runtime runtime(resident());
+  test::TempDir dir;
+  Runtime runtime(resident(test::database(dir, "db")));
   runtime.add(Workflow("three", [&](Step& step, const json&) -> json {
     log.push_back("outside A");
     step.run("step1", [&] { log.push_back("in 1"); });
@@ -40,8 +43,10 @@ TEST_CASE("on_recovery: code outside steps runs once and the run takes one invoc
   CHECK(runtime.steps(id).size() == 3);
 }
 
-TEST_CASE("on_recovery: repeated ids in place get id, id#2, ... as under every_step") {
-  Runtime runtime(resident());
+TEST_CASE(
+    "on_recovery: repeated ids in place get id, id#2, ... as under every_step (on each store)") {
+  test::TempDir dir;
+  Runtime runtime(resident(test::database(dir, "db")));
   runtime.add(Workflow("loop", [](Step& step, const json&) -> json {
     int sum = 0;
     for (int i = 1; i <= 3; ++i) sum += step.run("add", [i] { return i; });
@@ -55,9 +60,12 @@ TEST_CASE("on_recovery: repeated ids in place get id, id#2, ... as under every_s
   CHECK(keys == std::vector<std::string>{"add", "add#2", "add#3"});
 }
 
-TEST_CASE("on_recovery: a sleep longer than resident_sleep evicts the run, which replays on wake") {
+TEST_CASE(
+    "on_recovery: a sleep longer than resident_sleep evicts the run, which replays on wake (on "
+    "each store)") {
   test::ManualClock clock;
-  Runtime runtime(resident());
+  test::TempDir dir;
+  Runtime runtime(resident(test::database(dir, "db")));
   clock.attach(runtime);
   std::vector<std::string> log;
   runtime.add(Workflow("nap", [&](Step& step, const json&) -> json {
@@ -75,8 +83,11 @@ TEST_CASE("on_recovery: a sleep longer than resident_sleep evicts the run, which
   CHECK(runtime.get(id).invocations == 2);
 }
 
-TEST_CASE("on_recovery: a short sleep and a short retry backoff are waited out in place") {
-  Runtime runtime(resident());
+TEST_CASE(
+    "on_recovery: a short sleep and a short retry backoff are waited out in place (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime(resident(test::database(dir, "db")));
   int attempts = 0, outside = 0;
   runtime.add(Workflow("short", [&](Step& step, const json&) -> json {
     ++outside;
@@ -98,8 +109,11 @@ TEST_CASE("on_recovery: a short sleep and a short retry backoff are waited out i
   for (const auto& t : run.history) CHECK(t.status != Status::sleeping);
 }
 
-TEST_CASE("on_recovery: parallel and nested steps in place, seed example in one invocation") {
-  Runtime runtime(resident());
+TEST_CASE(
+    "on_recovery: parallel and nested steps in place, seed example in one invocation (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime(resident(test::database(dir, "db")));
   runtime.add(Workflow("nested", [](Step& step, const json&) -> json {
     auto step1 = step.start("step1", [&] {
       const json step3 = step.run("step3", [] { return json{{"baz", "3"}}; });
@@ -116,7 +130,9 @@ TEST_CASE("on_recovery: parallel and nested steps in place, seed example in one 
   CHECK(runtime.get(id).invocations == 1);
 }
 
-TEST_CASE("a journal written under every_step completes under on_recovery, and the reverse") {
+TEST_CASE(
+    "a journal written under every_step completes under on_recovery, and the reverse (on each "
+    "store)") {
   for (const bool every_step_first : {true, false}) {
     CAPTURE(every_step_first);
     test::TempDir dir;
@@ -129,10 +145,11 @@ TEST_CASE("a journal written under every_step completes under on_recovery, and t
         return a + step.run("second", [&] { return ++second * 10; });
       });
     };
-    RuntimeOptions before = every_step_first ? RuntimeOptions{} : resident();
-    before.database = dir.file("modes.db");
-    RuntimeOptions after = every_step_first ? resident() : RuntimeOptions{};
-    after.database = dir.file("modes.db");
+    const std::string db = test::database(dir, "modes.db");
+    RuntimeOptions before = every_step_first ? RuntimeOptions{} : resident(db);
+    before.database = db;
+    RuntimeOptions after = every_step_first ? resident(db) : RuntimeOptions{};
+    after.database = db;
     std::string id;
     {
       auto runtime = test::runtime_on(before.database, clock, before);
@@ -151,13 +168,14 @@ TEST_CASE("a journal written under every_step completes under on_recovery, and t
   }
 }
 
-TEST_CASE("ending an invocation destroys the workflow's locals") {
+TEST_CASE("ending an invocation destroys the workflow's locals (on each store)") {
   int constructed = 0, destroyed = 0;
   struct Tracked {
     int* destroyed;
     ~Tracked() { ++*destroyed; }
   };
-  Runtime runtime({.database = ":memory:"});
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("raii", [&](Step& step, const json&) -> json {
     Tracked local{&destroyed};
     ++constructed;
@@ -171,8 +189,11 @@ TEST_CASE("ending an invocation destroys the workflow's locals") {
   CHECK(destroyed == 3);
 }
 
-TEST_CASE("on_recovery: a caught StepFailed does not replay, and in-place sleeps end completed") {
-  Runtime runtime(resident());
+TEST_CASE(
+    "on_recovery: a caught StepFailed does not replay, and in-place sleeps end completed (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime(resident(test::database(dir, "db")));
   int outside = 0;
   runtime.add(Workflow("best-effort", [&](Step& step, const json&) -> json {
     ++outside;
@@ -194,13 +215,14 @@ TEST_CASE("on_recovery: a caught StepFailed does not replay, and in-place sleeps
   }
 }
 
-TEST_CASE("on_recovery: runs sleeping in place let each other go on") {
+TEST_CASE("on_recovery: runs sleeping in place let each other go on (on each store)") {
   if (!detail::FiberScheduler::uses_fibers()) {
     MESSAGE("not run: this build has no fibers (ThreadSanitizer)");
     return;
   }
   constexpr int kRuns = 5;
-  Runtime runtime(resident());
+  test::TempDir dir;
+  Runtime runtime(resident(test::database(dir, "db")));
   // Each run notes when it lies down and when it gets up; one after another, a run would lie
   // down only after the one before got up. An order, not a bound on time.
   std::mutex mutex;

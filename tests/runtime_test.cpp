@@ -27,8 +27,10 @@ Workflow two_steps(int* bodies = nullptr) {
 }
 }  // namespace
 
-TEST_CASE("start of a workflow never added throws UnknownWorkflow and writes nothing") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "start of a workflow never added throws UnknownWorkflow and writes nothing (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(two_steps());
   CHECK_THROWS_WITH_AS(runtime.start("tow"),
                        "no workflow named 'tow' was added to this runtime (added: two)",
@@ -36,8 +38,9 @@ TEST_CASE("start of a workflow never added throws UnknownWorkflow and writes not
   CHECK(runtime.list().empty());
 }
 
-TEST_CASE("an unknown run id is NotFound for get, steps, cancel, retry and wait") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("an unknown run id is NotFound for get, steps, cancel, retry and wait (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   CHECK_THROWS_WITH_AS(runtime.get("nope"), "no run with id 'nope'", NotFound);
   CHECK_THROWS_AS(runtime.steps("nope"), NotFound);
   CHECK_THROWS_AS(runtime.cancel("nope"), NotFound);
@@ -45,8 +48,9 @@ TEST_CASE("an unknown run id is NotFound for get, steps, cancel, retry and wait"
   CHECK_THROWS_AS(runtime.wait("nope", 10ms), NotFound);
 }
 
-TEST_CASE("a second start with the same idempotency key returns the first run") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("a second start with the same idempotency key returns the first run (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int bodies = 0;
   runtime.add(two_steps(&bodies));
   const std::string first = runtime.start("two", {{"n", 1}}, {.idempotency_key = "signup:ada"});
@@ -60,9 +64,10 @@ TEST_CASE("a second start with the same idempotency key returns the first run") 
   CHECK(bodies == 4);
 }
 
-TEST_CASE("a delayed start is not run before its time") {
+TEST_CASE("a delayed start is not run before its time (on each store)") {
+  test::TempDir dir;
   test::ManualClock clock;
-  Runtime runtime({.database = ":memory:"});
+  Runtime runtime({.database = test::database(dir, "db")});
   clock.attach(runtime);
   runtime.add(two_steps());
   const std::string id = runtime.start("two", json::object(), {.at = clock.now() + 10min});
@@ -74,8 +79,9 @@ TEST_CASE("a delayed start is not run before its time") {
   CHECK(runtime.get(id).status == Status::completed);
 }
 
-TEST_CASE("list filters by status and workflow, newest first, up to the limit") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("list filters by status and workflow, newest first, up to the limit (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(two_steps());
   runtime.add(
       Workflow("fails", [](Step&, const json&) -> json { throw std::runtime_error("no"); }));
@@ -97,8 +103,9 @@ TEST_CASE("list filters by status and workflow, newest first, up to the limit") 
   CHECK(newest[1].id == failing);
 }
 
-TEST_CASE("list filters by correlation id, a child run carrying its parent's") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("list filters by correlation id, a child run carrying its parent's (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(two_steps());
   runtime.add(Workflow("parent", [](Step& step, const json&) -> json {
     return step.invoke("child", "two", {{"n", 1}});
@@ -118,9 +125,11 @@ TEST_CASE("list filters by correlation id, a child run carrying its parent's") {
   CHECK(runtime.list().size() == 4);
 }
 
-TEST_CASE("every status change is in the run's state history with time and reason") {
+TEST_CASE(
+    "every status change is in the run's state history with time and reason (on each store)") {
+  test::TempDir dir;
   test::ManualClock clock;
-  Runtime runtime({.database = ":memory:"});
+  Runtime runtime({.database = test::database(dir, "db")});
   clock.attach(runtime);
   runtime.add(Workflow("napper", [](Step& step, const json&) -> json {
     step.run("a", [] {});
@@ -141,9 +150,10 @@ TEST_CASE("every status change is in the run's state history with time and reaso
   CHECK(run.history[3].at - run.history[2].at == 1h);
 }
 
-TEST_CASE("cancel ends a sleeping run for good") {
+TEST_CASE("cancel ends a sleeping run for good (on each store)") {
+  test::TempDir dir;
   test::ManualClock clock;
-  Runtime runtime({.database = ":memory:"});
+  Runtime runtime({.database = test::database(dir, "db")});
   clock.attach(runtime);
   int after = 0;
   runtime.add(Workflow("napper", [&](Step& step, const json&) -> json {
@@ -164,8 +174,11 @@ TEST_CASE("cancel ends a sleeping run for good") {
   CHECK(runtime.get(id).history.size() == run.history.size());
 }
 
-TEST_CASE("cancel closes a failed run: cancelled, the reason in its history, its error kept") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "cancel closes a failed run: cancelled, the reason in its history, its error kept (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(
       Workflow("fails", [](Step&, const json&) -> json { throw std::runtime_error("bad input"); }));
   const std::string id = runtime.start("fails");
@@ -184,8 +197,11 @@ TEST_CASE("cancel closes a failed run: cancelled, the reason in its history, its
   CHECK(runtime.get(id).history.size() == run.history.size());
 }
 
-TEST_CASE("cancel during a running step body: the result is not journaled and no step follows") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "cancel during a running step body: the result is not journaled and no step follows (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   std::string id;
   int next = 0;
   runtime.add(Workflow("long", [&](Step& step, const json&) -> json {
@@ -203,9 +219,11 @@ TEST_CASE("cancel during a running step body: the result is not journaled and no
   CHECK(next == 0);
 }
 
-TEST_CASE("wait runs the work and returns the finished run, or the unfinished one at its timeout") {
+TEST_CASE(
+    "wait runs the work and returns the finished run, or the unfinished one at its timeout (on "
+    "each store)") {
   test::TempDir dir;
-  Runtime runtime({.database = dir.file("wait.db"), .poll_interval = 20ms});
+  Runtime runtime({.database = test::database(dir, "wait.db"), .poll_interval = 20ms});
   runtime.add(two_steps());
   runtime.add(Workflow("nap", [](Step& step, const json&) -> json {
     step.sleep("short", 150ms);
@@ -223,8 +241,9 @@ TEST_CASE("wait runs the work and returns the finished run, or the unfinished on
   CHECK(std::chrono::steady_clock::now() - t0 < 3s);
 }
 
-TEST_CASE("a started run is picked up by a wait in another thread") {
-  Runtime runtime({.database = ":memory:", .poll_interval = 5000ms});
+TEST_CASE("a started run is picked up by a wait in another thread (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db"), .poll_interval = 5000ms});
   runtime.add(two_steps());
   const std::string sleeper_run = runtime.start("two");
   std::thread waiter([&] { CHECK(runtime.wait(sleeper_run, 10s).status == Status::completed); });
@@ -239,8 +258,9 @@ TEST_CASE("adding two workflows with one name, or a nameless one, is refused") {
   CHECK_THROWS_AS(runtime.add(Workflow("", [](Step&, const json&) -> json { return 1; })), Error);
 }
 
-TEST_CASE("an input larger than max_output_bytes is refused by start") {
-  Runtime runtime({.database = ":memory:", .max_output_bytes = 100});
+TEST_CASE("an input larger than max_output_bytes is refused by start (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db"), .max_output_bytes = 100});
   runtime.add(two_steps());
   CHECK_THROWS_WITH_AS(runtime.start("two", {{"blob", std::string(500, 'x')}}),
                        doctest::Contains("the limit is 100 bytes"), Error);
@@ -295,10 +315,11 @@ TEST_CASE(
   CHECK(taken_over);
 }
 
-TEST_CASE("a long run renews its lease as its steps complete, so no one else claims it") {
+TEST_CASE(
+    "a long run renews its lease as its steps complete, so no one else claims it (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  const std::string db = dir.file("renew.db");
+  const std::string db = test::database(dir, "renew.db");
   RuntimeOptions opts;
   opts.lease = 10s;
   auto owner = test::runtime_on(db, clock, opts);
@@ -320,10 +341,13 @@ TEST_CASE("a long run renews its lease as its steps complete, so no one else cla
   CHECK(owner->get(id).output == "done");
 }
 
-TEST_CASE("a runtime never claims a run it is executing, even when the lease lapsed mid-body") {
+TEST_CASE(
+    "a runtime never claims a run it is executing, even when the lease lapsed mid-body (on each "
+    "store)") {
+  test::TempDir dir;
   test::ManualClock clock;
   RuntimeOptions opts;
-  opts.database = ":memory:";
+  opts.database = test::database(dir, "db");
   opts.lease = 10s;
   Runtime runtime(opts);
   clock.attach(runtime);
@@ -345,8 +369,9 @@ TEST_CASE("a runtime never claims a run it is executing, even when the lease lap
   CHECK(runtime.get(id).output == "ok");
 }
 
-TEST_CASE("cancel wakes a wait() on another thread at once") {
-  Runtime runtime({.database = ":memory:", .poll_interval = 60'000ms});
+TEST_CASE("cancel wakes a wait() on another thread at once (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db"), .poll_interval = 60'000ms});
   runtime.add(Workflow("nap", [](Step& step, const json&) -> json {
     step.sleep("long", "1 day");
     return nullptr;
@@ -361,9 +386,11 @@ TEST_CASE("cancel wakes a wait() on another thread at once") {
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
 }
 
-TEST_CASE("the lease is renewed while a step body runs, so a body longer than it runs once") {
+TEST_CASE(
+    "the lease is renewed while a step body runs, so a body longer than it runs once (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("heartbeat.db");
+  const std::string db = test::database(dir, "heartbeat.db");
   RuntimeOptions opts;
   opts.database = db;
   opts.lease = 300ms;
@@ -399,9 +426,9 @@ TEST_CASE("the lease is renewed while a step body runs, so a body longer than it
   CHECK(owner.get(id).output == "ok");
 }
 
-TEST_CASE("wait() returns at its timeout even with much other work due") {
+TEST_CASE("wait() returns at its timeout even with much other work due (on each store)") {
   test::TempDir dir;
-  Runtime runtime({.database = dir.file("busy.db")});
+  Runtime runtime({.database = test::database(dir, "busy.db")});
   runtime.add(Workflow("slow", [](Step& step, const json&) -> json {
     return step.run("work", [] {
       std::this_thread::sleep_for(100ms);

@@ -62,17 +62,20 @@ TEST_CASE(
   CHECK(runtime->counters().schedule_fires == 5);
 }
 
-TEST_CASE("after downtime a schedule fires once for what it missed, then keeps its grid") {
+TEST_CASE(
+    "after downtime a schedule fires once for what it missed, then keeps its grid (on each "
+    "store)") {
   test::TempDir dir;
   test::ManualClock clock;
+  const std::string db = test::database(dir, "db");
   const auto start = clock.now();
   {
-    auto runtime = test::runtime_on(dir.file("db"), clock);
+    auto runtime = test::runtime_on(db, clock);
     runtime->add(remind());
     runtime->schedule("remind", {}, {.id = "hourly", .every = 1h});
   }
   clock.advance(10h + 20min);  // no runtime was up for ten due times
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  auto runtime = test::runtime_on(db, clock);
   runtime->add(remind());
   runtime->run_until_idle();
   CHECK(runs_of(*runtime) == 1);
@@ -84,10 +87,11 @@ TEST_CASE("after downtime a schedule fires once for what it missed, then keeps i
   CHECK(runs_of(*runtime) == 2);
 }
 
-TEST_CASE("a cron schedule fires at its matching minutes") {
+TEST_CASE("a cron schedule fires at its matching minutes (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  const std::string db = test::database(dir, "db");
+  auto runtime = test::runtime_on(db, clock);
   runtime->add(remind());
   runtime->schedule("remind", {}, {.id = "nine", .cron = "0 9 * * *", .count = 2});
   const Clock::time_point first = runtime->schedules().at(0).next_at;
@@ -104,10 +108,11 @@ TEST_CASE("a cron schedule fires at its matching minutes") {
   CHECK(runtime->schedules().empty());
 }
 
-TEST_CASE("a schedule can be replaced and removed before it fires") {
+TEST_CASE("a schedule can be replaced and removed before it fires (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  const std::string db = test::database(dir, "db");
+  auto runtime = test::runtime_on(db, clock);
   runtime->add(remind());
   runtime->schedule("remind", {{"to", "ada"}}, {.id = "s", .every = 1h});
   runtime->schedule("remind", {{"to", "bob"}}, {.id = "s", .every = 2h});  // replaces
@@ -152,10 +157,11 @@ TEST_CASE(
   CHECK(runs_of(*a) == 2);
 }
 
-TEST_CASE("bad schedules are clear errors and store nothing") {
+TEST_CASE("bad schedules are clear errors and store nothing (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  const std::string db = test::database(dir, "db");
+  auto runtime = test::runtime_on(db, clock);
   runtime->add(remind());
   CHECK_THROWS_AS(runtime->schedule("nope", {}, {.every = 1h}), UnknownWorkflow);
   CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {}),
@@ -177,10 +183,12 @@ TEST_CASE("bad schedules are clear errors and store nothing") {
   CHECK(runtime->schedules().empty());
 }
 
-TEST_CASE("schedule() repeated with the same id and spec keeps the schedule going") {
+TEST_CASE(
+    "schedule() repeated with the same id and spec keeps the schedule going (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  const std::string db = test::database(dir, "db");
+  auto runtime = test::runtime_on(db, clock);
   runtime->add(remind());
   const Schedule daily{.id = "daily", .every = 24h, .count = 3};
   runtime->schedule("remind", {{"to", "ada"}}, daily);
@@ -188,7 +196,7 @@ TEST_CASE("schedule() repeated with the same id and spec keeps the schedule goin
   runtime->run_until_idle();
   clock.advance(12h);
   // A program that calls schedule() at each start, restarted more often than every.
-  runtime = test::runtime_on(dir.file("db"), clock);
+  runtime = test::runtime_on(db, clock);
   runtime->add(remind());
   runtime->schedule("remind", {{"to", "ada"}}, daily);
   REQUIRE(runtime->schedules().size() == 1);
@@ -205,10 +213,11 @@ TEST_CASE("schedule() repeated with the same id and spec keeps the schedule goin
   CHECK(runtime->schedules()[0].fired == 0);
 }
 
-TEST_CASE("a schedule() repeated at program start does not start its count again") {
+TEST_CASE("a schedule() repeated at program start does not start its count again (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  const std::string db = test::database(dir, "db");
+  auto runtime = test::runtime_on(db, clock);
   runtime->add(Workflow("remind", [](Step& step, const json&) -> json {
     return step.run("send", [] { return 1; });
   }));
@@ -230,10 +239,12 @@ TEST_CASE("a schedule() repeated at program start does not start its count again
   CHECK(runtime->list({.workflow = "remind"}).size() == 2);
 }
 
-TEST_CASE("a replaced schedule whose first start was already fired still starts it") {
+TEST_CASE(
+    "a replaced schedule whose first start was already fired still starts it (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  auto runtime = test::runtime_on(dir.file("db"), clock);
+  const std::string db = test::database(dir, "db");
+  auto runtime = test::runtime_on(db, clock);
   runtime->add(Workflow("remind", [](Step& step, const json& input) -> json {
     return step.run("send", [input] { return input; });
   }));

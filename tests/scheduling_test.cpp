@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "fiber_scheduler.hpp"
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -37,10 +38,10 @@ bool within(std::chrono::seconds limit, F&& done) {
 
 }  // namespace
 
-TEST_CASE("a run started while another run's slow step executes starts at once") {
+TEST_CASE("a run started while another run's slow step executes starts at once (on each store)") {
   if (!runs_on_fibers()) return;
   test::TempDir dir;
-  Runtime runtime({.database = dir.file("db"), .threads = 4});
+  Runtime runtime({.database = test::database(dir, "db"), .threads = 4});
   std::atomic<bool> slow_began{false}, release{false};
   runtime.add(Workflow("slow", [&](Step& step, const json&) -> json {
     for (const char* id : {"call-1", "call-2"}) {
@@ -69,11 +70,12 @@ TEST_CASE("a run started while another run's slow step executes starts at once")
 }
 
 TEST_CASE(
-    "fair share: quick runs started among 100 slow ones end well before the slow queue drains") {
+    "fair share: quick runs started among 100 slow ones end well before the slow queue drains (on "
+    "each store)") {
   if (!runs_on_fibers()) return;
   constexpr int kSlowRuns = 100, kSlowSteps = 3, kQuickRuns = 10;
   test::TempDir dir;
-  Runtime runtime({.database = dir.file("db"), .threads = 4});
+  Runtime runtime({.database = test::database(dir, "db"), .threads = 4});
   std::atomic<int> slow_bodies{0};
   runtime.add(Workflow("slow", [&](Step& step, const json&) -> json {
     for (int i = 0; i < kSlowSteps; ++i) {
@@ -108,11 +110,14 @@ TEST_CASE(
   CHECK(done <= kSlowRuns * kSlowSteps / 2);
 }
 
-TEST_CASE("a step thread takes its next body while the entry of the one that ended commits") {
+TEST_CASE(
+    "a step thread takes its next body while the entry of the one that ended commits (on each "
+    "store)") {
   if (!runs_on_fibers()) return;
+  test::TempDir dir;
   // One step thread, and a commit of part[0]'s entry that lasts until part[1] has begun: the
   // thread must not wait for that commit before it takes part[1].
-  Runtime runtime({.database = ":memory:", .threads = 1});
+  Runtime runtime({.database = test::database(dir, "db"), .threads = 1});
   std::atomic<bool> second_began{false};
   std::atomic<bool> waited_in_vain{false};
   detail::RuntimeAccess::core(runtime).set_commit_hook(
@@ -137,12 +142,15 @@ TEST_CASE("a step thread takes its next body while the entry of the one that end
   CHECK(steps.size() == 2);
 }
 
-TEST_CASE("after quick steps, the bodies of a fan-out still start on every free thread at once") {
+TEST_CASE(
+    "after quick steps, the bodies of a fan-out still start on every free thread at once (on each "
+    "store)") {
   if (!runs_on_fibers()) return;
+  test::TempDir dir;
   // Quick steps first, so the step threads spin for hand-offs; then 4 bodies that each end only
   // once all 4 have begun. Were they left to the one spinning thread, the first would wait alone.
   constexpr int kWidth = 4;
-  Runtime runtime({.database = ":memory:", .threads = kWidth});
+  Runtime runtime({.database = test::database(dir, "db"), .threads = kWidth});
   std::atomic<int> began{0};
   std::atomic<int> met{0};
   runtime.add(Workflow("fan", [&](Step& step, const json&) -> json {
@@ -160,13 +168,16 @@ TEST_CASE("after quick steps, the bodies of a fan-out still start on every free 
   CHECK(runtime.get(id).output == kWidth);
 }
 
-TEST_CASE("a run sleeping in place wakes on time while another run's long fan-out commits") {
+TEST_CASE(
+    "a run sleeping in place wakes on time while another run's long fan-out commits (on each "
+    "store)") {
   if (!runs_on_fibers()) return;
   // The fan-out's bodies end faster than their entries commit, for far longer than the nap, so
   // the loop always finds entries to commit; it must still wake the run whose nap is over.
   constexpr int kItems = 40000;
   test::TempDir dir;
-  Runtime runtime({.database = dir.file("db"), .threads = 4, .replay = Replay::on_recovery});
+  Runtime runtime(
+      {.database = test::database(dir, "db"), .threads = 4, .replay = Replay::on_recovery});
   std::atomic<bool> napper_woke{false};
   std::atomic<bool> woke_before_fanout_ended{false};
   runtime.add(Workflow("fanout", [&](Step& step, const json&) -> json {

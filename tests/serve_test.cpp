@@ -74,8 +74,11 @@ TEST_CASE(
   CHECK(run.invocations == 4);
 }
 
-TEST_CASE("stop() before serve() makes it return at once, and a second serve() is refused") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "stop() before serve() makes it return at once, and a second serve() is refused (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.stop();
   runtime.serve();  // returns
   std::atomic<bool> second_refused{false};
@@ -91,10 +94,13 @@ TEST_CASE("stop() before serve() makes it return at once, and a second serve() i
   CHECK(second_refused);
 }
 
-TEST_CASE("a serving runtime executes runs another runtime wrote, within its poll interval") {
+TEST_CASE(
+    "a serving runtime executes runs another runtime wrote, within its poll interval (on each "
+    "store)") {
   test::TempDir dir;
-  Runtime worker({.database = dir.file("db"), .poll_interval = 50ms});
-  Runtime other({.database = dir.file("db")});
+  const std::string db = test::database(dir, "db");
+  Runtime worker({.database = db, .poll_interval = 50ms});
+  Runtime other({.database = db});
   for (Runtime* r : {&worker, &other}) {
     r->add(Workflow(
         "w", [](Step& step, const json&) -> json { return step.run("a", [] { return 7; }); }));
@@ -219,9 +225,14 @@ TEST_CASE("retry from another runtime requeues a failed run for the serving one 
   CHECK(wait_for(operator_view, id, Status::completed).output == "up");
 }
 
-TEST_CASE("log lines are JSON with run id, correlation id, workflow and step, at the set level") {
+TEST_CASE(
+    "log lines are JSON with run id, correlation id, workflow and step, at the set level (on each "
+    "store)") {
+  test::TempDir dir;
   Lines lines;
-  Runtime runtime({.database = ":memory:", .log_level = LogLevel::debug, .log_sink = lines.sink()});
+  Runtime runtime({.database = test::database(dir, "db"),
+                   .log_level = LogLevel::debug,
+                   .log_sink = lines.sink()});
   auto calls = std::make_shared<int>(0);
   runtime.add(Workflow("logged", [calls](Step& step, const json&) -> json {
     step.run("a", [] { return 1; });
@@ -264,7 +275,8 @@ TEST_CASE("log lines are JSON with run id, correlation id, workflow and step, at
   CHECK(counters.retries == 1);
 
   Lines quiet;
-  Runtime warn_only({.database = ":memory:", .log_sink = quiet.sink()});  // default: warn
+  Runtime warn_only(
+      {.database = test::database(dir, "warn.db"), .log_sink = quiet.sink()});  // default: warn
   warn_only.add(Workflow(
       "fine", [](Step& step, const json&) -> json { return step.run("a", [] { return 1; }); }));
   warn_only.start("fine");
@@ -273,13 +285,16 @@ TEST_CASE("log lines are JSON with run id, correlation id, workflow and step, at
   CHECK(warn_only.counters().runs_completed == 1);
 }
 
-TEST_CASE("backlog signals: pending depth and the oldest pending age cross their thresholds") {
+TEST_CASE(
+    "backlog signals: pending depth and the oldest pending age cross their thresholds (on each "
+    "store)") {
   test::TempDir dir;
+  const std::string db = test::database(dir, "db");
   Lines lines;
   // The runs are of a workflow this runtime does not have: they stay due and unclaimed.
-  Runtime producer({.database = dir.file("db")});
+  Runtime producer({.database = db});
   producer.add(Workflow("queued", [](Step&, const json&) -> json { return 1; }));
-  Runtime worker({.database = dir.file("db"),
+  Runtime worker({.database = db,
                   .poll_interval = 20ms,
                   .log_level = LogLevel::info,
                   .log_sink = lines.sink(),
@@ -322,9 +337,12 @@ TEST_CASE("a workflow at its concurrency limit still takes over a run whose leas
   CHECK(runtime.get(id).status == Status::completed);
 }
 
-TEST_CASE("a notify while serve() tears down does not post to its destroyed io_context") {
+TEST_CASE(
+    "a notify while serve() tears down does not post to its destroyed io_context (on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db");  // one for the runtimes, one at a time
   for (int i = 0; i < 100; ++i) {
-    Runtime runtime({.database = ":memory:", .poll_interval = 1s});
+    Runtime runtime({.database = db, .poll_interval = 1s});
     std::atomic<bool> go{true};
     std::thread server([&] { runtime.serve(); });
     std::thread pester([&] {
@@ -336,9 +354,9 @@ TEST_CASE("a notify while serve() tears down does not post to its destroyed io_c
   }
 }
 
-TEST_CASE("stop() does not wait out a run's resident sleep") {
+TEST_CASE("stop() does not wait out a run's resident sleep (on each store)") {
   test::TempDir dir;
-  Runtime runtime({.database = dir.file("db"),
+  Runtime runtime({.database = test::database(dir, "db"),
                    .replay = Replay::on_recovery,
                    .resident_sleep = 10s,
                    .poll_interval = 50ms,

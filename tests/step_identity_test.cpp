@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -29,8 +30,10 @@ void from_json(const json& j, Receipt& r) {
 }
 }  // namespace shop
 
-TEST_CASE("a step id used again in a loop gets the keys id, id#2, id#3 in call order") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "a step id used again in a loop gets the keys id, id#2, id#3 in call order (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("loop", [](Step& step, const json&) -> json {
     int sum = 0;
     for (int i = 1; i <= 3; ++i) sum += step.run("add", [i] { return i * 10; });
@@ -46,36 +49,42 @@ TEST_CASE("a step id used again in a loop gets the keys id, id#2, id#3 in call o
   CHECK(keys == std::vector<std::string>{"add", "add#2", "add#3", "other", "add#4"});
 }
 
-TEST_CASE("steps are matched by id, not position: a step added before journaled ones runs") {
+TEST_CASE(
+    "steps are matched by id, not position: a step added before journaled ones runs (on each "
+    "store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  const std::string id = test::run_before_restart(
-      dir.file("deploy.db"), clock, Workflow("flow", [](Step& step, const json&) -> json {
-        step.run("a", [] { return 1; });
-        step.sleep("pause", 1h);
-        return step.run("b", [] { return 2; });
-      }));
+  const std::string db = test::database(dir, "deploy.db");
+  const std::string id =
+      test::run_before_restart(db, clock, Workflow("flow", [](Step& step, const json&) -> json {
+                                 step.run("a", [] { return 1; });
+                                 step.sleep("pause", 1h);
+                                 return step.run("b", [] { return 2; });
+                               }));
   // A deploy inserts a step before the journaled ones and drops the sleep.
   int a_bodies = 0;
-  auto runtime = test::restart_with(dir.file("deploy.db"), clock,
-                                    Workflow("flow", [&](Step& step, const json&) -> json {
-                                      const int inserted = step.run("new", [] { return 100; });
-                                      const int a = step.run("a", [&] {
-                                        ++a_bodies;
-                                        return -1;
-                                      });
-                                      return inserted + a + step.run("b", [] { return 2; });
-                                    }));
+  auto runtime =
+      test::restart_with(db, clock, Workflow("flow", [&](Step& step, const json&) -> json {
+                           const int inserted = step.run("new", [] { return 100; });
+                           const int a = step.run("a", [&] {
+                             ++a_bodies;
+                             return -1;
+                           });
+                           return inserted + a + step.run("b", [] { return 2; });
+                         }));
   clock.advance(2h);
   runtime->run_until_idle();
   CHECK(a_bodies == 0);
   CHECK(runtime->get(id).output == 103);
 }
 
-TEST_CASE("a step id with a reserved character fails the run with a clear message") {
+TEST_CASE(
+    "a step id with a reserved character fails the run with a clear message (on each store)") {
+  test::TempDir dir;
+  int round = 0;
   for (const std::string& bad : std::vector<std::string>{"a/b", "a#2", "x[0]", "", "tab\there"}) {
     CAPTURE(bad);
-    Runtime runtime({.database = ":memory:"});
+    Runtime runtime({.database = test::database(dir, "db" + std::to_string(++round))});
     runtime.add(Workflow("bad-id", [bad](Step& step, const json&) -> json {
       step.run(bad, [] {});
       return nullptr;
@@ -99,22 +108,24 @@ TEST_CASE("a step id with a reserved character fails the run with a clear messag
   }
 }
 
-TEST_CASE("a journaled id reached with another kind fails the run with NonDeterminism") {
+TEST_CASE(
+    "a journaled id reached with another kind fails the run with NonDeterminism (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  const std::string id = test::run_before_restart(
-      dir.file("kind.db"), clock, Workflow("flow", [](Step& step, const json&) -> json {
-        step.sleep("wait", 1h);
-        return nullptr;
-      }));
+  const std::string db = test::database(dir, "kind.db");
+  const std::string id =
+      test::run_before_restart(db, clock, Workflow("flow", [](Step& step, const json&) -> json {
+                                 step.sleep("wait", 1h);
+                                 return nullptr;
+                               }));
   clock.advance(2h);
   int line = 0;
-  auto runtime = test::restart_with(dir.file("kind.db"), clock,
-                                    Workflow("flow", [&line](Step& step, const json&) -> json {
-                                      line = __LINE__ + 1;
-                                      step.run("wait", [] { return 1; });
-                                      return nullptr;
-                                    }));
+  auto runtime =
+      test::restart_with(db, clock, Workflow("flow", [&line](Step& step, const json&) -> json {
+                           line = __LINE__ + 1;
+                           step.run("wait", [] { return 1; });
+                           return nullptr;
+                         }));
   runtime->run_until_idle();
   const RunInfo run = runtime->get(id);
   // The message names where the diverging call is.
@@ -128,8 +139,9 @@ TEST_CASE("a journaled id reached with another kind fails the run with NonDeterm
   CHECK(run.error->message.find("step.run") != std::string::npos);
 }
 
-TEST_CASE("typed workflows take and return user types through to_json/from_json") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("typed workflows take and return user types through to_json/from_json (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("checkout", [](Step& step, const shop::Order& order) {
     const shop::Receipt receipt = step.run("charge", [&] {
       return shop::Receipt{"r-" + order.sku, order.quantity * 5};
@@ -149,8 +161,11 @@ TEST_CASE("typed workflows take and return user types through to_json/from_json"
   CHECK(voided == 4);
 }
 
-TEST_CASE("an input that does not convert to the typed workflow's input is refused by start") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "an input that does not convert to the typed workflow's input is refused by start (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("checkout", [](Step&, const shop::Order& order) { return order.quantity; }));
   CHECK_THROWS_WITH_AS(
       runtime.start("checkout", {{"sku", "mug"}}),
@@ -162,9 +177,11 @@ TEST_CASE("an input that does not convert to the typed workflow's input is refus
   CHECK(runtime.list().empty());
 }
 
-TEST_CASE("a run queued without the code at hand fails with InvalidInput on its first invocation") {
+TEST_CASE(
+    "a run queued without the code at hand fails with InvalidInput on its first invocation (on "
+    "each store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db");
+  const std::string db = test::database(dir, "db");
   std::string id;
   {  // A process that queues runs, with an untyped stand-in for the workflow.
     Runtime queue({.database = db});
@@ -181,22 +198,25 @@ TEST_CASE("a run queued without the code at hand fails with InvalidInput on its 
   CHECK(run.error->message.find("the field 'quantity' is missing") != std::string::npos);
 }
 
-TEST_CASE("a journaled value that no longer converts to the step's type names step and types") {
+TEST_CASE(
+    "a journaled value that no longer converts to the step's type names step and types (on each "
+    "store)") {
   test::TempDir dir;
   test::ManualClock clock;
-  const std::string id = test::run_before_restart(
-      dir.file("types.db"), clock, Workflow("flow", [](Step& step, const json&) -> json {
-        step.run("fetch", [] { return std::string("forty-two"); });
-        step.sleep("pause", 1h);
-        return nullptr;
-      }));
+  const std::string db = test::database(dir, "types.db");
+  const std::string id =
+      test::run_before_restart(db, clock, Workflow("flow", [](Step& step, const json&) -> json {
+                                 step.run("fetch", [] { return std::string("forty-two"); });
+                                 step.sleep("pause", 1h);
+                                 return nullptr;
+                               }));
   clock.advance(2h);
-  auto runtime = test::restart_with(dir.file("types.db"), clock,
-                                    Workflow("flow", [](Step& step, const json&) -> json {
-                                      const int n = step.run("fetch", [] { return 42; });
-                                      step.sleep("pause", 1h);
-                                      return n;
-                                    }));
+  auto runtime =
+      test::restart_with(db, clock, Workflow("flow", [](Step& step, const json&) -> json {
+                           const int n = step.run("fetch", [] { return 42; });
+                           step.sleep("pause", 1h);
+                           return n;
+                         }));
   runtime->run_until_idle();
   const RunInfo run = runtime->get(id);
   CHECK(run.status == Status::failed);
@@ -206,8 +226,11 @@ TEST_CASE("a journaled value that no longer converts to the step's type names st
   CHECK(run.error->message.find("does not convert to the step's type int") != std::string::npos);
 }
 
-TEST_CASE("a step tool called inside a step body fails the step at once, naming the call") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "a step tool called inside a step body fails the step at once, naming the call (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("nested", [](Step& step, const json&) -> json {
     step.run("outer", [&] { step.sleep("inner-nap", std::chrono::seconds(1)); });
     return nullptr;
@@ -224,8 +247,11 @@ TEST_CASE("a step tool called inside a step body fails the step at once, naming 
             "; call it from the workflow function, between steps");
 }
 
-TEST_CASE("a step body returning a string literal or string_view gives back a std::string") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "a step body returning a string literal or string_view gives back a std::string (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("text", [](Step& step, const json&) -> json {
     const std::string a = step.run("literal", [] { return "hello"; });
     const std::string b = step.run("view", [] { return std::string_view("world"); });

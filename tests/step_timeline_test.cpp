@@ -13,6 +13,7 @@
 
 #include "admin.hpp"
 #include "durations.hpp"
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -40,9 +41,9 @@ std::size_t most_at_once(const std::vector<Span>& spans) {
 
 }  // namespace
 
-TEST_CASE("each parallel item's journal entry records its own start and end") {
+TEST_CASE("each parallel item's journal entry records its own start and end (on each store)") {
   test::TempDir dir;
-  RuntimeOptions opts = test::quiet(dir.file("timeline.db"));
+  RuntimeOptions opts = test::quiet(test::database(dir, "timeline.db"));
   opts.threads = 2;
   Runtime runtime(opts);
   std::mutex mutex;

@@ -14,6 +14,7 @@
 #include "scratch_mount.hpp"
 #include "sqlite_schema.hpp"
 #include "sqlite_store.hpp"
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -176,10 +177,11 @@ TEST_CASE("Durability::full syncs every commit and normal does not") {
   CHECK(runtime.get(id).status == Status::completed);
 }
 
-TEST_CASE("two runtimes on one file see each other's runs") {
+TEST_CASE("two runtimes on one file see each other's runs (on each store)") {
   test::TempDir dir;
-  Runtime a({.database = dir.file("shared.db")});
-  Runtime b({.database = dir.file("shared.db")});
+  const std::string db = test::database(dir, "shared.db");
+  Runtime a({.database = db});
+  Runtime b({.database = db});
   a.add(trivial());
   b.add(trivial());
   const std::string id = a.start("trivial");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -21,8 +22,10 @@ void to_json(json& j, const Lookup& l) { j = json{{"name", l.name}}; }
 void from_json(const json& j, Lookup& l) { j.at("name").get_to(l.name); }
 }  // namespace
 
-TEST_CASE("std::optional step results round-trip through the journal, empty and not") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "std::optional step results round-trip through the journal, empty and not (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   std::vector<std::string> seen;  // what each invocation got back, replays included
   int bodies = 0;
   runtime.add(Workflow("optional", [&](Step& step, const json&) -> json {
@@ -53,8 +56,9 @@ TEST_CASE("std::optional step results round-trip through the journal, empty and 
   CHECK(runtime.steps(id).at(1).output == 42);
 }
 
-TEST_CASE("a workflow's input and output may be std::optional") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("a workflow's input and output may be std::optional (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("maybe", [](Step&, const std::optional<int>& n) -> std::optional<int> {
     if (!n) return std::nullopt;
     return *n * 2;
@@ -67,8 +71,9 @@ TEST_CASE("a workflow's input and output may be std::optional") {
   CHECK_THROWS_AS(runtime.start("maybe", "text"), InvalidInput);
 }
 
-TEST_CASE("a workflow may take no input, and refuses one given") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("a workflow may take no input, and refuses one given (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int runs = 0;
   runtime.add(Workflow("nightly", [&](Step& step) {
     ++runs;
@@ -92,8 +97,9 @@ TEST_CASE("a workflow may take no input, and refuses one given") {
   CHECK(runtime.list({}).size() == 2);  // the refused start stored nothing
 }
 
-TEST_CASE("a workflow with no input and no result") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE("a workflow with no input and no result (on each store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   int calls = 0;
   runtime.add(Workflow("tick", [&](Step& step) { step.run("count", [&] { ++calls; }); }));
   const std::string id = runtime.start("tick");
@@ -103,8 +109,11 @@ TEST_CASE("a workflow with no input and no result") {
   CHECK(calls == 1);
 }
 
-TEST_CASE("a workflow may take its json input by rvalue and return a view into its input") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "a workflow may take its json input by rvalue and return a view into its input (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(Workflow("take", [](Step&, json&& in) -> json { return std::move(in["x"]); }));
   runtime.add(Workflow("view", [](Step&, const std::string& text) -> std::string_view {
     return std::string_view(text).substr(0, 5);  // valid while the decoded input lives

@@ -165,9 +165,10 @@ TEST_CASE("20 random kill -9s of a serving process during 100 runs lose no run (
 }
 
 TEST_CASE(
-    "SIGTERM stops a serving process gracefully: the running body finishes, the run goes on") {
+    "SIGTERM stops a serving process gracefully: the running body finishes, the run goes on (on "
+    "each store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db"), log = dir.file("bodies");
+  const std::string db = test::database(dir, "db"), log = dir.file("bodies");
   auto runtime = client(db, log);
   const std::string id = runtime->start("slow");
   const pid_t worker = spawn_worker(db, log);
@@ -196,9 +197,9 @@ TEST_CASE(
   CHECK(first_bodies == 1);
 }
 
-TEST_CASE("a second SIGTERM during a graceful stop exits at once") {
+TEST_CASE("a second SIGTERM during a graceful stop exits at once (on each store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db"), log = dir.file("bodies");
+  const std::string db = test::database(dir, "db"), log = dir.file("bodies");
   auto runtime = client(db, log);
   const std::string id = runtime->start("slow");
   const pid_t worker = spawn_worker(db, log);
@@ -341,9 +342,11 @@ TEST_CASE("a kill -9ed worker's run shows as orphaned, and the worker stops coun
   CHECK(run.at("orphaned") == false);
 }
 
-TEST_CASE("kill -9 mid fan-out: the items that had ended are journaled and do not run again") {
+TEST_CASE(
+    "kill -9 mid fan-out: the items that had ended are journaled and do not run again (on each "
+    "store)") {
   test::TempDir dir;
-  const std::string db = dir.file("db"), log = dir.file("bodies");
+  const std::string db = test::database(dir, "db"), log = dir.file("bodies");
   auto runtime = client(db, log);
   runtime->add(test::fanout_workflow(log));
   // Items 0-2 take 100 ms, items 3-7 1.5 s each.
