@@ -221,6 +221,8 @@ class PgWorkWatch final : public WorkWatch {
 
 }  // namespace
 
+std::string shown_postgres_uri(const std::string& uri) { return pg::mask_password(uri); }
+
 std::unique_ptr<WorkWatch> open_postgres_work_watch(const std::string& uri) {
   return std::make_unique<PgWorkWatch>(pg::connect(uri));
 }

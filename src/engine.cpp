@@ -12,6 +12,8 @@
 
 namespace durable::detail {
 
+std::string Host::new_id() { return detail::new_id(); }
+
 namespace {
 
 constexpr std::string_view kSwallowed =
@@ -651,7 +653,8 @@ void Invocation::send_event(std::string_view id, std::string_view event, json da
   JournalEntry send = new_entry(match, id, StepKind::send);
   send.state = StepState::completed;
   // The store publishes the event in the transaction that journals this entry: exactly once.
-  send.output = {{"id", new_id()}, {"name", event}, {"data", std::move(data)}, {"time", now_ms_}};
+  send.output = {
+      {"id", host_->new_id()}, {"name", event}, {"data", std::move(data)}, {"time", now_ms_}};
   Outcome outcome;
   outcome.kind = Outcome::Kind::step_done;
   outcome.reason = step_label(send.key) + " sent event '" + std::string(event) + "'";
@@ -677,7 +680,7 @@ json Invocation::invoke(std::string_view id, std::string_view workflow, json inp
     call.state = StepState::waiting;
     call.attempts = is_new ? 1 : entry->attempts + 1;
     // The store creates the child in the transaction that journals this entry: exactly once.
-    const std::string child = new_id();
+    const std::string child = host_->new_id();
     call.output = {{"run", child}, {"workflow", workflow}, {"input", std::move(input)}};
     wait_on(call, "waiting for child run " + child + " of '" + std::string(workflow) + "'",
             EntryWrite{std::move(call), is_new});

@@ -101,6 +101,10 @@ class Host {
   virtual std::int64_t event_horizon() = 0;
   /// Throws Error unless a run of `workflow` with this input can be started (step.invoke).
   virtual void check_child(std::string_view workflow, const json& input) = 0;
+  /// The id of a new child run (step.invoke) or sent event (step.send_event): a random one
+  /// (detail::new_id); a scripted test gives its own, so its journals come out the same each
+  /// time.
+  virtual std::string new_id();
   /// Runs a step body (attempt 1, 2, ...) and returns its result; the test kit replaces the
   /// body here (mocks, injected failures) and records which bodies ran.
   virtual json call_body(const std::string& /*key*/, int /*attempt*/, const Body& body) {

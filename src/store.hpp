@@ -272,6 +272,8 @@ std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path);
 /// read-only, and the schema is neither created nor migrated.
 std::unique_ptr<Store> open_postgres_store(const std::string& uri, Durability durability,
                                            Access access);
+/// A PostgreSQL URI with its password masked (postgres/pg_connection.hpp).
+std::string shown_postgres_uri(const std::string& uri);
 
 /// Tells a worker that another process, on this host or another, made runs due (started,
 /// woken, retried), so that it claims them at once instead of at its next poll.

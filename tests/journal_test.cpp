@@ -38,7 +38,9 @@ struct ScriptedHost final : Host {
   std::int64_t now_ms() override { return now; }
   std::int64_t event_horizon() override { return 0; }
   void check_child(std::string_view, const durable::json&) override {}
+  std::string new_id() override { return "id-" + std::to_string(++ids); }
   std::int64_t now = 1000;
+  int ids = 0;
 };
 
 Outcome invoke(RunState& run, const Workflow& wf, std::int64_t now_ms = 1000) {
@@ -46,6 +48,17 @@ Outcome invoke(RunState& run, const Workflow& wf, std::int64_t now_ms = 1000) {
   std::mt19937_64 random(1);
   ScriptedHost host;
   return Invocation(run, wf, config, now_ms, random, host).execute();
+}
+
+// Invokes `wf` on its journal until it stops taking steps; the entries each invocation wrote.
+std::vector<std::vector<EntryWrite>> invoke_until_blocked(RunState& run, const Workflow& wf) {
+  std::vector<std::vector<EntryWrite>> written;
+  for (;;) {
+    Outcome outcome = invoke(run, wf);
+    written.push_back(outcome.entries);
+    if (outcome.kind != Outcome::Kind::step_done) return written;
+    for (EntryWrite& write : outcome.entries) run.journal.append(std::move(write.entry));
+  }
 }
 }  // namespace
 
@@ -232,4 +245,30 @@ TEST_CASE("sleep durations that cannot be a time are refused, not overflowed") {
   CHECK(outcome.kind == Outcome::Kind::failed);
   CHECK(outcome.error->message.find("not a usable duration") != std::string::npos);
   CHECK_THROWS_WITH_AS(parse_duration(".s"), doctest::Contains("'.' is not a number"), Error);
+}
+
+TEST_CASE(
+    "a sent event and a child run get their ids from the host, so a scripted journal "
+    "comes out the same each time") {
+  Workflow wf("w", [](Step& step, const json&) -> json {
+    step.send_event("tell", "order.placed", {{"order", 7}});
+    return step.invoke("child", "charge", {{"amount", 3}});
+  });
+  const auto journal_of = [&] {
+    RunState run;
+    run.id = "r1";
+    return invoke_until_blocked(run, wf);
+  };
+  const auto written = journal_of();
+  REQUIRE(written.size() == 2);
+  REQUIRE(written[0].size() == 1);
+  CHECK(written[0][0].entry.output.at("id") == "id-1");
+  REQUIRE(written[1].size() == 1);
+  CHECK(written[1][0].entry.output.at("run") == "id-1");  // a new host: its first id again
+  CHECK(written[1][0].entry.output.at("workflow") == "charge");
+  const auto again = journal_of();
+  REQUIRE(again.size() == written.size());
+  for (std::size_t i = 0; i < written.size(); ++i) {
+    CHECK(again[i][0].entry.output == written[i][0].entry.output);
+  }
 }
