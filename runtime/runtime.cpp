@@ -102,6 +102,7 @@ std::int64_t RuntimeCore::now_ms() const { return to_ms(now_()); }
 
 void RuntimeCore::add(Workflow wf) {
   if (wf.name().empty()) throw Error("a workflow needs a name");
+  check_utf8(wf.name(), "the workflow name");
   if (wf.options().retry) check_policy(*wf.options().retry, "workflow '" + wf.name() + "'");
   if (wf.options().concurrency < 0) {
     throw Error("workflow '" + wf.name() + "': concurrency must be 0 (no limit) or more, not " +
@@ -109,6 +110,7 @@ void RuntimeCore::add(Workflow wf) {
   }
   for (const std::string& event : wf.options().events) {
     if (event.empty()) throw Error("workflow '" + wf.name() + "' lists an empty event name");
+    check_utf8(event, "an event name of workflow '" + wf.name() + "'");
   }
   const std::string name = wf.name();
   const std::vector<std::string> events = wf.options().events;

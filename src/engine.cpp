@@ -605,6 +605,7 @@ std::optional<json> Invocation::wait_for_event(std::string_view id, std::string_
   JournalEntry* entry = begin_special(id, StepKind::event, "step.wait_for_event", match);
   if (entry == nullptr) {
     if (event.empty()) throw Error("step.wait_for_event('" + std::string(id) + "') needs a name");
+    check_utf8(event, "the event name of step.wait_for_event('" + std::string(id) + "')");
     if (opts.timeout.count() < 0) {
       throw Error("step.wait_for_event('" + std::string(id) + "'): the timeout is negative");
     }
@@ -648,6 +649,7 @@ void Invocation::send_event(std::string_view id, std::string_view event, json da
   ReplayCursor::Match match;
   if (begin_special(id, StepKind::send, "step.send_event", match) != nullptr) return;  // sent
   if (event.empty()) throw Error("step.send_event('" + std::string(id) + "') needs a name");
+  check_utf8(event, "the event name of step.send_event('" + std::string(id) + "')");
   storable_text(data, "the data of step.send_event('" + std::string(id) + "')",
                 config_->max_output_bytes);
   JournalEntry send = new_entry(match, id, StepKind::send);

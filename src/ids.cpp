@@ -7,6 +7,8 @@
 #include <mutex>
 #include <random>
 
+#include "serialization.hpp"
+
 namespace durable::detail {
 
 std::string new_id() {
@@ -29,6 +31,7 @@ std::string new_id() {
 
 void check_step_id(std::string_view id) {
   if (id.empty()) throw Error("a step id must not be empty");
+  check_utf8(id, "step id");
   for (char c : id) {
     const char* why = nullptr;
     switch (c) {

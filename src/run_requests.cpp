@@ -12,6 +12,9 @@ namespace durable::detail {
 NewRun new_run(std::string_view workflow, const json& input, const StartOptions& opts,
                std::int64_t now_ms, std::size_t max_bytes) {
   if (workflow.empty()) throw Error("a run needs a workflow name");
+  check_utf8(workflow, "the workflow name");
+  check_utf8(opts.correlation_id, "the correlation id");
+  check_utf8(opts.idempotency_key, "the idempotency key");
   NewRun run;
   // Stored form first: it refuses a value nested too deep before anything copies it.
   run.input =
@@ -33,6 +36,7 @@ void mark_unregistered(NewRun& run) {
 NewEvent new_event(std::string_view name, const json& data, std::int64_t now_ms,
                    std::size_t max_bytes) {
   if (name.empty()) throw Error("an event needs a name");
+  check_utf8(name, "the event name");
   NewEvent event;
   event.data = storable_text(data, "the data of event '" + std::string(name) + "'", max_bytes);
   event.id = new_id();

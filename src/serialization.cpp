@@ -91,6 +91,56 @@ std::string lenient_dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+bool is_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // The second byte's range narrows for the lead bytes that could otherwise spell an overlong
+    // form (E0, F0), a surrogate (ED) or a code point past U+10FFFF (F4).
+    std::size_t length = 0;
+    unsigned char low = 0x80, high = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) {
+      length = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      length = 3;
+      if (c == 0xe0) low = 0xa0;
+      if (c == 0xed) high = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      length = 4;
+      if (c == 0xf0) low = 0x90;
+      if (c == 0xf4) high = 0x8f;
+    } else {
+      return false;
+    }
+    if (text.size() - i < length) return false;
+    const auto second = static_cast<unsigned char>(text[i + 1]);
+    if (second < low || second > high) return false;
+    for (std::size_t k = 2; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if (next < 0x80 || next > 0xbf) return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+void check_utf8(std::string_view text, std::string_view what) {
+  if (!is_utf8(text)) {
+    throw Error(std::string(what) + " is not valid UTF-8: '" + utf8_or_replaced(text) + "'");
+  }
+}
+
+std::string utf8_or_replaced(std::string_view text) {
+  if (is_utf8(text)) return std::string(text);
+  const std::string quoted =
+      json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
+  return json::parse(quoted).get<std::string>();
+}
+
 json error_to_json(const ErrorInfo& e) {
   return {
       {"type", e.type}, {"message", e.message}, {"step_id", e.step_id}, {"attempts", e.attempts}};

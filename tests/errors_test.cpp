@@ -384,8 +384,11 @@ TEST_CASE(
   CHECK(run.output.is_null());
 }
 
-TEST_CASE("error messages and outputs that are not valid UTF-8 never break the runtime") {
-  Runtime runtime({.database = ":memory:"});
+TEST_CASE(
+    "error messages and outputs that are not valid UTF-8 never break the runtime (on each "
+    "store)") {
+  test::TempDir dir;
+  Runtime runtime(test::quiet(test::database(dir, "db")));
   runtime.add(Workflow("latin1-error", [](Step& step, const json&) -> json {
     step.run("open", [] { throw NonRetryableError("no file 'caf\xe9.txt'"); });
     return nullptr;
@@ -397,11 +400,57 @@ TEST_CASE("error messages and outputs that are not valid UTF-8 never break the r
   CHECK_NOTHROW(runtime.run_until_idle());
   const RunInfo failed_step = runtime.get(error_run);
   CHECK(failed_step.status == Status::failed);
+  REQUIRE(failed_step.error.has_value());
   CHECK(failed_step.error->message.find("no file 'caf") == 0);
   const RunInfo bad_output = runtime.get(output_run);
   CHECK(bad_output.status == Status::failed);
+  REQUIRE(bad_output.error.has_value());
   CHECK(bad_output.error->message.find("returned a value that cannot be stored") !=
         std::string::npos);
   CHECK_THROWS_WITH_AS(runtime.start("latin1-output", json("caf\xe9")),
                        doctest::Contains("cannot be stored"), Error);
+}
+
+TEST_CASE(
+    "names and keys that are not valid UTF-8 are refused clearly and nothing is written (on each "
+    "store)") {
+  test::TempDir dir;
+  const std::string runtime_database = test::database(dir, "db");
+  Runtime runtime(test::quiet(runtime_database));
+  runtime.add(Workflow("noop", [](Step&, const json&) -> json { return 1; }));
+  const auto refused = [](const auto& call) {
+    CHECK_THROWS_WITH_AS(call(), doctest::Contains("is not valid UTF-8"), Error);
+  };
+  Client client(runtime_database);  // takes any workflow name, where a Runtime knows its own
+  refused([&] { client.start("caf\xe9"); });
+  refused([&] { runtime.start("noop", {}, {.correlation_id = "order-\xff"}); });
+  refused([&] { runtime.start("noop", {}, {.idempotency_key = "k\xc3"}); });
+  refused([&] { runtime.send_event("order.\xe9", {}); });
+  refused([&] { runtime.add(Workflow("caf\xe9", [](Step&, const json&) -> json { return 1; })); });
+  // A surrogate and an overlong '/', each refused as PostgreSQL would refuse them.
+  refused([&] { runtime.send_event("\xed\xa0\x80", {}); });
+  refused([&] { runtime.send_event("\xc0\xaf", {}); });
+  CHECK(runtime.list().empty());
+  CHECK(client.list().empty());
+  // Valid UTF-8 of two, three and four bytes is taken as it is.
+  const std::string id =
+      runtime.start("noop", {}, {.correlation_id = "caf\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80"});
+  CHECK(runtime.get(id).correlation_id == "caf\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80");
+  // Inside a workflow: a step id or an event name not in UTF-8 fails that run, with the reason.
+  runtime.add(Workflow("bad-step", [](Step& step, const json&) -> json {
+    return step.run("caf\xe9", [] { return 1; });
+  }));
+  runtime.add(Workflow("bad-wait", [](Step& step, const json&) -> json {
+    return step.wait_for_event("w", "order.\xe9").has_value();
+  }));
+  const std::string bad_step = runtime.start("bad-step");
+  const std::string bad_wait = runtime.start("bad-wait");
+  CHECK_NOTHROW(runtime.run_until_idle());
+  for (const std::string& run : {bad_step, bad_wait}) {
+    const RunInfo info = runtime.get(run);
+    CHECK(info.status == Status::failed);
+    REQUIRE(info.error.has_value());
+    CHECK(test::has(info.error->message, "is not valid UTF-8"));
+  }
+  CHECK(runtime.get(id).status == Status::completed);
 }

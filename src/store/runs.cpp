@@ -141,7 +141,7 @@ void SqlStore::add_history(const std::string& id, std::int64_t at, Status status
   insert.bind(1, id);
   insert.bind(2, at);
   insert.bind(3, to_string(status));
-  insert.bind(4, reason);
+  insert.bind(4, utf8_or_replaced(reason));  // a step's own error message may be any bytes
   insert.run();
 }
 
