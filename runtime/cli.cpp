@@ -477,7 +477,7 @@ int serve(const std::string& database, const Command& cmd) {
   // expects this to run their workflows: a run started here waits for a worker.
   std::cout << "durable: serving " << database << " at " << server.url()
             << " (dashboard at /, API at /v1, metrics at /metrics)\n"
-            << "durable: this serves the file only and runs no workflow code: a run started or "
+            << "durable: this serves the database only and runs no workflow code: a run started or "
                "retried here waits for a worker, a program of yours that adds its workflow to a "
                "durable::Runtime and calls Runtime::serve() (docs/runtime.md)"
             << std::endl;

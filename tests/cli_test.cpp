@@ -231,7 +231,7 @@ TEST_CASE(
   REQUIRE(eol != std::string::npos);
   const std::string first = printed.substr(0, eol), second = printed.substr(eol + 1);
   CHECK(has(first, "durable: serving " + db + " at http://127.0.0.1:"));
-  CHECK(has(second, "durable: this serves the file only and runs no workflow code"));
+  CHECK(has(second, "durable: this serves the database only and runs no workflow code"));
   CHECK(has(second, "a run started or retried here waits for a worker"));
   CHECK(has(second, "durable::Runtime and calls Runtime::serve() (docs/runtime.md)"));
   CHECK(WIFEXITED(status));
