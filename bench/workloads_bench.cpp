@@ -22,6 +22,7 @@
 // median of the per-repetition ratios. --quick shrinks everything to a smoke run (CTest runs it)
 // whose figures are not meant to be quoted.
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -241,6 +242,15 @@ int main(int argc, char** argv) {
     } else {
       dir = argv[i];
     }
+  }
+  if (!only.empty() &&
+      std::find(kOptionNames.begin(), kOptionNames.end(), only) == kOptionNames.end()) {
+    std::fprintf(stderr, "durable_workloads_bench: --only takes w0, w1-one, w1-all, w2 or w3\n");
+    return 2;
+  }
+  if (!durability.empty() && durability != "normal" && durability != "full") {
+    std::fprintf(stderr, "durable_workloads_bench: --durability takes normal or full\n");
+    return 2;
   }
   const auto wanted = [&](Workload w) {
     return only.empty() || only == kOptionNames[static_cast<std::size_t>(w)];

@@ -50,17 +50,26 @@ void use_schema(pg::PgConnection& db, Access access) {
     db.execute("SET search_path TO durable");
   }
   if (single_text(db, "SELECT current_schema()").empty()) {
-    if (access == Access::read_only && (source == "default" || source == "configuration file"))
-      fail(db, "it has no schema 'durable': no durable runtime has used this database yet");
+    if (access == Access::read_only && (source == "default" || source == "configuration file")) {
+      // current_schema() skips a schema the role may not use, as well as one that is not there.
+      if (single(db, "SELECT count(*) FROM pg_namespace WHERE nspname = 'durable'") == 0)
+        fail(db, "it has no schema 'durable': no durable runtime has used this database yet");
+      fail(db, "role '" + single_text(db, "SELECT current_user") +
+                   "' may not use the schema 'durable': GRANT USAGE ON SCHEMA durable TO it, "
+                   "and SELECT ON ALL TABLES IN SCHEMA durable to read");
+    }
     fail(db, "its search_path (" + single_text(db, "SHOW search_path") +
                  ") names no schema that exists; create it, or leave search_path out of the URI "
                  "to use the schema 'durable'");
   }
 }
 
+// By the catalog, not information_schema, which lists only the tables the role holds a
+// privilege on: a reader lacking SELECT on it would be told the table is missing.
 bool has_version_table(pg::PgConnection& db) {
-  return single(db, std::string("SELECT count(*) FROM information_schema.tables WHERE "
-                                "table_schema = current_schema() AND table_name = '") +
+  return single(db, std::string("SELECT count(*) FROM pg_class c JOIN pg_namespace n ON "
+                                "n.oid = c.relnamespace WHERE n.nspname = current_schema() AND "
+                                "c.relname = '") +
                         pg::kVersionTable + "'") > 0;
 }
 
@@ -78,14 +87,20 @@ void refuse_newer(pg::PgConnection& db, std::int64_t version) {
                "); it was left untouched. Upgrade durable to use it");
 }
 
-// A reader migrates nothing: it takes durable's tables as they are, of a version it knows.
+// A reader migrates nothing: it takes durable's tables as they are, of this build's version.
 void check_readable(pg::PgConnection& db) {
-  const std::int64_t version = schema_version(db);
-  if (version == 0) {
-    fail(db, "schema '" + single_text(db, "SELECT current_schema()") +
-                 "' holds no durable tables: no durable runtime has used it yet");
+  const std::string schema = single_text(db, "SELECT current_schema()");
+  if (!has_version_table(db)) {
+    fail(db, "schema '" + schema + "' holds no durable tables: no durable runtime has used it yet");
   }
+  const std::int64_t version = schema_version(db);
   refuse_newer(db, version);
+  if (version < pg::kPgSchemaVersion) {
+    fail(db, "schema '" + schema + "' is of schema version " + std::to_string(version) +
+                 ", older than this build's " + std::to_string(pg::kPgSchemaVersion) +
+                 "; a read-only open migrates nothing: start a worker of this build (or run a "
+                 "durable command that writes) once to migrate it");
+  }
 }
 
 // Creates or migrates the tables, one process at a time, after making sure the schema holds
@@ -106,8 +121,8 @@ void migrate(pg::PgConnection& db) {
       names += std::string(names.empty() ? "'" : ", '") + table + "'";
     const std::int64_t foreign =
         single(db,
-               "SELECT count(*) FROM information_schema.tables WHERE table_schema = "
-               "current_schema() AND table_name IN (" +
+               "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+               "WHERE n.nspname = current_schema() AND c.relname IN (" +
                    names + ")");
     if (foreign > 0) {
       fail(db, "schema '" + schema + "' holds " + std::to_string(foreign) +

@@ -5,6 +5,8 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/core/string.hpp>
 
+#include "serialization.hpp"
+
 namespace durable::ops::detail {
 
 namespace {
@@ -16,7 +18,8 @@ int hex_digit(char c) {
   return -1;
 }
 
-// %XX decoded; '+' is a space only in the query. nullopt for a '%' not followed by two hex digits.
+// %XX decoded; '+' is a space only in the query. nullopt for a '%' not followed by two hex digits,
+// and for a result that is not UTF-8 or holds a NUL: no name or id durable stores is that.
 std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {
   std::string out;
   out.reserve(text.size());
@@ -34,6 +37,7 @@ std::optional<std::string> percent_decode(std::string_view text, bool plus_is_sp
       i += 2;
     }
   }
+  if (!durable::detail::is_utf8(out)) return std::nullopt;
   return out;
 }
 

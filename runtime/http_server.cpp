@@ -160,8 +160,10 @@ std::optional<HttpResponse> refuse_header(const HttpOptions& options,
                                           HttpRequest& request) {
   request.method = std::string(to_std(header.method_string()));
   if (!detail::decode_target(to_std(header.target()), request.path, request.query)) {
-    return json_error(400, "bad_request",
-                      "the request target is not a path and query in valid percent-encoding");
+    return json_error(
+        400, "bad_request",
+        "the request target is not a path and query in valid percent-encoding of UTF-8 "
+        "text without NUL");
   }
   if (const auto foreign = detail::refuse_cross_site(options, to_std(header[http::field::host]),
                                                      to_std(header[http::field::origin]))) {

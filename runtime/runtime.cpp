@@ -43,7 +43,9 @@ std::string host_identity() {
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   char ns[128] = {};
   const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
-  return std::string(name) + " boot:" + boot + " " + (n > 0 ? std::string(ns, n) : "pid:?");
+  // Stored as text: a host name that is not UTF-8 is kept readable, not refused.
+  return utf8_or_replaced(std::string(name) + " boot:" + boot + " " +
+                          (n > 0 ? std::string(ns, n) : "pid:?"));
 }
 
 bool process_alive(const Worker& worker) {

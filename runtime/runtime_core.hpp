@@ -86,7 +86,7 @@ class RuntimeCore {
   }
 
  private:
-  // The worker loop (src/runtime_loop.cpp): admits due runs while a step thread is free, in
+  // The worker loop (runtime/runtime_loop.cpp): admits due runs while a step thread is free, in
   // claims of at most `batch`, and executes them on fibers until none is left and none is due,
   // or the deadline passed.
   std::size_t run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
@@ -220,7 +220,7 @@ class RuntimeCore {
     std::atomic<std::size_t> queued_{0};
   };
 
-  class Admission;  // the worker loop's claims (src/runtime_loop.cpp)
+  class Admission;  // the worker loop's claims (runtime/runtime_loop.cpp)
 
   // Journal entries written from the step threads (a parallel body that ended, a nested step):
   // those that arrive while a transaction is in flight go together in the next one.
@@ -272,7 +272,7 @@ class RuntimeCore {
   std::unique_ptr<StepPool> pool_;  // step threads, from the first run executed
   std::once_flag heartbeat_started_;
   std::thread heartbeat_;
-  std::thread watcher_;  // WorkWatch: wakes the loops when another process made work due
+  std::thread watcher_;         // WorkWatch: wakes the loops when another process made work due
   std::mutex heartbeat_mutex_;  // guards stopping_
   std::condition_variable heartbeat_wake_;
   bool stopping_ = false;

@@ -45,6 +45,7 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
   row.input = storable_text(input, label + ": the input", options_.max_output_bytes);
   wf->check_input(input);
   const std::int64_t now = now_ms();
+  check_utf8(when.id, label + ": the schedule id");
   row.id = when.id.empty() ? new_id() : when.id;
   row.workflow = std::string(workflow);
   row.every_ms = when.every.count();

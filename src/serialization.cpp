@@ -95,6 +95,7 @@ bool is_utf8(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size()) {
     const auto c = static_cast<unsigned char>(text[i]);
+    if (c == 0) return false;  // U+0000: PostgreSQL's text cannot hold it
     if (c < 0x80) {
       ++i;
       continue;
@@ -130,7 +131,10 @@ bool is_utf8(std::string_view text) {
 
 void check_utf8(std::string_view text, std::string_view what) {
   if (!is_utf8(text)) {
-    throw Error(std::string(what) + " is not valid UTF-8: '" + utf8_or_replaced(text) + "'");
+    throw Error(std::string(what) + " is not valid UTF-8 or holds a NUL byte: '" +
+                utf8_or_replaced(text) +
+                "' (shown with U+FFFD for each such byte); convert it to UTF-8 (from Latin-1, "
+                "say) before passing it to durable");
   }
 }
 
@@ -138,7 +142,17 @@ std::string utf8_or_replaced(std::string_view text) {
   if (is_utf8(text)) return std::string(text);
   const std::string quoted =
       json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
-  return json::parse(quoted).get<std::string>();
+  std::string replaced = json::parse(quoted).get<std::string>();
+  std::string out;
+  out.reserve(replaced.size());
+  for (const char c : replaced) {
+    if (c == '\0') {
+      out += "\xef\xbf\xbd";  // U+FFFD
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 json error_to_json(const ErrorInfo& e) {

@@ -42,15 +42,16 @@ std::string storable_text(const json& value, const std::string& what, std::size_
 /// carry any bytes), not for step results.
 std::string lenient_dump(const json& value);
 
-/// Whether `text` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF):
-/// text every store holds as it is. SQLite keeps any bytes; PostgreSQL refuses the rest.
+/// Whether `text` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF)
+/// without a NUL: text every store holds as it is. SQLite keeps any bytes; PostgreSQL refuses
+/// the rest.
 bool is_utf8(std::string_view text);
-/// Throws Error saying "`what` is not valid UTF-8" unless it is: names and keys that find
+/// Throws Error saying "`what` is not valid UTF-8 ..." unless is_utf8(): names and keys that find
 /// things again (a workflow, a step id, an event, a correlation id, an idempotency key), which
 /// must not be changed to fit.
 void check_utf8(std::string_view text, std::string_view what);
-/// `text` as it is when valid UTF-8, else with each invalid byte replaced by U+FFFD: free text
-/// (a reason in a run's history), kept readable on every store.
+/// `text` as it is when is_utf8(), else with each invalid byte (and NUL) replaced by U+FFFD: free
+/// text (a reason in a run's history), kept readable on every store.
 std::string utf8_or_replaced(std::string_view text);
 
 /// An ErrorInfo as JSON {"type", "message", "step_id", "attempts"}, as the store keeps it and

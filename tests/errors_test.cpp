@@ -430,6 +430,16 @@ TEST_CASE(
   // A surrogate and an overlong '/', each refused as PostgreSQL would refuse them.
   refused([&] { runtime.send_event("\xed\xa0\x80", {}); });
   refused([&] { runtime.send_event("\xc0\xaf", {}); });
+  refused([&] { runtime.send_event(std::string("order\0placed", 12), {}); });  // NUL
+  refused([&] {
+    runtime.schedule("noop", {}, {.id = "nightly-\xff", .every = std::chrono::hours(1)});
+  });
+  // Looking up such a key finds nothing, on either store, rather than failing.
+  CHECK_THROWS_AS(runtime.get("\xff\xfe"), NotFound);
+  CHECK_THROWS_AS(runtime.cancel(std::string("a\0b", 3)), NotFound);
+  CHECK_THROWS_AS(client.retry("caf\xe9"), NotFound);
+  CHECK(runtime.list({.workflow = "caf\xe9"}).empty());
+  CHECK_THROWS_AS(runtime.unschedule("nightly-\xff"), NotFound);
   CHECK(runtime.list().empty());
   CHECK(client.list().empty());
   // Valid UTF-8 of two, three and four bytes is taken as it is.
@@ -453,4 +463,17 @@ TEST_CASE(
     CHECK(test::has(info.error->message, "is not valid UTF-8"));
   }
   CHECK(runtime.get(id).status == Status::completed);
+  // A cancel's reason is free text: kept, with such bytes replaced.
+  runtime.add(Workflow("waits", [](Step& step, const json&) -> json {
+    return step.wait_for_event("w", "never").has_value();
+  }));
+  const std::string waiting = runtime.start("waits");
+  runtime.run_until_idle();
+  runtime.cancel(waiting, std::string("caf\xe9 \0closed", 12));
+  const RunInfo cancelled = runtime.get(waiting);
+  CHECK(cancelled.status == Status::cancelled);
+  REQUIRE_FALSE(cancelled.history.empty());
+  CHECK(cancelled.history.back().reason ==
+        "cancelled: caf\xef\xbf\xbd \xef\xbf\xbd"
+        "closed");
 }

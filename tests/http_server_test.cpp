@@ -203,7 +203,14 @@ TEST_CASE("http server: decodes the path and the query") {
   CHECK(seen["query"] ==
         nlohmann::json{{"status", "done"}, {"workflow", "sign up!"}, {"x", "2"}, {"flag", ""}});
 
-  for (const char* target : {"/v1/%zz", "/v1/%4", "/v1/%", "/v1?a=%G1", "http://host/v1"}) {
+  // UTF-8 decodes as it is; bytes that are not UTF-8, and NUL, name nothing durable stores.
+  const Response accented = client.exchange(get("/v1/runs/caf%C3%A9?workflow=%E2%82%AC"));
+  REQUIRE(accented.result_int() == 200);
+  CHECK(json_of(accented)["path"] == "/v1/runs/caf\xc3\xa9");
+  CHECK(json_of(accented)["query"] == nlohmann::json{{"workflow", "\xe2\x82\xac"}});
+  for (const char* target :
+       {"/v1/%zz", "/v1/%4", "/v1/%", "/v1?a=%G1", "http://host/v1", "/v1/runs/%FF",
+        "/v1/runs?workflow=caf%E9", "/v1/schedules/a%00b", "/v1/runs/%ED%A0%80"}) {
     CAPTURE(target);
     const Response bad = client.exchange(get(target));
     CHECK(bad.result_int() == 400);

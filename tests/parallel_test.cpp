@@ -119,9 +119,10 @@ TEST_CASE("started steps run at the same time on the step threads (on each store
 TEST_CASE(
     "ids follow call order, not completion order, however the bodies finish (on each store)") {
   test::TempDir dir;
+  const std::string db = test::database(dir, "db");  // each round checks its own run only
   for (int round = 0; round < 20; ++round) {
     CAPTURE(round);
-    Runtime runtime({.database = test::database(dir, "db" + std::to_string(round)), .threads = 4});
+    Runtime runtime({.database = db, .threads = 4});
     runtime.add(Workflow("reverse", [](Step& step, const json&) -> json {
       std::vector<Future<int>> futures;
       for (int i = 0; i < 4; ++i) {

@@ -106,6 +106,7 @@ std::string SqlStore::insert_run(const NewRun& run) {
 }
 
 bool SqlStore::run_exists(const std::string& id) {
+  if (!findable(id)) return false;
   sql::Query query(db(), "SELECT 1 FROM runs WHERE id = ?");
   query.bind(1, id);
   return query.next();
@@ -128,6 +129,7 @@ void SqlStore::lock(const std::string& key) {
 }
 
 std::optional<Status> SqlStore::locked_status(const std::string& id) {
+  if (!findable(id)) return std::nullopt;
   sql::Query query(db(),
                    "SELECT status FROM runs WHERE id = ?" + std::string(db().dialect().lock_row));
   query.bind(1, id);
@@ -172,7 +174,7 @@ RunInfo SqlStore::read_run(sql::Query& q) {
   info.parent_id = q.text(11);
   if (info.status == Status::running) {
     // Who holds it: "HOST:PID" of its owner, the host name being the part of the worker's host
-    // identity (host_identity() in runtime.cpp) before the first space. due_at is the lease
+    // identity (host_identity() in runtime/runtime.cpp) before the first space. due_at is the lease
     // expiry while running; the owner's row may be gone (pruned by an older durable), and the
     // run still held until then.
     if (!q.is_null(12)) {
@@ -186,6 +188,7 @@ RunInfo SqlStore::read_run(sql::Query& q) {
 
 std::optional<RunInfo> SqlStore::get_run(const std::string& id, bool with_history) {
   return guarded([&]() -> std::optional<RunInfo> {
+    if (!findable(id)) return std::nullopt;
     sql::Query query(db(), run_columns() + " WHERE r.id = ?");
     query.bind(1, id);
     if (!query.next()) return std::nullopt;
@@ -205,6 +208,9 @@ std::optional<RunInfo> SqlStore::get_run(const std::string& id, bool with_histor
 
 std::vector<RunInfo> SqlStore::list_runs(const RunFilter& filter) {
   return guarded([&] {
+    if (!findable(filter.workflow) || !findable(filter.correlation_id)) {
+      return std::vector<RunInfo>{};
+    }
     std::string sql = run_columns() + " WHERE true";
     if (filter.status) sql += " AND r.status = ?";
     if (!filter.workflow.empty()) sql += " AND r.workflow = ?";

@@ -75,6 +75,7 @@ bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
 
 bool SqlStore::remove_schedule(const std::string& id) {
   return guarded([&] {
+    if (!findable(id)) return false;
     sql::Query remove(db(), "DELETE FROM schedules WHERE id = ?");
     remove.bind(1, id);
     return remove.run() > 0;

@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "serialization.hpp"
 #include "store.hpp"
 #include "store/sql.hpp"
 
@@ -120,6 +121,10 @@ class SqlStore : public Store {
   // runs.cpp
   std::string insert_run(const NewRun& run);
   bool run_exists(const std::string& id);
+  /// Whether a key (a run id, a filter, a schedule id) could be in the store at all: one that
+  /// is not is_utf8() was never written, and PostgreSQL would refuse to compare it, so a lookup
+  /// of it finds nothing on either store.
+  static bool findable(std::string_view key) { return is_utf8(key); }
   void add_history(const std::string& id, std::int64_t at, Status status,
                    const std::string& reason);
   RunInfo read_run(sql::Query& query);

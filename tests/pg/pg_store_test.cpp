@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "pg_schema.hpp"
 #include "pg_support.hpp"
 #include "store.hpp"
 #include "support.hpp"
@@ -308,6 +309,26 @@ TEST_CASE(
   const auto [refused, said] = test::shell(as_reader(empty) + "runs");
   CHECK(refused != 0);
   CHECK(test::has(said, "no durable runtime has used this database yet"));
+  // A role that may not use the schema is told which grant it lacks, not that nothing is there.
+  const std::string stranger = "stranger_" + detail::new_id();
+  admin->execute("CREATE ROLE " + stranger + " LOGIN");
+  const auto [unused, told] =
+      test::shell(std::string(DURABLE_CLI) + " --db '" + uri + "?user=" + stranger + "' runs");
+  CHECK(unused != 0);
+  CHECK(test::has(told, "may not use the schema 'durable': GRANT USAGE ON SCHEMA durable"));
+  // A schema of another version is read by no reader: older ones are migrated by a writer
+  // first, newer ones by a newer durable.
+  admin->execute("UPDATE durable.durable_schema_version SET version = 0");
+  const auto [older, said_older] = test::shell(cli + "runs");
+  CHECK(older != 0);
+  CHECK(test::has(said_older, "older than this build's"));
+  admin->execute("UPDATE durable.durable_schema_version SET version = 99");
+  const auto [newer, said_newer] = test::shell(cli + "runs");
+  CHECK(newer != 0);
+  CHECK(test::has(said_newer, "written by a newer durable"));
+  admin->execute("UPDATE durable.durable_schema_version SET version = " +
+                 std::to_string(detail::pg::kPgSchemaVersion));
+  CHECK(test::shell(cli + "runs").first == 0);
   auto check = detail::pg::connect(empty);
   detail::sql::Query schemas(*check, "SELECT count(*) FROM pg_namespace WHERE nspname = 'durable'");
   REQUIRE(schemas.next());
