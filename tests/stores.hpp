@@ -6,7 +6,9 @@
 // test checks both stores; no copy of it is kept for either.
 
 #include <cstdlib>
+#include <exception>
 #include <string>
+#include <vector>
 
 #include "ids.hpp"
 #include "pg_connection.hpp"
@@ -31,10 +33,35 @@ inline std::string pg_uri() {
 /// Whether this run of the tests is against PostgreSQL.
 inline bool on_postgres() { return !pg_uri().empty(); }
 
-/// A new, empty database on the cluster; its URI.
+/// Drops, when the test process ends, the databases it made: a suite run makes hundreds, each a
+/// copy of the template, and the cluster's disk is the machine's.
+class MadeDatabases {
+ public:
+  static MadeDatabases& instance() {
+    static MadeDatabases made;
+    return made;
+  }
+  void add(std::string name) { names_.push_back(std::move(name)); }
+  ~MadeDatabases() {
+    for (const std::string& name : names_) {
+      try {
+        detail::pg::connect(pg_uri())->execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+      } catch (const std::exception&) {
+        // The cluster is gone already (stopped, or restarted by the test): nothing to free.
+      }
+    }
+  }
+
+ private:
+  std::vector<std::string> names_;
+};
+
+/// A new, empty database on the cluster, dropped when the test process ends; its URI.
 inline std::string fresh_pg_database() {
+  MadeDatabases& made = MadeDatabases::instance();  // made first, so destroyed after its users
   const std::string name = "t" + detail::new_id();
   detail::pg::connect(pg_uri())->execute("CREATE DATABASE " + name);
+  made.add(name);
   return with_database(pg_uri(), name);
 }
 

@@ -6,6 +6,8 @@
 #   tests/pg/cluster.sh start DIR PORT   make DIR (removing what a killed run left there), start
 #   tests/pg/cluster.sh restart DIR      stop the server (fast: sessions are ended) and start it
 #   tests/pg/cluster.sh stop DIR         stop the server and remove DIR; nothing to do is fine
+# PG_FSYNC: on (the default) or off, for a test about something other than the server's own
+# durability.
 # PG_LISTEN: the addresses to listen on (default 127.0.0.1), for a cluster started inside a
 # network namespace of a test's own. Roles: the superuser `postgres`, trusted on the socket and
 # from 127.0.0.1/::1 and the server's own subnets (samenet) without a password; `durable_pw`
@@ -115,7 +117,7 @@ EOF
 listen_addresses = '${PG_LISTEN:-127.0.0.1}'
 port = $port
 unix_socket_directories = '$home'
-fsync = on
+fsync = ${PG_FSYNC:-on}
 password_encryption = 'scram-sha-256'
 shared_buffers = 32MB
 max_connections = 50

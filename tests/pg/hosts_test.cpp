@@ -82,8 +82,11 @@ class Hosts {
       sh("ip -n " + host + " link set " + far + " up");
     }
     started_ = true;  // from here on, a half-started cluster is stopped at the end too
-    sh("ip netns exec " + db_ns() + " env PG_LISTEN='*' bash " + DURABLE_PG_CLUSTER_SCRIPT +
-       " start " + dir_ + "/pg " + std::to_string(DURABLE_SPARE_PG_PORT));
+    // fsync off: what is tested is who may commit, not the server's own durability, and a
+    // commit stalled behind the disk must not look like a worker gone quiet.
+    sh("ip netns exec " + db_ns() + " env PG_LISTEN='*' PG_FSYNC=off bash " +
+       DURABLE_PG_CLUSTER_SCRIPT + " start " + dir_ + "/pg " +
+       std::to_string(DURABLE_SPARE_PG_PORT));
   }
   ~Hosts() {
     for (const auto& [pid, host] : workers_) {
@@ -107,7 +110,7 @@ class Hosts {
            std::to_string(DURABLE_SPARE_PG_PORT) + "/postgres";
   }
 
-  // A serving worker on host h (durable_serve_worker with a 2 s lease), in new UTS and PID
+  // A serving worker on host h (durable_serve_worker with a 4 s lease), in new UTS and PID
   // namespaces inside the host's network namespace; killing it kills everything of the host.
   void start_worker(int h, const std::string& log) {
     const pid_t pid = fork();
@@ -115,7 +118,7 @@ class Hosts {
     if (pid == 0) {
       if (freopen("/dev/null", "w", stdout) == nullptr) _exit(126);
       const std::string command = "hostname host" + std::to_string(h) + " && exec " +
-                                  DURABLE_SERVE_WORKER + " '" + uri(h) + "' '" + log + "' 0 2000";
+                                  DURABLE_SERVE_WORKER + " '" + uri(h) + "' '" + log + "' 0 4000";
       execlp("ip", "ip", "netns", "exec", host_ns(h).c_str(), "unshare", "--uts", "--pid", "--fork",
              "--kill-child", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
       _exit(127);
