@@ -73,9 +73,8 @@ bool has_version_table(pg::PgConnection& db) {
                         pg::kVersionTable + "'") > 0;
 }
 
-// 0 when the schema holds no version table (nothing of durable's, or a schema just made).
+// The version the schema's tables are at; its caller has made sure the version table exists.
 std::int64_t schema_version(pg::PgConnection& db) {
-  if (!has_version_table(db)) return 0;
   return single(db, std::string("SELECT max(version) FROM ") + pg::kVersionTable);
 }
 
@@ -114,8 +113,9 @@ void migrate(pg::PgConnection& db) {
     }
   }
   const std::string schema = single_text(db, "SELECT current_schema()");
-  const std::int64_t version = schema_version(db);
-  if (!has_version_table(db)) {
+  const bool made = has_version_table(db);
+  const std::int64_t version = made ? schema_version(db) : 0;
+  if (!made) {
     std::string names;
     for (const char* table : kTables)
       names += std::string(names.empty() ? "'" : ", '") + table + "'";
