@@ -60,7 +60,7 @@ std::string error_of(F&& f) {
   return {};
 }
 
-json nested(int depth) {
+json wrapped(int depth) {
   json value = 1;
   for (int i = 0; i < depth; ++i) value = json::array({value});
   return value;
@@ -241,7 +241,7 @@ TEST_CASE(
   Runtime runtime(options_on(db));
   runtime.add(greet_workflow());
   Client client(db);
-  const json too_deep = nested(100);
+  const json too_deep = wrapped(100);
   const json too_large = std::string(5u << 20, 'x');
   const json not_a_number = std::nan("");
 

@@ -39,9 +39,9 @@ using SteadyClock = std::chrono::steady_clock;
 
 // A blocking TCP client to 127.0.0.1; a read gives up after 5 s, so a broken server fails the
 // test instead of hanging it. Throws std::runtime_error (it is also used off the test thread).
-class Client {
+class Connection {
  public:
-  explicit Client(unsigned short port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  explicit Connection(unsigned short port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
     if (fd_ < 0) throw std::runtime_error("socket() failed");
     timeval timeout{5, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
@@ -54,9 +54,9 @@ class Client {
       throw std::runtime_error("cannot connect to port " + std::to_string(port));
     }
   }
-  ~Client() { ::close(fd_); }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
+  ~Connection() { ::close(fd_); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
   void send(std::string_view bytes) {
     while (!bytes.empty()) {
@@ -200,8 +200,8 @@ struct Opener {
 inline bool served_at_once(unsigned short port, int count) {
   for (const auto deadline = SteadyClock::now() + 5s; SteadyClock::now() < deadline;) {
     try {
-      std::vector<std::unique_ptr<Client>> clients;
-      for (int i = 0; i < count; ++i) clients.push_back(std::make_unique<Client>(port));
+      std::vector<std::unique_ptr<Connection>> clients;
+      for (int i = 0; i < count; ++i) clients.push_back(std::make_unique<Connection>(port));
       bool all = true;
       for (auto& client : clients) all = all && client->exchange(get("/n")).result_int() == 200;
       if (all) return true;

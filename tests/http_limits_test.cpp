@@ -12,13 +12,13 @@ TEST_CASE("http server: a connection over max_connections gets 503 and the next 
   HttpOptions options = ephemeral();
   options.max_connections = 2;
   HttpServer server(options, echo);
-  std::optional<Client> first(std::in_place, server.port());
-  Client second(server.port());
+  std::optional<Connection> first(std::in_place, server.port());
+  Connection second(server.port());
   // Answered: both are counted by now.
   REQUIRE(first->exchange(get("/1")).result_int() == 200);
   REQUIRE(second.exchange(get("/2")).result_int() == 200);
 
-  Client third(server.port());
+  Connection third(server.port());
   const Response refused = third.read_response();
   CHECK(refused.result_int() == 503);
   CHECK(error_code_of(refused) == "too_many_connections");
@@ -35,11 +35,11 @@ TEST_CASE("http server: idle and half-sent connections close after idle_timeout 
   options.idle_timeout = 200ms;
   options.max_connections = 3;
   HttpServer server(options, echo);
-  Client keep_alive(server.port());
+  Connection keep_alive(server.port());
   REQUIRE(keep_alive.exchange(get("/once")).result_int() == 200);
-  Client half_body(server.port());
+  Connection half_body(server.port());
   half_body.send("POST /p HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nab");
-  Client half_closed(server.port());
+  Connection half_closed(server.port());
   half_closed.send("GET /never-finished HTTP/1.1\r\nHost: loc");
   half_closed.shutdown_send();
   CHECK(keep_alive.closed_within(5s));
@@ -56,7 +56,7 @@ TEST_CASE("http server: a request refused on its header gets no 100 Continue and
   HttpServer server(options, counting_echo(calls));
   const std::string expect = "Content-Length: 5\r\nExpect: 100-continue\r\n";
   SUBCASE("no token: 401") {
-    Client client(server.port());
+    Connection client(server.port());
     client.send("POST /v1/runs HTTP/1.1\r\nHost: localhost\r\n" + expect + "\r\n");
     const Response response = client.read_response();
     CHECK(response.result_int() == 401);
@@ -66,21 +66,21 @@ TEST_CASE("http server: a request refused on its header gets no 100 Continue and
   SUBCASE("no token on the public page: a POST or a GET with a body is 401 too") {
     for (const char* method : {"POST", "GET"}) {
       CAPTURE(method);
-      Client client(server.port());
+      Connection client(server.port());
       client.send(std::string(method) + " / HTTP/1.1\r\nHost: localhost\r\n" + expect + "\r\n");
       CHECK(client.read_response().result_int() == 401);
       CHECK(client.closed_within(2s));
     }
   }
   SUBCASE("another site: 403") {
-    Client client(server.port());
+    Connection client(server.port());
     client.send("POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nOrigin: http://evil.example\r\n" +
                 expect + "Authorization: Bearer s3cret\r\n\r\n");
     CHECK(client.read_response().result_int() == 403);
     CHECK(client.closed_within(2s));
   }
   SUBCASE("with the token: 100, then the answer") {
-    Client client(server.port());
+    Connection client(server.port());
     client.send("POST /v1/runs HTTP/1.1\r\nHost: localhost\r\n" + expect +
                 "Authorization: Bearer s3cret\r\n\r\n");
     REQUIRE(client.read_response().result_int() == 100);
@@ -89,7 +89,7 @@ TEST_CASE("http server: a request refused on its header gets no 100 Continue and
     CHECK(calls == 1);
   }
   SUBCASE("a body sent anyway is discarded, not handled") {
-    Client client(server.port());
+    Connection client(server.port());
     client.send(request_text("POST", "/v1/runs", std::string(64 * 1024, 'x')));
     CHECK(client.read_response().result_int() == 401);
     CHECK(client.closed_within(2s));
@@ -106,23 +106,23 @@ TEST_CASE("http server: bodies over max_body_bytes_in_flight get 503 before they
     return echo(request);
   });
   Opener opener{gate};
-  Client holding(server.port());
+  Connection holding(server.port());
   holding.send(request_text("POST", "/hold", std::string(600, 'h')));
   REQUIRE(gate.wait_entered());  // its 600 bytes are held until the handler returns
 
-  Client over(server.port());
+  Connection over(server.port());
   const Response refused = over.exchange(request_text("POST", "/over", std::string(600, 'o')));
   CHECK(refused.result_int() == 503);
   CHECK(error_code_of(refused) == "too_many_bodies");
   CHECK(header_of(refused, "Retry-After") == "1");
   CHECK(over.closed_within(2s));
-  Client fits(server.port());
+  Connection fits(server.port());
   CHECK(fits.exchange(request_text("POST", "/fits", std::string(300, 'f'))).result_int() == 200);
   CHECK(fits.exchange(get("/no-body")).result_int() == 200);
 
   gate.open();
   CHECK(json_of(holding.read_response())["path"] == "/hold");
-  CHECK(Client(server.port())
+  CHECK(Connection(server.port())
             .exchange(request_text("POST", "/over", std::string(600, 'o')))
             .result_int() == 200);
 }
@@ -131,12 +131,12 @@ TEST_CASE("http server: a header over max_header gets 431 header_too_large") {
   HttpOptions options = ephemeral();
   options.max_header = 1024;
   HttpServer server(options, echo);
-  Client client(server.port());
+  Connection client(server.port());
   const Response response = client.exchange(get("/h", "X-Big: " + std::string(2000, 'a') + "\r\n"));
   CHECK(response.result_int() == 431);
   CHECK(error_code_of(response) == "header_too_large");
   CHECK(client.closed_within(2s));
-  CHECK(Client(server.port()).exchange(get("/small")).result_int() == 200);
+  CHECK(Connection(server.port()).exchange(get("/small")).result_int() == 200);
 }
 
 TEST_CASE("http server: a handler blocked on one request does not hold up the others") {
@@ -152,10 +152,10 @@ TEST_CASE("http server: a handler blocked on one request does not hold up the ot
     return echo(request);
   });
   Opener opener{gate};
-  Client blocked(server.port());
+  Connection blocked(server.port());
   blocked.send(get("/blocked"));
   REQUIRE(gate.wait_entered());
-  Client other(server.port());
+  Connection other(server.port());
   for (int i = 0; i < 3; ++i) CHECK(other.exchange(get("/other")).result_int() == 200);
   CHECK_FALSE(blocked_returned);  // answered while the first is still blocked
   gate.open();
@@ -178,10 +178,10 @@ TEST_CASE("http server: a static page is answered while every handler thread is 
     return echo(request);
   });
   Opener opener{gate};
-  Client blocked(server.port());
+  Connection blocked(server.port());
   blocked.send(get("/v1/runs", "Authorization: Bearer s3cret\r\n"));
   REQUIRE(gate.wait_entered());  // the one handler thread is taken
-  Client browser(server.port());
+  Connection browser(server.port());
   const Response answer = browser.exchange(get("/"));
   CHECK(answer.result_int() == 200);
   CHECK(answer.body() == "<p>the dashboard</p>");
@@ -213,7 +213,7 @@ TEST_CASE("http server: stop() returns after the handler calls running have retu
   });
   const unsigned short port = server->port();
   Opener opener{gate};
-  Client blocked(port);
+  Connection blocked(port);
   blocked.send(get("/blocked"));
   REQUIRE(gate.wait_entered());
   SUBCASE("from another thread") {
@@ -230,7 +230,7 @@ TEST_CASE("http server: stop() returns after the handler calls running have retu
     CHECK(finished_when_stopped);
   }
   SUBCASE("from inside the handler, then the destructor") {
-    Client stopper(port);
+    Connection stopper(port);
     stopper.send(get("/stop"));
     const auto deadline = SteadyClock::now() + 5s;
     while (!stopped_inside && SteadyClock::now() < deadline) std::this_thread::yield();
@@ -240,14 +240,14 @@ TEST_CASE("http server: stop() returns after the handler calls running have retu
     CHECK(finished);
     CHECK(blocked.closed_within(2s));
   }
-  CHECK_THROWS_AS(Client{port}, std::runtime_error);
+  CHECK_THROWS_AS(Connection{port}, std::runtime_error);
 }
 
 TEST_CASE("http server: a Host that is not exactly a loopback name and a port is refused") {
   HttpServer server(ephemeral(), echo);
   const std::string port = std::to_string(server.port());
   const auto status_with_host = [&](const std::string& host) {
-    Client client(server.port());
+    Connection client(server.port());
     return client.exchange("GET /h HTTP/1.1\r\nHost: " + host + "\r\n\r\n").result_int();
   };
   for (const std::string& host : std::vector<std::string>{
@@ -269,7 +269,7 @@ TEST_CASE("http server: an Origin with another scheme than http is refused") {
   HttpServer server(ephemeral(), echo);
   const std::string self = "127.0.0.1:" + std::to_string(server.port());
   const auto status_with_origin = [&](const std::string& origin) {
-    Client client(server.port());
+    Connection client(server.port());
     return client
         .exchange("GET /o HTTP/1.1\r\nHost: " + self + "\r\nOrigin: " + origin + "\r\n\r\n")
         .result_int();
@@ -303,12 +303,12 @@ TEST_CASE("http server: every response forbids framing and content sniffing") {
   options.token = "t";
   options.max_connections = 1;
   HttpServer server(options, echo);
-  Client client(server.port());
+  Connection client(server.port());
   std::vector<Response> responses;
   responses.push_back(client.exchange(get("/")));         // public: 200
   responses.push_back(client.exchange(get("/v1/runs")));  // 401
   responses.push_back(client.exchange(get("/v1/runs", "Authorization: Bearer t\r\n")));  // 200
-  responses.push_back(Client(server.port()).read_response());                            // 503
+  responses.push_back(Connection(server.port()).read_response());                        // 503
   responses.push_back(client.exchange("NOT HTTP\r\n\r\n"));                              // 400
   for (const Response& response : responses) {
     CAPTURE(response.result_int());

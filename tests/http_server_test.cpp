@@ -10,7 +10,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("http server: answers several requests on one keep-alive connection") {
   HttpServer server(ephemeral(), echo);
-  Client client(server.port());
+  Connection client(server.port());
   for (int i = 0; i < 3; ++i) {
     const Response response = client.exchange(get("/n/" + std::to_string(i)));
     CHECK(response.result_int() == 200);
@@ -28,14 +28,14 @@ TEST_CASE("http server: answers several requests on one keep-alive connection") 
 TEST_CASE("http server: HTTP/1.0 closes after the response unless keep-alive is asked") {
   HttpServer server(ephemeral(), echo);
   {
-    Client client(server.port());
+    Connection client(server.port());
     const Response response = client.exchange("GET /old HTTP/1.0\r\n\r\n");
     CHECK(response.result_int() == 200);
     CHECK(response.version() == 10);
     CHECK(json_of(response)["path"] == "/old");
     CHECK(client.closed_within(1s));
   }
-  Client client(server.port());
+  Connection client(server.port());
   const std::string keep_alive = "GET /kept HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
   CHECK(client.exchange(keep_alive).keep_alive());
   CHECK(json_of(client.exchange(keep_alive))["path"] == "/kept");
@@ -50,7 +50,7 @@ TEST_CASE("http server: answers concurrent clients") {
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&, c] {
       try {
-        Client client(server.port());
+        Connection client(server.port());
         for (int r = 0; r < kRequests; ++r) {
           const std::string path = "/c" + std::to_string(c) + "/r" + std::to_string(r);
           const Response response = client.exchange(request_text("POST", path, "body " + path));
@@ -76,7 +76,7 @@ TEST_CASE("http server: sends the handler's response as given") {
                         "made",
                         {{"X-Run", "abc"}, {"Cache-Control", "no-store"}}};
   });
-  Client client(server.port());
+  Connection client(server.port());
   const Response response = client.exchange(get("/made"));
   CHECK(response.result_int() == 201);
   CHECK(header_of(response, "Content-Type") == "text/plain; charset=utf-8");
@@ -107,7 +107,7 @@ TEST_CASE("http server: a handler that throws gets a 500 JSON error and the serv
     if (request.path == "/throw-int") throw 42;
     return echo(request);
   });
-  Client client(server.port());
+  Connection client(server.port());
   const Response thrown = client.exchange(get("/throw"));
   CHECK(thrown.result_int() == 500);
   CHECK(header_of(thrown, "Content-Type") == "application/json");
@@ -115,7 +115,7 @@ TEST_CASE("http server: a handler that throws gets a 500 JSON error and the serv
   CHECK(json_of(thrown)["error"]["message"] == "the store is gone");
   CHECK(client.exchange(get("/throw-int")).result_int() == 500);
   CHECK(client.exchange(get("/after")).result_int() == 200);
-  CHECK(Client(server.port()).exchange(get("/other")).result_int() == 200);
+  CHECK(Connection(server.port()).exchange(get("/other")).result_int() == 200);
 }
 
 TEST_CASE("http server: malformed HTTP gets 400 bad_request and the connection closes") {
@@ -124,7 +124,7 @@ TEST_CASE("http server: malformed HTTP gets 400 bad_request and the connection c
        {"NOT HTTP AT ALL\r\n\r\n", "GET /a HTTP/1.1\r\nContent-Length: x\r\n\r\n",
         "GET /a HTTP/1.1\r\nBad Header\r\n\r\n"}) {
     CAPTURE(bytes);
-    Client client(server.port());
+    Connection client(server.port());
     const Response response = client.exchange(bytes);
     CHECK(response.result_int() == 400);
     CHECK(error_code_of(response) == "bad_request");
@@ -137,7 +137,7 @@ TEST_CASE("http server: a body over max_body gets 413 payload_too_large") {
   options.max_body = 1024;
   std::atomic<int> calls{0};
   HttpServer server(options, counting_echo(calls));
-  Client client(server.port());
+  Connection client(server.port());
   CHECK(client.exchange(request_text("POST", "/at-limit", std::string(1024, 'a'))).result_int() ==
         200);
   REQUIRE(calls == 1);
@@ -174,7 +174,7 @@ TEST_CASE("http server: a token is needed on every path but the public ones") {
   options.token = "s3cret";
   std::atomic<int> calls{0};
   HttpServer server(options, counting_echo(calls));
-  Client client(server.port());
+  Connection client(server.port());
   for (const char* authorization :
        {"", "Authorization: Bearer wrong\r\n", "Authorization: Bearer s3cre\r\n",
         "Authorization: Bearer s3cretX\r\n", "Authorization: Basic s3cret\r\n"}) {
@@ -194,7 +194,7 @@ TEST_CASE("http server: a token is needed on every path but the public ones") {
 
 TEST_CASE("http server: decodes the path and the query") {
   HttpServer server(ephemeral(), echo);
-  Client client(server.port());
+  Connection client(server.port());
   const Response response =
       client.exchange(get("/v1/runs/a%20b%2Fc+d?status=done&workflow=sign+up%21&x=1&x=2&flag&&"));
   REQUIRE(response.result_int() == 200);
@@ -223,10 +223,10 @@ TEST_CASE("http server: a slow client does not hold up others") {
   HttpOptions options = ephemeral();
   options.threads = 1;
   HttpServer server(options, echo);
-  Client slow(server.port());
+  Connection slow(server.port());
   slow.send("POST /slow HTTP/1.1\r\nHost: local");
-  Client idle(server.port());
-  Client quick(server.port());
+  Connection idle(server.port());
+  Connection quick(server.port());
   for (int i = 0; i < 5; ++i) CHECK(quick.exchange(get("/quick")).result_int() == 200);
   slow.send("host\r\nContent-Length: 4\r\n\r\nab");
   CHECK(quick.exchange(get("/quick")).result_int() == 200);
@@ -238,10 +238,10 @@ TEST_CASE("http server: a connection without a complete request closes after the
   HttpOptions options = ephemeral();
   options.idle_timeout = 200ms;
   HttpServer server(options, echo);
-  Client after_response(server.port());
+  Connection after_response(server.port());
   CHECK(after_response.exchange(get("/once")).result_int() == 200);
-  Client silent(server.port());
-  Client partial(server.port());
+  Connection silent(server.port());
+  Connection partial(server.port());
   partial.send("GET /never-finished HTTP/1.1\r\n");
   const auto start = SteadyClock::now();
   CHECK(after_response.closed_within(2s));
@@ -252,7 +252,7 @@ TEST_CASE("http server: a connection without a complete request closes after the
 
 TEST_CASE("http server: answers Expect: 100-continue before the body is sent") {
   HttpServer server(ephemeral(), echo);
-  Client client(server.port());
+  Connection client(server.port());
   client.send(
       "POST /e HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
   CHECK(client.read_response().result_int() == 100);
@@ -262,9 +262,9 @@ TEST_CASE("http server: answers Expect: 100-continue before the body is sent") {
 
 TEST_CASE("http server: the destructor closes idle and busy connections promptly") {
   std::optional<HttpServer> server(std::in_place, ephemeral(), echo);
-  Client idle(server->port());
+  Connection idle(server->port());
   CHECK(idle.exchange(get("/once")).result_int() == 200);
-  Client partial(server->port());
+  Connection partial(server->port());
   partial.send("POST /p HTTP/1.1\r\nContent-Length: 100\r\n\r\nab");
   const unsigned short port = server->port();
   const auto start = SteadyClock::now();
@@ -272,16 +272,16 @@ TEST_CASE("http server: the destructor closes idle and busy connections promptly
   CHECK(since(start) < 10s);  // not the 30 s idle timeout: the destructor closed them
   CHECK(idle.closed_within(1s));
   CHECK(partial.closed_within(1s));
-  CHECK_THROWS_AS(Client{port}, std::runtime_error);
+  CHECK_THROWS_AS(Connection{port}, std::runtime_error);
 }
 
 TEST_CASE("http server: stop() is idempotent and callable from any thread") {
   HttpServer server(ephemeral(), echo);
-  Client idle(server.port());
+  Connection idle(server.port());
   std::thread([&] { server.stop(); }).join();
   server.stop();
   CHECK(idle.closed_within(1s));
-  CHECK_THROWS_AS(Client{server.port()}, std::runtime_error);
+  CHECK_THROWS_AS(Connection{server.port()}, std::runtime_error);
 }
 
 TEST_CASE("http server: port 0 gives an ephemeral port that url() names") {

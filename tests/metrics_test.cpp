@@ -20,10 +20,6 @@ using test::has;
 
 namespace {
 
-RetryPolicy quick(int attempts) {
-  return RetryPolicy{.max_attempts = attempts, .initial_backoff = 1ms, .jitter = 0};
-}
-
 // The value of the one sample named `series` (with its labels, if any) in a scrape.
 std::optional<double> sample(const std::string& metrics, const std::string& series) {
   const std::string at = "\n" + series + " ";
@@ -53,12 +49,13 @@ TEST_CASE("metrics: failed attempts and steps failed for good are counted apart 
                       if (++*flaky_calls == 1) throw std::runtime_error("503 from the service");
                       return 1;
                     },
-                    {.retry = quick(3)});
+                    {.retry = test::quick_retries(3)});
   }));
   // Two failed attempts; the step fails for good, the workflow catches it and completes.
   runtime.add(Workflow("compensated", [](Step& step, const json&) -> json {
     try {
-      step.run("hotel", []() -> int { throw std::runtime_error("no room"); }, {.retry = quick(2)});
+      step.run("hotel", []() -> int { throw std::runtime_error("no room"); },
+               {.retry = test::quick_retries(2)});
     } catch (const StepFailed&) {
       return step.run("cancel-flight", [] { return "cancelled"; });
     }
@@ -67,7 +64,7 @@ TEST_CASE("metrics: failed attempts and steps failed for good are counted apart 
   // Three failed attempts; the step fails for good and so does the run.
   runtime.add(Workflow("doomed", [](Step& step, const json&) -> json {
     return step.run("charge", []() -> int { throw std::runtime_error("card declined"); },
-                    {.retry = quick(3)});
+                    {.retry = test::quick_retries(3)});
   }));
   REQUIRE(runtime.wait(runtime.start("flaky"), 10s).status == Status::completed);
   REQUIRE(runtime.wait(runtime.start("compensated"), 10s).status == Status::completed);
@@ -119,7 +116,7 @@ TEST_CASE(
 
   ops::Admin admin(db);
   ops::HttpServer server(test::http_client::ephemeral(), ops::api_handler(admin));
-  test::http_client::Client client(server.port());
+  test::http_client::Connection client(server.port());
   const auto response = client.exchange(test::http_client::get("/metrics"));
   REQUIRE(response.result_int() == 200);
   const std::string metrics = response.body();

@@ -32,10 +32,6 @@ using test::shell;
 
 namespace {
 
-RetryPolicy quick(int attempts) {
-  return RetryPolicy{.max_attempts = attempts, .initial_backoff = 1ms, .jitter = 0};
-}
-
 void add_workflows(Runtime& runtime) {
   runtime.add(Workflow("signup", [](Step& step, const json& input) -> json {
     const std::string email = input.value("email", "");
@@ -45,7 +41,7 @@ void add_workflows(Runtime& runtime) {
   runtime.add(Workflow("checkout", [](Step& step, const json&) -> json {
     step.run("reserve", [] { return 2; });
     return step.run("charge", []() -> int { throw std::runtime_error("card declined (code 51)"); },
-                    {.retry = quick(3)});
+                    {.retry = test::quick_retries(3)});
   }));
   runtime.add(Workflow("approval", [](Step& step, const json&) -> json {
     return step.wait_for_event("answer", "approved").value_or("none");

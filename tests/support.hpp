@@ -150,6 +150,11 @@ inline RetryPolicy exact_policy(int attempts, std::chrono::milliseconds initial)
   return policy;
 }
 
+/// A retry policy that retries at once (1 ms, no jitter), for tests that only count attempts.
+inline RetryPolicy quick_retries(int attempts) {
+  return exact_policy(attempts, std::chrono::milliseconds(1));
+}
+
 /// Runs a shell command line; returns its exit code (-1: it did not exit) and what it printed on
 /// stdout.
 inline std::pair<int, std::string> run_shell(const std::string& command) {
