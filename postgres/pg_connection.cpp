@@ -256,7 +256,16 @@ sql::Statement& PgConnection::prepare(const std::string& sql) {
 
 void PgConnection::execute(const std::string& sql) { exec(sql, "running: " + shown_sql(sql)); }
 
-void PgConnection::begin() { exec("BEGIN", "running BEGIN"); }
+// A relaxed transaction's commit does not wait for its WAL to reach the disk (SET LOCAL: for
+// this transaction only); a later durable commit flushes the WAL up to itself, this one's
+// records included.
+void PgConnection::begin(sql::Sync sync) {
+  if (sync == sql::Sync::relaxed) {
+    exec("BEGIN; SET LOCAL synchronous_commit = off", "running BEGIN");
+  } else {
+    exec("BEGIN", "running BEGIN");
+  }
+}
 
 void PgConnection::commit() {
   const ResultHandle result = exec("COMMIT", "running COMMIT");

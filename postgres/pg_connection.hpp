@@ -107,7 +107,7 @@ class PgConnection final : public sql::Connection {
 
   sql::Statement& prepare(const std::string& sql) override;
   void execute(const std::string& sql) override;
-  void begin() override;
+  void begin(sql::Sync sync) override;
   void commit() override;
   void rollback() noexcept override;
   const sql::Dialect& dialect() const override;

@@ -102,20 +102,53 @@ class SqliteConnection final : public sql::Connection {
     const int code = sqlite3_exec(db_->getHandle(), text.c_str(), nullptr, nullptr, nullptr);
     if (code != SQLITE_OK) throw_failure(db_->getHandle(), code);
   }
-  void begin() override { execute("BEGIN IMMEDIATE"); }
-  void commit() override { execute("COMMIT"); }
+  // A relaxed transaction commits at synchronous=NORMAL (in WAL mode: no sync at commit), and
+  // the connection's own level comes back when it ends.
+  void begin(sql::Sync sync) override {
+    if (sync == sql::Sync::relaxed && synchronous() > kNormal) {
+      execute("PRAGMA synchronous=NORMAL");
+      restore_ = synchronous_;
+    }
+    try {
+      execute("BEGIN IMMEDIATE");
+    } catch (...) {
+      restore_synchronous();
+      throw;
+    }
+  }
+  void commit() override {
+    execute("COMMIT");
+    restore_synchronous();
+  }
   void rollback() noexcept override {
     if (sqlite3_get_autocommit(db_->getHandle()) == 0) {
       sqlite3_exec(db_->getHandle(), "ROLLBACK", nullptr, nullptr, nullptr);
     }
+    restore_synchronous();
   }
   const sql::Dialect& dialect() const override { return kSqliteDialect; }
 
   SQLite::Database& database() { return *db_; }
 
  private:
+  static constexpr int kNormal = 1;  // PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA
+
+  // The level the store set when it opened the file (it does not change after), read once.
+  int synchronous() {
+    if (synchronous_ < 0) synchronous_ = db_->execAndGet("PRAGMA synchronous").getInt();
+    return synchronous_;
+  }
+  void restore_synchronous() noexcept {
+    if (restore_ < 0) return;
+    const std::string pragma = "PRAGMA synchronous=" + std::to_string(restore_);
+    restore_ = -1;
+    sqlite3_exec(db_->getHandle(), pragma.c_str(), nullptr, nullptr, nullptr);
+  }
+
   std::unique_ptr<SQLite::Database> db_;
   std::map<std::string, std::unique_ptr<SqliteStatement>, std::less<>> statements_;
+  int synchronous_ = -1;
+  int restore_ = -1;  // the level to set again when the relaxed transaction ends
 };
 
 }  // namespace

@@ -80,7 +80,10 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
   return guarded([&] {
     Claimed claimed;
     if (request.workflows.empty() || request.limit == 0) return claimed;
-    sql::Transaction tx(db());
+    // Relaxed: a claim lost to a power cut takes every later commit with it, so no step of it
+    // was acknowledged, and the run is claimed again. At Durability::full this spares a sync
+    // per claim (the one of a run's three transactions that nothing depends on surviving).
+    sql::Transaction tx(db(), sql::Sync::relaxed);
     for (const Candidate& candidate : claimable(request)) {
       if (request.quarantine_after > 0 && candidate.crashes >= request.quarantine_after) {
         quarantine(candidate, request.now_ms);
@@ -307,14 +310,19 @@ void SqlStore::renew_leases(const std::string& owner, const std::vector<std::str
                             std::int64_t until_ms) {
   if (ids.empty()) return;
   guarded([&] {
-    sql::Query renew(db(),
-                     "UPDATE runs SET due_at = ? WHERE status = 'running' AND owner = ? AND id "
-                     "IN (" +
-                         sql::placeholders(ids.size()) + ")");
-    renew.bind(1, until_ms);
-    renew.bind(2, owner);
-    bind_all(renew, 3, ids);
-    return renew.run();
+    // Relaxed, as a claim: a renewal lost to a power cut went with the worker that made it.
+    sql::Transaction tx(db(), sql::Sync::relaxed);
+    {
+      sql::Query renew(db(),
+                       "UPDATE runs SET due_at = ? WHERE status = 'running' AND owner = ? AND id "
+                       "IN (" +
+                           sql::placeholders(ids.size()) + ")");
+      renew.bind(1, until_ms);
+      renew.bind(2, owner);
+      bind_all(renew, 3, ids);
+      renew.run();
+    }
+    tx.commit();
   });
 }
 

@@ -81,6 +81,17 @@ struct Dialect {
   std::string (*json_field)(std::string_view column, std::string_view field);
 };
 
+/// How a write transaction's commit reaches the disk.
+enum class Sync {
+  /// As the store's Durability says: under Durability::full, on the disk when commit() returns.
+  durable,
+  /// Need not wait for the disk, even under Durability::full. A power cut may lose it, but then
+  /// it loses everything committed after it too (the log is written in order and each durable
+  /// commit makes what came before it durable as well), so nothing that depended on it stays.
+  /// For writes whose loss only repeats work: a claim, lost, is claimed again.
+  relaxed,
+};
+
 /// A connection to one database. Not thread-safe; one user at a time.
 class Connection {
  public:
@@ -91,7 +102,7 @@ class Connection {
   virtual void execute(const std::string& sql) = 0;
   /// Begins a transaction that will write: it takes the database's write lock at once where the
   /// database has one (SQLite's BEGIN IMMEDIATE), so its reads and writes see one state.
-  virtual void begin() = 0;
+  virtual void begin(Sync sync) = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
   virtual const Dialect& dialect() const = 0;
@@ -135,7 +146,10 @@ class Query {
 /// A write transaction: rolled back when destroyed before commit().
 class Transaction {
  public:
-  explicit Transaction(Connection& connection) : connection_(&connection) { connection.begin(); }
+  explicit Transaction(Connection& connection, Sync sync = Sync::durable)
+      : connection_(&connection) {
+    connection.begin(sync);
+  }
   ~Transaction() {
     if (connection_ != nullptr) connection_->rollback();
   }

@@ -38,11 +38,16 @@ void SqlStore::register_worker(const Worker& worker, std::int64_t now_ms) {
 
 void SqlStore::touch_worker(const std::string& id, std::int64_t now_ms, std::int64_t lease_ms) {
   guarded([&] {
-    sql::Query touch(db(), "UPDATE workers SET seen_at = ?, lease_ms = ? WHERE id = ?");
-    touch.bind(1, now_ms);
-    touch.bind(2, lease_ms);
-    touch.bind(3, id);
-    return touch.run();
+    // Relaxed: when a power cut loses it, the worker that was seen is gone as well.
+    sql::Transaction tx(db(), sql::Sync::relaxed);
+    {
+      sql::Query touch(db(), "UPDATE workers SET seen_at = ?, lease_ms = ? WHERE id = ?");
+      touch.bind(1, now_ms);
+      touch.bind(2, lease_ms);
+      touch.bind(3, id);
+      touch.run();
+    }
+    tx.commit();
   });
 }
 

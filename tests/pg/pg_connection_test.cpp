@@ -261,7 +261,7 @@ TEST_CASE("a transaction rolled back leaves nothing, and one committed stays") {
 TEST_CASE("COMMIT after a failed statement throws rather than reporting success") {
   auto db = open();
   db->execute("CREATE TEMP TABLE half_done (k bigint PRIMARY KEY)");
-  db->begin();
+  db->begin(sql::Sync::durable);
   db->execute("INSERT INTO half_done VALUES (1)");
   CHECK_THROWS_AS(db->execute("INSERT INTO half_done VALUES (1)"), sql::Failure);
   CHECK_THROWS_AS(db->commit(), sql::Failure);
@@ -291,7 +291,7 @@ TEST_CASE("a serialization failure between two connections is Fault::retry") {
       "DROP TABLE IF EXISTS pg_test_serial;"
       "CREATE TABLE pg_test_serial (k bigint PRIMARY KEY, n bigint);"
       "INSERT INTO pg_test_serial VALUES (1, 0)");
-  reader->begin();
+  reader->begin(sql::Sync::durable);
   reader->execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
   {
     sql::Query read(*reader, "SELECT n FROM pg_test_serial WHERE k = ?");
@@ -322,8 +322,8 @@ TEST_CASE("a deadlock between two connections is Fault::retry for one of them") 
     q.bind(1, k);
     q.run();
   };
-  a->begin();
-  b->begin();
+  a->begin(sql::Sync::durable);
+  b->begin(sql::Sync::durable);
   take(*a, 1);
   take(*b, 2);
   // Each now asks for the row the other holds; the server ends one of them.
@@ -359,7 +359,7 @@ TEST_CASE("a connection whose server process was terminated fails with Fault::co
           q.next();
         }) == sql::Fault::connection);
   CHECK(fault_of([&] { victim->execute("SELECT 2"); }) == sql::Fault::connection);
-  CHECK(fault_of([&] { victim->begin(); }) == sql::Fault::connection);
+  CHECK(fault_of([&] { victim->begin(sql::Sync::durable); }) == sql::Fault::connection);
   victim->rollback();  // does not throw on a dead connection
 }
 
@@ -477,12 +477,12 @@ TEST_CASE("NOTIFY inside a transaction is sent at commit and dropped by a rollba
   auto listener = open();
   auto notifier = open();
   listener->listen("durable");
-  notifier->begin();
+  notifier->begin(sql::Sync::durable);
   notifier->notify("durable");
   CHECK_FALSE(listener->wait_for_notification(200ms));
   notifier->rollback();
   CHECK_FALSE(listener->wait_for_notification(200ms));
-  notifier->begin();
+  notifier->begin(sql::Sync::durable);
   notifier->notify("durable");
   CHECK_FALSE(listener->wait_for_notification(200ms));
   notifier->commit();
