@@ -256,16 +256,10 @@ sql::Statement& PgConnection::prepare(const std::string& sql) {
 
 void PgConnection::execute(const std::string& sql) { exec(sql, "running: " + shown_sql(sql)); }
 
-// A relaxed transaction's commit does not wait for its WAL to reach the disk (SET LOCAL: for
-// this transaction only); a later durable commit flushes the WAL up to itself, this one's
-// records included.
-void PgConnection::begin(sql::Sync sync) {
-  if (sync == sql::Sync::relaxed) {
-    exec("BEGIN; SET LOCAL synchronous_commit = off", "running BEGIN");
-  } else {
-    exec("BEGIN", "running BEGIN");
-  }
-}
+// Every commit waits for the server's disk, relaxed ones too: a server that crashes and comes
+// back need not take its clients with it, so a lost claim would not mean a dead worker, and
+// the worker that ran steps under it would see its commits refused and its steps run again.
+void PgConnection::begin(sql::Sync) { exec("BEGIN", "running BEGIN"); }
 
 void PgConnection::commit() {
   const ResultHandle result = exec("COMMIT", "running COMMIT");

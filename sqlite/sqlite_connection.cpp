@@ -105,6 +105,12 @@ class SqliteConnection final : public sql::Connection {
   // A relaxed transaction commits at synchronous=NORMAL (in WAL mode: no sync at commit), and
   // the connection's own level comes back when it ends.
   void begin(sql::Sync sync) override {
+    restore_synchronous();  // if setting it back failed after the last relaxed transaction
+    if (restore_ >= 0) {
+      throw sql::Failure(sql::Fault::busy,
+                         "could not set PRAGMA synchronous back after a relaxed transaction; "
+                         "the write is refused rather than made less durable");
+    }
     if (sync == sql::Sync::relaxed && synchronous() > kNormal) {
       execute("PRAGMA synchronous=NORMAL");
       restore_ = synchronous_;
@@ -135,14 +141,22 @@ class SqliteConnection final : public sql::Connection {
 
   // The level the store set when it opened the file (it does not change after), read once.
   int synchronous() {
-    if (synchronous_ < 0) synchronous_ = db_->execAndGet("PRAGMA synchronous").getInt();
+    if (synchronous_ < 0) {
+      sql::Statement& pragma = prepare("PRAGMA synchronous");
+      synchronous_ = pragma.next() ? static_cast<int>(pragma.int64(0)) : kNormal;
+      pragma.reset();
+    }
     return synchronous_;
   }
+  // Sets the connection's own level again after a relaxed transaction; one that fails (a busy
+  // schema, no memory) is tried again before the next transaction begins, and until it is set
+  // no transaction is relaxed.
   void restore_synchronous() noexcept {
     if (restore_ < 0) return;
     const std::string pragma = "PRAGMA synchronous=" + std::to_string(restore_);
-    restore_ = -1;
-    sqlite3_exec(db_->getHandle(), pragma.c_str(), nullptr, nullptr, nullptr);
+    if (sqlite3_exec(db_->getHandle(), pragma.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK) {
+      restore_ = -1;
+    }
   }
 
   std::unique_ptr<SQLite::Database> db_;

@@ -213,6 +213,29 @@ TEST_CASE("at Durability::full a start, a step and an end are each synced, a cla
   }
 }
 
+// The one claim that decides something: a wait's timeout. An event that came after a power cut
+// had lost that claim would decide the wait the other way, after the timed-out branch ran.
+TEST_CASE("at Durability::full a claim that ends a wait by its timeout is synced") {
+  test::TempDir dir;
+  test::SyncCounter counter(dir.path().string());
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(dir.file("waits.db"), clock,
+                                  {.durability = Durability::full, .log_level = LogLevel::off});
+  runtime->add(Workflow("waiter", [](Step& step, const json&) -> json {
+    return step.wait_for_event("w", "never", {.timeout = std::chrono::hours(1)}).has_value();
+  }));
+  const std::string id = runtime->start("waiter");
+  runtime->run_until_idle();
+  REQUIRE(runtime->get(id).status == Status::waiting);
+  clock.advance(std::chrono::hours(2));
+  const int before = counter.syncs();
+  runtime->run_until_idle();
+  CHECK(runtime->get(id).status == Status::completed);
+  CHECK(runtime->get(id).output == json(false));
+  // The claim that timed the wait out, then the run's end (relaxed, the claim would sync nothing).
+  CHECK(counter.syncs() - before >= 2);
+}
+
 TEST_CASE("two runtimes on one file see each other's runs (on each store)") {
   test::TempDir dir;
   const std::string db = test::database(dir, "shared.db");

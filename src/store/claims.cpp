@@ -80,20 +80,31 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
   return guarded([&] {
     Claimed claimed;
     if (request.workflows.empty() || request.limit == 0) return claimed;
-    // Relaxed: a claim lost to a power cut takes every later commit with it, so no step of it
-    // was acknowledged, and the run is claimed again. At Durability::full this spares a sync
-    // per claim (the one of a run's three transactions that nothing depends on surviving).
-    sql::Transaction tx(db(), sql::Sync::relaxed);
-    for (const Candidate& candidate : claimable(request)) {
-      if (request.quarantine_after > 0 && candidate.crashes >= request.quarantine_after) {
-        quarantine(candidate, request.now_ms);
-        claimed.quarantined.push_back(candidate.id);
-      } else {
-        claimed.runs.push_back(take(candidate, request));
-        claimed.runs.back().alone = candidate.crashes >= isolate_after(request);
+    // Relaxed where it may be: a claim lost to a power cut takes every later commit with it, so
+    // no step under it was acknowledged, and the run is claimed again the same way. Not so a
+    // claim that ends a wait by its timeout: an event that came after the cut would decide the
+    // wait the other way, after a body of the timed-out branch ran. That claim is made again,
+    // durable.
+    for (const sql::Sync sync : {sql::Sync::relaxed, sql::Sync::durable}) {
+      sql::Transaction tx(db(), sync);
+      const std::vector<Candidate> candidates = claimable(request);
+      if (sync == sql::Sync::relaxed &&
+          std::any_of(candidates.begin(), candidates.end(),
+                      [](const Candidate& c) { return c.before == Status::waiting; })) {
+        continue;  // rolled back: nothing was written
       }
+      for (const Candidate& candidate : candidates) {
+        if (request.quarantine_after > 0 && candidate.crashes >= request.quarantine_after) {
+          quarantine(candidate, request.now_ms);
+          claimed.quarantined.push_back(candidate.id);
+        } else {
+          claimed.runs.push_back(take(candidate, request));
+          claimed.runs.back().alone = candidate.crashes >= isolate_after(request);
+        }
+      }
+      tx.commit();
+      break;
     }
-    tx.commit();
     return claimed;
   });
 }
