@@ -88,7 +88,9 @@ enum class Sync {
   /// Need not wait for the disk, even under Durability::full. A power cut may lose it, but then
   /// it loses everything committed after it too (the log is written in order and each durable
   /// commit makes what came before it durable as well), so nothing that depended on it stays.
-  /// For writes whose loss only repeats work: a claim, lost, is claimed again.
+  /// For writes whose loss only repeats work: a claim, lost, is claimed again. That holds only
+  /// where whatever loses the commit also ends its writer (an embedded database: SQLite); a
+  /// database whose server can fail apart from its clients (PostgreSQL) syncs it anyway.
   relaxed,
 };
 
