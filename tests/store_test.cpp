@@ -4,6 +4,8 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <doctest/doctest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <fstream>
@@ -360,6 +362,57 @@ TEST_CASE("a database on a read-only file system is reported as not writable, no
   second.workflow = "trivial";
   second.input = "{}";
   CHECK_THROWS_AS(store->create_run(second), Error);
+}
+
+TEST_CASE("a database another user owns is reported as not writable, and reads still work") {
+  namespace fs = std::filesystem;
+  test::TempDir dir;
+  const std::string path = dir.file("durable.db");
+  const std::string id = one_run_file(path);
+  const fs::perms readable = fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read;
+  fs::permissions(dir.path(),
+                  readable | fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::permissions(path, readable | fs::perms::owner_write);
+  int report_pipe[2];
+  REQUIRE(::pipe(report_pipe) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // another user ("nobody" when the tests run as root): no doctest in here
+    ::close(report_pipe[0]);
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+    std::string report;
+    try {
+      Runtime runtime({.database = path, .log_level = LogLevel::off});
+      report = "opened read-write";
+    } catch (const Error& e) {
+      report = e.what();
+    }
+    try {
+      const auto store =
+          detail::open_sqlite_store(path, Durability::normal, detail::Access::read_only);
+      const auto run = store->get_run(id, false);
+      report += run && run->status == Status::completed ? "\nread" : "\nnot read";
+    } catch (const Error& e) {
+      report += std::string("\n") + e.what();
+    }
+    const bool sent = ::write(report_pipe[1], report.data(), report.size()) ==
+                      static_cast<ssize_t>(report.size());
+    ::_exit(sent ? 0 : 4);
+  }
+  ::close(report_pipe[1]);
+  std::string report;
+  char chunk[512];
+  for (ssize_t n; (n = ::read(report_pipe[0], chunk, sizeof chunk)) > 0;) report.append(chunk, n);
+  ::close(report_pipe[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  INFO(report);
+  CHECK(report.find("database '" + path + "': cannot open or write the file") == 0);
+  CHECK(report.find("Permission denied") != std::string::npos);  // the errno, EACCES
+  CHECK(report.find("corrupt") == std::string::npos);
+  CHECK(report.substr(report.rfind('\n') + 1) == "read");
 }
 
 TEST_CASE("a full disk at open is reported as a full disk, not as corrupt") {
