@@ -93,6 +93,9 @@ class Connection {
   void shutdown_send() { ::shutdown(fd_, SHUT_WR); }
 
   // True when the server closes the connection within the time, with nothing more sent.
+  // Tests wait kPromptly for a close the server makes on its own account (a refusal, a stop, a
+  // response that ends the connection): far short of the 30 s default idle timeout that would
+  // close it anyway, and long enough for a loaded machine under a sanitizer.
   bool closed_within(std::chrono::milliseconds time) {
     pollfd ready{fd_, POLLIN, 0};
     if (!pending_.empty() || ::poll(&ready, 1, static_cast<int>(time.count())) != 1) return false;
@@ -145,6 +148,8 @@ inline HttpHandler counting_echo(std::atomic<int>& calls) {
     return echo(request);
   };
 }
+
+inline constexpr std::chrono::milliseconds kPromptly{10'000};
 
 inline HttpOptions ephemeral() {
   HttpOptions options;

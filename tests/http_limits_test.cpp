@@ -23,7 +23,7 @@ TEST_CASE("http server: a connection over max_connections gets 503 and the next 
   CHECK(refused.result_int() == 503);
   CHECK(error_code_of(refused) == "too_many_connections");
   CHECK(header_of(refused, "Retry-After") == "1");
-  CHECK(third.closed_within(2s));
+  CHECK(third.closed_within(kPromptly));
 
   // The accept loop goes on: once a connection closes, a new one is served.
   first.reset();
@@ -61,7 +61,8 @@ TEST_CASE("http server: a request refused on its header gets no 100 Continue and
     const Response response = client.read_response();
     CHECK(response.result_int() == 401);
     CHECK(error_code_of(response) == "unauthorized");
-    CHECK(client.closed_within(2s));  // the body that was not read cannot start a next request
+    CHECK(
+        client.closed_within(kPromptly));  // the body that was not read cannot start a next request
   }
   SUBCASE("no token on the public page: a POST or a GET with a body is 401 too") {
     for (const char* method : {"POST", "GET"}) {
@@ -69,7 +70,7 @@ TEST_CASE("http server: a request refused on its header gets no 100 Continue and
       Connection client(server.port());
       client.send(std::string(method) + " / HTTP/1.1\r\nHost: localhost\r\n" + expect + "\r\n");
       CHECK(client.read_response().result_int() == 401);
-      CHECK(client.closed_within(2s));
+      CHECK(client.closed_within(kPromptly));
     }
   }
   SUBCASE("another site: 403") {
@@ -77,7 +78,7 @@ TEST_CASE("http server: a request refused on its header gets no 100 Continue and
     client.send("POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nOrigin: http://evil.example\r\n" +
                 expect + "Authorization: Bearer s3cret\r\n\r\n");
     CHECK(client.read_response().result_int() == 403);
-    CHECK(client.closed_within(2s));
+    CHECK(client.closed_within(kPromptly));
   }
   SUBCASE("with the token: 100, then the answer") {
     Connection client(server.port());
@@ -92,7 +93,7 @@ TEST_CASE("http server: a request refused on its header gets no 100 Continue and
     Connection client(server.port());
     client.send(request_text("POST", "/v1/runs", std::string(64 * 1024, 'x')));
     CHECK(client.read_response().result_int() == 401);
-    CHECK(client.closed_within(2s));
+    CHECK(client.closed_within(kPromptly));
   }
   CHECK(calls <= 1);
 }
@@ -115,7 +116,7 @@ TEST_CASE("http server: bodies over max_body_bytes_in_flight get 503 before they
   CHECK(refused.result_int() == 503);
   CHECK(error_code_of(refused) == "too_many_bodies");
   CHECK(header_of(refused, "Retry-After") == "1");
-  CHECK(over.closed_within(2s));
+  CHECK(over.closed_within(kPromptly));
   Connection fits(server.port());
   CHECK(fits.exchange(request_text("POST", "/fits", std::string(300, 'f'))).result_int() == 200);
   CHECK(fits.exchange(get("/no-body")).result_int() == 200);
@@ -135,7 +136,7 @@ TEST_CASE("http server: a header over max_header gets 431 header_too_large") {
   const Response response = client.exchange(get("/h", "X-Big: " + std::string(2000, 'a') + "\r\n"));
   CHECK(response.result_int() == 431);
   CHECK(error_code_of(response) == "header_too_large");
-  CHECK(client.closed_within(2s));
+  CHECK(client.closed_within(kPromptly));
   CHECK(Connection(server.port()).exchange(get("/small")).result_int() == 200);
 }
 
@@ -238,7 +239,7 @@ TEST_CASE("http server: stop() returns after the handler calls running have retu
     gate.open();  // the io threads have stopped: the blocked call's response is dropped
     server.reset();
     CHECK(finished);
-    CHECK(blocked.closed_within(2s));
+    CHECK(blocked.closed_within(kPromptly));
   }
   CHECK_THROWS_AS(Connection{port}, std::runtime_error);
 }

@@ -107,10 +107,10 @@ TEST_CASE(
   }
   Serving serving(worker);
   std::this_thread::sleep_for(100ms);
-  const auto started = std::chrono::steady_clock::now();
+  // The worker was told of nothing: only its polls can find the run, and without them it would
+  // never complete. No bound on how long it took: a loaded machine stretches any.
   const std::string id = other.start("w");
   CHECK(wait_for(other, id, Status::completed).output == 7);
-  CHECK(std::chrono::steady_clock::now() - started < 1s);
 }
 
 TEST_CASE(
@@ -358,14 +358,14 @@ TEST_CASE("stop() does not wait out a run's resident sleep (on each store)") {
   test::TempDir dir;
   Runtime runtime({.database = test::database(dir, "db"),
                    .replay = Replay::on_recovery,
-                   .resident_sleep = 10s,
+                   .resident_sleep = 10min,
                    .poll_interval = 50ms,
                    .log_level = LogLevel::off});
   std::atomic<bool> sleeping{false};
   runtime.add(Workflow("napper", [&](Step& step, const json&) -> json {
     step.run("a", [] { return 1; });
     sleeping = true;
-    step.sleep("nap", 5s);  // within resident_sleep: waited out in place
+    step.sleep("nap", 2min);  // within resident_sleep: waited out in place
     return step.run("b", [] { return 2; });
   }));
   const std::string id = runtime.start("napper");
@@ -375,7 +375,8 @@ TEST_CASE("stop() does not wait out a run's resident sleep (on each store)") {
   const auto asked = std::chrono::steady_clock::now();
   runtime.stop();
   server.join();
-  CHECK(std::chrono::steady_clock::now() - asked < 1s);
+  CHECK(std::chrono::steady_clock::now() - asked < 1min);  // far short of the 2 min sleep
+  CHECK(runtime.get(id).status != Status::completed);      // stopped in the sleep, not after it
 }
 
 // --- Retention of events, and serve()'s back-off while the database fails ---

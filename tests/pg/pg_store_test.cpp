@@ -222,14 +222,14 @@ TEST_CASE("an unreachable PostgreSQL server gives an error naming host and port,
   const auto began = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH_AS(Runtime(on("postgresql://durable@127.0.0.1:1/nothing?connect_timeout=2")),
                        doctest::Contains("127.0.0.1"), Error);
-  CHECK(std::chrono::steady_clock::now() - began < 5s);
+  CHECK(std::chrono::steady_clock::now() - began < 1min);  // the timeout, not a hang
 }
 
 TEST_CASE(
     "on PostgreSQL, a run started by another process is claimed at once, not at the next poll") {
   const std::string uri = test::fresh_database();
   RuntimeOptions slow_poll = on(uri);
-  slow_poll.poll_interval = 30s;  // without the NOTIFY, nothing would be claimed for 30 s
+  slow_poll.poll_interval = 1h;  // without the NOTIFY, nothing would be claimed for an hour
   Runtime worker(slow_poll);
   worker.add(Workflow(
       "noop", [](Step& step, const json&) -> json { return step.run("one", [] { return 1; }); }));
@@ -238,10 +238,8 @@ TEST_CASE(
   Runtime starter(on(uri));  // another process, as far as the database knows; it serves nothing
   starter.add(Workflow("noop", [](Step&, const json&) -> json { return nullptr; }));
   for (int i = 0; i < 3; ++i) {
-    const auto began = std::chrono::steady_clock::now();
     const std::string id = starter.start("noop");
-    REQUIRE(test::eventually([&] { return starter.get(id).status == Status::completed; }, 10s));
-    CHECK(std::chrono::steady_clock::now() - began < 3s);
+    REQUIRE(test::eventually([&] { return starter.get(id).status == Status::completed; }, 2min));
   }
 }
 
