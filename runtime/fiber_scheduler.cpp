@@ -5,8 +5,10 @@
 #include <atomic>
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
+#include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "spin.hpp"
 
@@ -27,6 +29,61 @@ namespace ctx = boost::context;
 namespace {
 constexpr std::size_t kStackSize = 256 * 1024;  // per executing run; a guard page below it
 thread_local FiberScheduler* t_current = nullptr;
+
+// The stacks of returned tasks, kept for the next ones: a run's fiber then costs no mmap, guard
+// page mprotect and munmap, nor the page faults of a fresh stack's first use. At most as many
+// are kept as a loop holds runs at once (RuntimeCore::kClaimBatch); the pages a task touched
+// stay resident meanwhile. Not under AddressSanitizer, whose stack bookkeeping a reused stack
+// could confuse.
+class StackCache {
+ public:
+  static StackCache& instance() {
+    static StackCache cache;
+    return cache;
+  }
+  ~StackCache() {
+    for (ctx::stack_context& stack : kept_)
+      ctx::protected_fixedsize_stack(kStackSize).deallocate(stack);
+  }
+  ctx::stack_context take() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!kept_.empty()) {
+        const ctx::stack_context stack = kept_.back();
+        kept_.pop_back();
+        return stack;
+      }
+    }
+    return ctx::protected_fixedsize_stack(kStackSize).allocate();
+  }
+  std::size_t kept() {
+    std::lock_guard lock(mutex_);
+    return kept_.size();
+  }
+  void give(ctx::stack_context& stack) {
+#if !DURABLE_ASAN_FIBERS
+    {
+      std::lock_guard lock(mutex_);
+      if (kept_.size() < kKept) {
+        kept_.push_back(stack);
+        return;
+      }
+    }
+#endif
+    ctx::protected_fixedsize_stack(kStackSize).deallocate(stack);
+  }
+
+ private:
+  static constexpr std::size_t kKept = 64;
+  std::mutex mutex_;
+  std::vector<ctx::stack_context> kept_;
+};
+
+// boost::context's StackAllocator over the cache.
+struct CachedStack {
+  ctx::stack_context allocate() { return StackCache::instance().take(); }
+  void deallocate(ctx::stack_context& stack) noexcept { StackCache::instance().give(stack); }
+};
 }  // namespace
 
 // One task's fiber, its way back to the scheduler, and what the sanitizers need to follow the
@@ -51,6 +108,8 @@ FiberScheduler::~FiberScheduler() = default;
 
 FiberScheduler* FiberScheduler::current() { return t_current; }
 
+std::size_t FiberScheduler::kept_stacks() { return StackCache::instance().kept(); }
+
 bool FiberScheduler::uses_fibers() {
 #if DURABLE_NO_FIBERS
   return false;
@@ -64,7 +123,7 @@ void FiberScheduler::spawn(std::function<void()> fn) {
   task->fn = std::move(fn);
   Task* t = task.get();
 #if !DURABLE_NO_FIBERS
-  ctx::protected_fixedsize_stack allocator(kStackSize);
+  CachedStack allocator;
   t->stack = allocator.allocate();
   t->self = ctx::fiber(
       std::allocator_arg, ctx::preallocated(t->stack.sp, t->stack.size, t->stack), allocator,

@@ -196,3 +196,25 @@ TEST_CASE(
   runtime.run_until_idle();
   CHECK(woke_before_fanout_ended.load());
 }
+
+// A run's fiber takes a stack kept from an ended one (no mmap, guard page or fresh page faults
+// per run), and no more are kept than a loop holds runs at once.
+TEST_CASE("the fiber stacks of ended runs are kept for the next runs, at most 64") {
+  test::TempDir dir;
+  Runtime runtime({.database = dir.file("stacks.db"), .log_level = LogLevel::off});
+  runtime.add(Workflow(
+      "one", [](Step& step, const json&) -> json { return step.run("a", [] { return 1; }); }));
+  for (int i = 0; i < 200; ++i) runtime.start("one");
+  CHECK(runtime.run_until_idle() >= 200);
+  const std::size_t kept = detail::FiberScheduler::kept_stacks();
+#if defined(__SANITIZE_ADDRESS__)
+  CHECK(kept == 0);
+#else
+  if (detail::FiberScheduler::uses_fibers()) {
+    CHECK(kept >= 1);
+    CHECK(kept <= 64);
+  } else {
+    CHECK(kept == 0);
+  }
+#endif
+}
