@@ -91,9 +91,14 @@ class RuntimeCore {
   // or the deadline passed.
   std::size_t run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
                       std::size_t batch);
-  /// Executes a claimed run's invocations until it sleeps, ends, is lost or yields its turn;
-  /// returns how many.
-  std::size_t drive(Claim claim);
+  struct Driven {
+    std::size_t invocations = 0;
+    /// The run ended (completed or failed) and nothing it did can have made a run due: it has
+    /// no parent to wake, and it started no child and sent no event.
+    bool quiet = false;
+  };
+  /// Executes a claimed run's invocations until it sleeps, ends, is lost or yields its turn.
+  Driven drive(Claim claim);
   /// Whether a run holding its claim since `since` gives its turn up at this step boundary:
   /// it held it for a fair slice, and another run is due that this runtime could take.
   bool should_yield(std::chrono::steady_clock::time_point since);
@@ -111,6 +116,10 @@ class RuntimeCore {
   bool commit(const RunWrite& write);
   // Starts the runs of due schedules (runtime/schedule.cpp); returns how many.
   std::size_t fire_schedules();
+  /// When a schedule fires next, from the last reading while it holds (store_mutex_ held).
+  std::optional<std::int64_t> next_fire();
+  /// The next fire time is read again at the next look (store_mutex_ held).
+  void forget_next_fire() { next_fire_known_until_ = {}; }
   // Logs the backlog signals when a threshold is crossed (runtime/serve.cpp).
   void check_backlog();
   // serve() was asked to stop: runs are handed back at their next step boundary.
@@ -265,6 +274,11 @@ class RuntimeCore {
   std::unique_ptr<Store> store_;
   std::mt19937_64 random_{std::random_device{}()};
   std::int64_t next_owner_scan_ms_ = 0;
+  // The next fire time of any schedule as last read, and until when that reading is used: this
+  // runtime's own schedule changes and each run_until_idle(), wait() or serve() pass read it
+  // afresh, and other processes' changes are seen after poll_interval, as their runs are.
+  std::optional<std::int64_t> next_fire_ms_;
+  std::chrono::steady_clock::time_point next_fire_known_until_{};
   std::vector<std::string> dead_owners_;  // found by the last look
   std::set<std::string> executing_;       // runs this runtime claimed and has not yet let go
 

@@ -68,8 +68,11 @@ class RuntimeCore::Admission {
     if (alive >= std::min(batch_, kClaimBatch)) return false;
     const std::size_t free = core_->step_pool().free_threads();
     if (alive > 0 && free == 0) return false;  // likewise: claimed now, a run would wait
-    // Taken before the claim, so that a wake-up during it is not lost.
-    if (!look_now_.exchange(false) && alive > 0 && now < next_look_) {
+    // Taken before the claim, so that a wake-up during it is not lost. Nothing to look for
+    // before the planned look, unless poked: by a start, event or cancel in this process, or a
+    // run that may have made work due as it ended (drive()'s `quiet`). With no run alive too,
+    // when the last claim saw nothing due before then: the loop ends idle without asking again.
+    if (!look_now_.exchange(false) && now < next_look_ && (alive > 0 || none_due_)) {
       scheduler_->recheck_at(next_look_);
       return false;
     }
@@ -79,25 +82,24 @@ class RuntimeCore::Admission {
     // thread, so that no claimed run waits for a thread while the runs due after it wait too.
     std::size_t limit = std::min(batch_, kClaimBatch - alive);
     if (!core_->bodies_quick()) limit = std::min(limit, std::max<std::size_t>(free, 1));
-    std::vector<Claim> claims;
+    Claimed claimed;
     for (;;) {
-      std::vector<std::string> quarantined;
-      claims = claim(limit, quarantined);
-      for (const std::string& id : quarantined) core_->report_quarantined(id);
-      if (!claims.empty() || quarantined.empty()) break;
+      claimed = claim(limit);
+      for (const std::string& id : claimed.quarantined) core_->report_quarantined(id);
+      if (!claimed.runs.empty() || claimed.quarantined.empty()) break;
     }
     // A claim that took fewer than it could: nothing else is due before the next due time,
     // unless a start or event in this process (a poke) or another process says otherwise.
-    if (claims.size() == limit) {
+    if (claimed.runs.size() == limit) {
       look_now_ = true;
     } else {
-      plan_next_look();
+      plan_next_look(claimed);
     }
-    for (Claim& claim : claims) spawn(std::move(claim));
-    return !claims.empty();
+    for (Claim& claim : claimed.runs) spawn(std::move(claim));
+    return !claimed.runs.empty();
   }
 
-  std::vector<Claim> claim(std::size_t limit, std::vector<std::string>& quarantined) {
+  Claimed claim(std::size_t limit) {
     std::lock_guard lock(core_->store_mutex_);
     ClaimRequest request;
     request.owner = core_->worker_.id;
@@ -114,17 +116,17 @@ class RuntimeCore::Admission {
       core_->executing_.insert(c.run.id);
       claimed_.insert(c.run.id);
     }
-    quarantined = std::move(claimed.quarantined);
-    return std::move(claimed.runs);
+    return claimed;
   }
 
-  // When to look at the store again while fibers run: at the next due time, or after
-  // poll_interval for what other processes write.
-  void plan_next_look() {
+  // When to look at the store again while fibers run: at the next due time (which the claim
+  // read, unless it took as many as it could), or after poll_interval for what other processes
+  // write.
+  void plan_next_look(const Claimed& claimed) {
     const auto now = std::chrono::steady_clock::now();
     auto wait = core_->options_.poll_interval;
-    std::optional<std::int64_t> due;
-    {
+    std::optional<std::int64_t> due = claimed.next_due;
+    if (!claimed.next_due_read) {
       std::lock_guard lock(core_->store_mutex_);
       due = core_->store_->next_due(names_, {core_->executing_.begin(), core_->executing_.end()});
     }
@@ -137,6 +139,7 @@ class RuntimeCore::Admission {
     // one another process took meanwhile) is looked at again after poll_interval, not in a
     // spin, and the runs held do not give their turns up for it.
     core_->unclaimable_due_ms_ = due && *due <= now_ms ? *due : -1;
+    none_due_ = !due || *due > now_ms;
     next_look_ = now + wait;
     if (deadline_) next_look_ = std::min(next_look_, *deadline_);
     scheduler_->recheck_at(next_look_);
@@ -149,7 +152,10 @@ class RuntimeCore::Admission {
       const std::string id = held->run.id;
       const bool alone = held->alone;
       try {
-        invocations_ += core_->drive(std::move(*held));
+        const Driven driven = core_->drive(std::move(*held));
+        invocations_ += driven.invocations;
+        // A run that may have made another due (or left itself due): look before idling.
+        if (!driven.quiet) look_now_ = true;
       } catch (...) {
         failed_ = true;  // the loop admits no more; the error leaves run_due() once all end
         throw;
@@ -174,11 +180,16 @@ class RuntimeCore::Admission {
   bool alone_ = false;        // a run claimed alone (Claim::alone) is alive
   std::atomic<bool> look_now_{true};
   std::chrono::steady_clock::time_point next_look_{};
+  bool none_due_ = false;  // the last claim saw no run due before next_look_
 };
 
 std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
                                  std::size_t batch) {
   start_heartbeat();
+  {
+    std::lock_guard lock(store_mutex_);
+    forget_next_fire();  // each pass sees the schedules other processes wrote since the last
+  }
   FiberScheduler scheduler(step_pool());
   Admission admission(*this, scheduler, deadline, batch);
   CommitGroup group(*this, scheduler);
@@ -267,7 +278,13 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
   return 0;
 }
 
-std::size_t RuntimeCore::drive(Claim claim) {
+namespace {
+bool starts_or_sends(const JournalEntry& entry) {
+  return entry.kind == StepKind::invoke || entry.kind == StepKind::send;
+}
+}  // namespace
+
+RuntimeCore::Driven RuntimeCore::drive(Claim claim) {
   const auto claimed_at = std::chrono::steady_clock::now();
   std::shared_ptr<const Workflow> wf = find_workflow(claim.run.workflow);
   RunState& run = claim.run;
@@ -277,19 +294,19 @@ std::size_t RuntimeCore::drive(Claim claim) {
     seed = random_();
   }
   std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
-  if (claim.unreadable) return fail_unreadable(claim);
+  if (claim.unreadable) return {fail_unreadable(claim)};
   RunHost host(*this, run, claimed_at);
   for (std::size_t made = 1;; ++made) {
     if (stopping()) {  // a run claimed before serve() was asked to stop, not begun yet
       hand_back(run);
-      return made - 1;
+      return {made - 1};
     }
-    if (halted_) return made - 1;
+    if (halted_) return {made - 1};
     Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random, host).execute();
     ++run.invocations;
     if (outcome.kind == Outcome::Kind::lost) {
       hand_back(run, host.yielded());
-      return made;
+      return {made};
     }
     RunWrite write = write_for(run, outcome, claim.lease_until_ms);
     write.clear_crashes = claim.crashes > 0;
@@ -300,15 +317,24 @@ std::size_t RuntimeCore::drive(Claim claim) {
       const bool written = commit(write);
       run.next_seq += write.new_entries();
       // Not written: the run was cancelled or taken over meanwhile; its result is not used.
-      if (!written) return made;
+      if (!written) return {made};
       claim.crashes = 0;
       record(run, &outcome.entries, &write);
     }
-    if (outcome.kind != Outcome::Kind::step_done) return made;
+    if (outcome.kind != Outcome::Kind::step_done) {
+      const bool ended =
+          outcome.kind == Outcome::Kind::completed || outcome.kind == Outcome::Kind::failed;
+      const auto& journal = run.journal.entries();
+      const bool quiet = ended && !claim.has_parent &&
+                         std::none_of(journal.begin(), journal.end(), starts_or_sends) &&
+                         std::none_of(outcome.entries.begin(), outcome.entries.end(),
+                                      [](const EntryWrite& w) { return starts_or_sends(w.entry); });
+      return {made, quiet};
+    }
     adopt(run, outcome.entries);
     if (should_yield(claimed_at)) {
       hand_back(run, true);
-      return made;
+      return {made};
     }
   }
 }

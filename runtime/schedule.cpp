@@ -73,6 +73,7 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
   {
     std::lock_guard lock(store_mutex_);
     written = store_->put_schedule(row, now);
+    forget_next_fire();
   }
   if (written) {
     logger_.write(LogLevel::info, "schedule.stored", "schedule stored",
@@ -89,9 +90,19 @@ std::vector<ScheduleInfo> RuntimeCore::schedules() {
 
 void RuntimeCore::unschedule(std::string_view id) {
   std::lock_guard lock(store_mutex_);
+  forget_next_fire();
   if (!store_->remove_schedule(std::string(id))) {
     throw NotFound("no schedule with id '" + std::string(id) + "'");
   }
+}
+
+std::optional<std::int64_t> RuntimeCore::next_fire() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_fire_known_until_ || (next_fire_ms_ && *next_fire_ms_ <= now_ms())) {
+    next_fire_ms_ = store_->next_schedule_at();
+    next_fire_known_until_ = now + options_.poll_interval;
+  }
+  return next_fire_ms_;
 }
 
 std::size_t RuntimeCore::fire_schedules() {
@@ -99,9 +110,10 @@ std::size_t RuntimeCore::fire_schedules() {
   std::vector<std::string> started;
   {
     std::lock_guard lock(store_mutex_);
-    const std::optional<std::int64_t> next = store_->next_schedule_at();
-    if (!next || *next > now) return 0;  // a read; the write transaction only when one is due
+    const std::optional<std::int64_t> next = next_fire();
+    if (!next || *next > now) return 0;  // the write transaction only when one is due
     started = store_->fire_schedules(now, next_slot);
+    forget_next_fire();
   }
   counters_.schedule_fires += started.size();
   counters_.runs_started += started.size();

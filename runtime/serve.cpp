@@ -236,7 +236,7 @@ void RuntimeCore::serve() {
       const std::vector<std::string> names = workflow_names();
       std::lock_guard lock(store_mutex_);
       due = store_->next_due(names, {executing_.begin(), executing_.end()});
-      const std::optional<std::int64_t> fire = store_->next_schedule_at();
+      const std::optional<std::int64_t> fire = next_fire();
       if (fire) due = due ? std::min(*due, *fire) : fire;
     } catch (const std::exception& e) {
       return again_in(backoff.failed(logger_, e.what(), now_ms()));

@@ -80,6 +80,8 @@ struct Claim {
   /// Set when a value stored for the run (its input, a journaled output) cannot be read safely:
   /// the run must be failed with this reason, not executed.
   std::optional<std::string> unreadable;
+  /// A child run: its end wakes its parent.
+  bool has_parent = false;
 };
 
 /// What claim() did: the runs it claimed, and those it failed instead (quarantined: they had
@@ -87,6 +89,11 @@ struct Claim {
 struct Claimed {
   std::vector<Claim> runs;
   std::vector<std::string> quarantined;
+  /// Read in the same transaction when the claim took fewer runs than it could, so that the
+  /// claimer need not ask next_due() next: whether it was, and its answer (the earliest due time
+  /// of a live run of the workflows but those executing and those just claimed; none: nullopt).
+  bool next_due_read = false;
+  std::optional<std::int64_t> next_due;
 };
 
 struct ClaimRequest {

@@ -215,6 +215,72 @@ TEST_CASE("at Durability::full a start, a step and an end are each synced, a cla
   }
 }
 
+// What an empty run costs, start to end, one run after another: its start, its claim and its
+// end, each a write transaction, and one read, of when a schedule fires next. Asking the store
+// when the next run is due comes with the claim, and once the run ended quietly (no parent, no
+// child started, no event sent) the loop knows nothing else came due: it asks no more.
+TEST_CASE("an empty run costs three write transactions and one read") {
+  test::TempDir dir;
+  constexpr int kRuns = 20;
+  test::SyncCounter counter(dir.path().string());
+  Runtime runtime({.database = dir.file("empty.db"), .log_level = LogLevel::off});
+  runtime.add(Workflow("empty", [](Step&, const json&) -> json { return nullptr; }));
+  for (int i = 0; i < 3; ++i) {  // the worker's first heartbeat and the schema's first reads
+    runtime.start("empty");
+    runtime.run_until_idle();
+  }
+  const int transactions = counter.transactions();
+  const int writes = counter.write_transactions();
+  for (int i = 0; i < kRuns; ++i) {
+    runtime.start("empty");
+    CHECK(runtime.run_until_idle() == 1);
+  }
+  // A heartbeat (one a third of a lease apart) may fall in between.
+  CHECK(counter.write_transactions() - writes >= 3 * kRuns);
+  CHECK(counter.write_transactions() - writes <= 3 * kRuns + 1);
+  CHECK(counter.transactions() - transactions >= 4 * kRuns);
+  CHECK(counter.transactions() - transactions <= 4 * kRuns + 1);
+}
+
+// A claim that took fewer runs than it may says, from its own transaction, when the next run it
+// left is due; one that took all it asked for says nothing (its claimer looks again at once).
+TEST_CASE(
+    "a claim that takes fewer runs than it may tells when the next one is due (on each store)") {
+  test::TempDir dir;
+  const auto store = detail::open_store(test::database(dir, "claims.db"), Durability::normal);
+  for (const std::string id : {"r1", "r2"}) {
+    detail::NewRun run;
+    run.id = id;
+    run.workflow = "w";
+    run.correlation_id = id;
+    run.input = "{}";
+    run.now_ms = 1;
+    run.due_ms = 1;
+    store->create_run(run);
+  }
+  detail::ClaimRequest request;
+  request.owner = "A";
+  request.workflows = {"w"};
+  request.now_ms = 1;
+  request.lease_ms = 100;
+  request.limit = 1;
+  const detail::Claimed full = store->claim(request);
+  REQUIRE(full.runs.size() == 1);
+  CHECK_FALSE(full.next_due_read);
+  request.limit = 10;
+  request.executing = {full.runs[0].run.id};
+  const detail::Claimed rest = store->claim(request);
+  REQUIRE(rest.runs.size() == 1);
+  CHECK(rest.next_due_read);
+  CHECK_FALSE(rest.next_due.has_value());  // one run executing, the other just claimed
+  request.owner = "B";
+  request.executing.clear();
+  const detail::Claimed none = store->claim(request);
+  CHECK(none.runs.empty());
+  CHECK(none.next_due_read);
+  CHECK(none.next_due == std::optional<std::int64_t>(101));  // when A's leases lapse
+}
+
 // The one claim that decides something: a wait's timeout. An event that came after a power cut
 // had lost that claim would decide the wait the other way, after the timed-out branch ran.
 TEST_CASE("at Durability::full a claim that ends a wait by its timeout is synced") {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // SyncCounter: while it lives, SQLite's default VFS is a shim over the one it replaced that
-// counts the syncs (xSync) of files under a directory, for tests of what reaches the disk when.
-// Everything else goes through to the real VFS unchanged.
+// counts the syncs (xSync) and the transactions of files under a directory, for tests of what
+// reaches the disk when, and of how many transactions a piece of work costs. Everything else
+// goes through to the real VFS unchanged.
 
 #include <sqlite3.h>
 
@@ -38,6 +39,11 @@ class SyncCounter {
 
   /// Syncs of files under the directory since the counter was made.
   int syncs() const { return syncs_.load(); }
+  /// Transactions, read or write, on databases under the directory (in WAL mode each begins by
+  /// taking one of the WAL's read locks shared), and of those the write transactions (each
+  /// takes the WAL's write lock).
+  int transactions() const { return transactions_.load(); }
+  int write_transactions() const { return write_transactions_.load(); }
 
  private:
   // Our file: the methods below, then the real VFS's file, which they forward to.
@@ -92,7 +98,15 @@ class SyncCounter {
     return real(f)->pMethods->xShmMap(real(f), page, size, extend, out);
   }
   static int shm_lock(sqlite3_file* f, int offset, int n, int flags) {
-    return real(f)->pMethods->xShmLock(real(f), offset, n, flags);
+    const int rc = real(f)->pMethods->xShmLock(real(f), offset, n, flags);
+    // The WAL index's locks: 0 the write lock, 1 the checkpointer's, 2 recovery's, 3 to 7 the
+    // read locks.
+    if (rc == SQLITE_OK && reinterpret_cast<File*>(f)->counted && n == 1 &&
+        (flags & SQLITE_SHM_LOCK) != 0) {
+      if (offset == 0 && (flags & SQLITE_SHM_EXCLUSIVE) != 0) ++self_->write_transactions_;
+      if (offset >= 3 && (flags & SQLITE_SHM_SHARED) != 0) ++self_->transactions_;
+    }
+    return rc;
   }
   static void shm_barrier(sqlite3_file* f) { real(f)->pMethods->xShmBarrier(real(f)); }
   static int shm_unmap(sqlite3_file* f, int remove) {
@@ -131,6 +145,8 @@ class SyncCounter {
   sqlite3_vfs* real_ = nullptr;
   sqlite3_vfs vfs_{};
   std::atomic<int> syncs_{0};
+  std::atomic<int> transactions_{0};
+  std::atomic<int> write_transactions_{0};
 };
 
 }  // namespace durable::test

@@ -102,6 +102,12 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
           claimed.runs.back().alone = candidate.crashes >= isolate_after(request);
         }
       }
+      if (candidates.size() < request.limit) {
+        std::vector<std::string> excluded = request.executing;
+        for (const Claim& c : claimed.runs) excluded.push_back(c.run.id);
+        claimed.next_due = earliest_due(request.workflows, excluded);
+        claimed.next_due_read = true;
+      }
       tx.commit();
       break;
     }
@@ -261,7 +267,8 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
     sql::Query update(
         db(),
         "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
-        "crashes = ? WHERE id = ? RETURNING workflow, correlation_id, input, invocations");
+        "crashes = ? WHERE id = ? RETURNING workflow, correlation_id, input, invocations, "
+        "parent_id IS NOT NULL");
     update.bind(1, request.owner);
     update.bind(2, claim.lease_until_ms);
     update.bind(3, request.now_ms);
@@ -274,6 +281,7 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
     claim.run.correlation_id = update.text(1);
     claim.run.input = stored(update.text(2));
     claim.run.invocations = update.int32(3);
+    claim.has_parent = update.int32(4) != 0;
     while (update.next()) {
     }
   }
@@ -339,13 +347,16 @@ void SqlStore::renew_leases(const std::string& owner, const std::vector<std::str
 
 std::optional<std::int64_t> SqlStore::next_due(const std::vector<std::string>& workflows,
                                                const std::vector<std::string>& executing) {
-  return guarded([&]() -> std::optional<std::int64_t> {
-    if (workflows.empty()) return std::nullopt;
-    sql::Query query(db(), "SELECT min(due_at) " + live_runs(workflows.size(), executing.size()));
-    bind_all(query, bind_all(query, 1, workflows), executing);
-    if (!query.next() || query.is_null(0)) return std::nullopt;
-    return query.int64(0);
-  });
+  return guarded([&] { return earliest_due(workflows, executing); });
+}
+
+std::optional<std::int64_t> SqlStore::earliest_due(const std::vector<std::string>& workflows,
+                                                   const std::vector<std::string>& excluded) {
+  if (workflows.empty()) return std::nullopt;
+  sql::Query query(db(), "SELECT min(due_at) " + live_runs(workflows.size(), excluded.size()));
+  bind_all(query, bind_all(query, 1, workflows), excluded);
+  if (!query.next() || query.is_null(0)) return std::nullopt;
+  return query.int64(0);
 }
 
 std::size_t SqlStore::due_count(const std::vector<std::string>& workflows,

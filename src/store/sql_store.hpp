@@ -147,6 +147,8 @@ class SqlStore : public Store {
   void quarantine(const Candidate& run, std::int64_t now_ms);
   Claim take(const Candidate& candidate, const ClaimRequest& request);
   std::string live_runs(std::size_t workflows, std::size_t excluded) const;
+  std::optional<std::int64_t> earliest_due(const std::vector<std::string>& workflows,
+                                           const std::vector<std::string>& excluded);
 
   // commits.cpp
   bool apply(const RunWrite& write);
