@@ -37,14 +37,12 @@ thread_local FiberScheduler* t_current = nullptr;
 // could confuse.
 class StackCache {
  public:
+  // Never destroyed: a fiber may end on a thread still running while the process exits.
   static StackCache& instance() {
-    static StackCache cache;
-    return cache;
+    static StackCache* const cache = new StackCache;
+    return *cache;
   }
-  ~StackCache() {
-    for (ctx::stack_context& stack : kept_)
-      ctx::protected_fixedsize_stack(kStackSize).deallocate(stack);
-  }
+  StackCache() { kept_.reserve(kKept); }
   ctx::stack_context take() {
     {
       std::lock_guard lock(mutex_);

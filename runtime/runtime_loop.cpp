@@ -70,9 +70,12 @@ class RuntimeCore::Admission {
     if (alive > 0 && free == 0) return false;  // likewise: claimed now, a run would wait
     // Taken before the claim, so that a wake-up during it is not lost. Nothing to look for
     // before the planned look, unless poked: by a start, event or cancel in this process, or a
-    // run that may have made work due as it ended (drive()'s `quiet`). With no run alive too,
-    // when the last claim saw nothing due before then: the loop ends idle without asking again.
-    if (!look_now_.exchange(false) && now < next_look_ && (alive > 0 || none_due_)) {
+    // run of this runtime that may have made work due as it ended (drive()'s `quiet`). With no
+    // run alive too, while the runtime's clock is short of the earliest due run or schedule fire
+    // the last claim saw: the loop then ends idle without asking again. (What other processes
+    // wrote meanwhile is seen at the next pass, or after poll_interval, as it is anyway.)
+    if (!look_now_.exchange(false) && now < next_look_ &&
+        (alive > 0 || core_->now_ms() < nothing_due_before_ms_)) {
       scheduler_->recheck_at(next_look_);
       return false;
     }
@@ -92,6 +95,7 @@ class RuntimeCore::Admission {
     // unless a start or event in this process (a poke) or another process says otherwise.
     if (claimed.runs.size() == limit) {
       look_now_ = true;
+      nothing_due_before_ms_ = kUnknown;
     } else {
       plan_next_look(claimed);
     }
@@ -126,20 +130,25 @@ class RuntimeCore::Admission {
     const auto now = std::chrono::steady_clock::now();
     auto wait = core_->options_.poll_interval;
     std::optional<std::int64_t> due = claimed.next_due;
-    if (!claimed.next_due_read) {
+    std::optional<std::int64_t> fire;
+    {
       std::lock_guard lock(core_->store_mutex_);
-      due = core_->store_->next_due(names_, {core_->executing_.begin(), core_->executing_.end()});
+      if (!claimed.next_due_read) {
+        due = core_->store_->next_due(names_, {core_->executing_.begin(), core_->executing_.end()});
+      }
+      fire = core_->next_fire();  // read by fire_schedules() just before: no read, mostly
     }
     const std::int64_t now_ms = core_->now_ms();
-    if (due && *due > now_ms) {
-      wait = std::min(wait,
-                      std::chrono::milliseconds(std::max<std::int64_t>(kMinPause, *due - now_ms)));
+    const std::int64_t earliest = std::min(due.value_or(kNever), fire.value_or(kNever));
+    if (earliest > now_ms) {
+      wait = std::min(
+          wait, std::chrono::milliseconds(std::max<std::int64_t>(kMinPause, earliest - now_ms)));
     }
     // A run due now that this claim left (its workflow at its limit, a run to be claimed alone,
     // one another process took meanwhile) is looked at again after poll_interval, not in a
     // spin, and the runs held do not give their turns up for it.
     core_->unclaimable_due_ms_ = due && *due <= now_ms ? *due : -1;
-    none_due_ = !due || *due > now_ms;
+    nothing_due_before_ms_ = earliest;
     next_look_ = now + wait;
     if (deadline_) next_look_ = std::min(next_look_, *deadline_);
     scheduler_->recheck_at(next_look_);
@@ -154,8 +163,9 @@ class RuntimeCore::Admission {
       try {
         const Driven driven = core_->drive(std::move(*held));
         invocations_ += driven.invocations;
-        // A run that may have made another due (or left itself due): look before idling.
-        if (!driven.quiet) look_now_ = true;
+        // A run that may have made another due (or left itself due): every loop of this
+        // runtime looks before idling (the others' claims left this run out).
+        if (!driven.quiet) core_->wake_loops();
       } catch (...) {
         failed_ = true;  // the loop admits no more; the error leaves run_due() once all end
         throw;
@@ -180,7 +190,9 @@ class RuntimeCore::Admission {
   bool alone_ = false;        // a run claimed alone (Claim::alone) is alive
   std::atomic<bool> look_now_{true};
   std::chrono::steady_clock::time_point next_look_{};
-  bool none_due_ = false;  // the last claim saw no run due before next_look_
+  // The runtime's time before which the last claim saw no run due and no schedule to fire.
+  static constexpr std::int64_t kUnknown = INT64_MIN;
+  std::int64_t nothing_due_before_ms_ = kUnknown;
 };
 
 std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_point> deadline,

@@ -87,6 +87,27 @@ TEST_CASE(
   CHECK(runs_of(*runtime) == 2);
 }
 
+// The loop ends a pass without a last claim once its runs ended quietly and nothing was due,
+// but not when a schedule's time came meanwhile (here while a body moved the clock on).
+TEST_CASE(
+    "a schedule that comes due while a body executes fires in the same run_until_idle (on each "
+    "store)") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
+  runtime->add(remind());
+  runtime->add(Workflow("long", [&clock](Step& step, const json&) -> json {
+    return step.run("work", [&clock] {
+      clock.advance(2h);
+      return 1;
+    });
+  }));
+  runtime->schedule("remind", {{"to", "ada"}}, {.id = "hourly", .every = 1h});
+  runtime->start("long");
+  runtime->run_until_idle();
+  CHECK(runs_of(*runtime) == 1);
+}
+
 TEST_CASE("a cron schedule fires at its matching minutes (on each store)") {
   test::TempDir dir;
   test::ManualClock clock;

@@ -235,11 +235,13 @@ TEST_CASE("an empty run costs three write transactions and one read") {
     runtime.start("empty");
     CHECK(runtime.run_until_idle() == 1);
   }
-  // A heartbeat (one a third of a lease apart) may fall in between.
+  // Besides, at most: one heartbeat (the worker seen and its leases renewed: two writes), one
+  // look for dead owners (a read, once a second), and a second read lock when the log starts
+  // over after a checkpoint. Before the claim read the next due time itself it was 8 and 4.
   CHECK(counter.write_transactions() - writes >= 3 * kRuns);
-  CHECK(counter.write_transactions() - writes <= 3 * kRuns + 1);
+  CHECK(counter.write_transactions() - writes <= 3 * kRuns + 2);
   CHECK(counter.transactions() - transactions >= 4 * kRuns);
-  CHECK(counter.transactions() - transactions <= 4 * kRuns + 1);
+  CHECK(counter.transactions() - transactions <= 4 * kRuns + 4);
 }
 
 // A claim that took fewer runs than it may says, from its own transaction, when the next run it
