@@ -91,14 +91,9 @@ class RuntimeCore {
   // or the deadline passed.
   std::size_t run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
                       std::size_t batch);
-  struct Driven {
-    std::size_t invocations = 0;
-    /// The run ended (completed or failed) and nothing it did can have made a run due: it has
-    /// no parent to wake, and it started no child and sent no event.
-    bool quiet = false;
-  };
-  /// Executes a claimed run's invocations until it sleeps, ends, is lost or yields its turn.
-  Driven drive(Claim claim);
+  /// Executes a claimed run's invocations until it sleeps, ends, is lost or yields its turn;
+  /// returns how many.
+  std::size_t drive(Claim claim);
   /// Whether a run holding its claim since `since` gives its turn up at this step boundary:
   /// it held it for a fair slice, and another run is due that this runtime could take.
   bool should_yield(std::chrono::steady_clock::time_point since);

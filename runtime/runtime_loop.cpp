@@ -68,14 +68,10 @@ class RuntimeCore::Admission {
     if (alive >= std::min(batch_, kClaimBatch)) return false;
     const std::size_t free = core_->step_pool().free_threads();
     if (alive > 0 && free == 0) return false;  // likewise: claimed now, a run would wait
-    // Taken before the claim, so that a wake-up during it is not lost. Nothing to look for
-    // before the planned look, unless poked: by a start, event or cancel in this process, or a
-    // run of this runtime that may have made work due as it ended (drive()'s `quiet`). With no
-    // run alive too, while the runtime's clock is short of the earliest due run or schedule fire
-    // the last claim saw: the loop then ends idle without asking again. (What other processes
-    // wrote meanwhile is seen at the next pass, or after poll_interval, as it is anyway.)
-    if (!look_now_.exchange(false) && now < next_look_ &&
-        (alive > 0 || core_->now_ms() < nothing_due_before_ms_)) {
+    // Taken before the claim, so that a wake-up during it is not lost. With no run alive the
+    // loop always claims once more before it ends: what a step body's Client, or another
+    // process, started meanwhile is run in the same pass.
+    if (!look_now_.exchange(false) && alive > 0 && now < next_look_) {
       scheduler_->recheck_at(next_look_);
       return false;
     }
@@ -95,7 +91,6 @@ class RuntimeCore::Admission {
     // unless a start or event in this process (a poke) or another process says otherwise.
     if (claimed.runs.size() == limit) {
       look_now_ = true;
-      nothing_due_before_ms_ = kUnknown;
     } else {
       plan_next_look(claimed);
     }
@@ -148,7 +143,6 @@ class RuntimeCore::Admission {
     // one another process took meanwhile) is looked at again after poll_interval, not in a
     // spin, and the runs held do not give their turns up for it.
     core_->unclaimable_due_ms_ = due && *due <= now_ms ? *due : -1;
-    nothing_due_before_ms_ = earliest;
     next_look_ = now + wait;
     if (deadline_) next_look_ = std::min(next_look_, *deadline_);
     scheduler_->recheck_at(next_look_);
@@ -161,11 +155,7 @@ class RuntimeCore::Admission {
       const std::string id = held->run.id;
       const bool alone = held->alone;
       try {
-        const Driven driven = core_->drive(std::move(*held));
-        invocations_ += driven.invocations;
-        // A run that may have made another due (or left itself due): every loop of this
-        // runtime looks before idling (the others' claims left this run out).
-        if (!driven.quiet) core_->wake_loops();
+        invocations_ += core_->drive(std::move(*held));
       } catch (...) {
         failed_ = true;  // the loop admits no more; the error leaves run_due() once all end
         throw;
@@ -190,9 +180,6 @@ class RuntimeCore::Admission {
   bool alone_ = false;        // a run claimed alone (Claim::alone) is alive
   std::atomic<bool> look_now_{true};
   std::chrono::steady_clock::time_point next_look_{};
-  // The runtime's time before which the last claim saw no run due and no schedule to fire.
-  static constexpr std::int64_t kUnknown = INT64_MIN;
-  std::int64_t nothing_due_before_ms_ = kUnknown;
 };
 
 std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
@@ -290,13 +277,7 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
   return 0;
 }
 
-namespace {
-bool starts_or_sends(const JournalEntry& entry) {
-  return entry.kind == StepKind::invoke || entry.kind == StepKind::send;
-}
-}  // namespace
-
-RuntimeCore::Driven RuntimeCore::drive(Claim claim) {
+std::size_t RuntimeCore::drive(Claim claim) {
   const auto claimed_at = std::chrono::steady_clock::now();
   std::shared_ptr<const Workflow> wf = find_workflow(claim.run.workflow);
   RunState& run = claim.run;
@@ -306,19 +287,19 @@ RuntimeCore::Driven RuntimeCore::drive(Claim claim) {
     seed = random_();
   }
   std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
-  if (claim.unreadable) return {fail_unreadable(claim)};
+  if (claim.unreadable) return fail_unreadable(claim);
   RunHost host(*this, run, claimed_at);
   for (std::size_t made = 1;; ++made) {
     if (stopping()) {  // a run claimed before serve() was asked to stop, not begun yet
       hand_back(run);
-      return {made - 1};
+      return made - 1;
     }
-    if (halted_) return {made - 1};
+    if (halted_) return made - 1;
     Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random, host).execute();
     ++run.invocations;
     if (outcome.kind == Outcome::Kind::lost) {
       hand_back(run, host.yielded());
-      return {made};
+      return made;
     }
     RunWrite write = write_for(run, outcome, claim.lease_until_ms);
     write.clear_crashes = claim.crashes > 0;
@@ -329,24 +310,15 @@ RuntimeCore::Driven RuntimeCore::drive(Claim claim) {
       const bool written = commit(write);
       run.next_seq += write.new_entries();
       // Not written: the run was cancelled or taken over meanwhile; its result is not used.
-      if (!written) return {made};
+      if (!written) return made;
       claim.crashes = 0;
       record(run, &outcome.entries, &write);
     }
-    if (outcome.kind != Outcome::Kind::step_done) {
-      const bool ended =
-          outcome.kind == Outcome::Kind::completed || outcome.kind == Outcome::Kind::failed;
-      const auto& journal = run.journal.entries();
-      const bool quiet = ended && !claim.has_parent &&
-                         std::none_of(journal.begin(), journal.end(), starts_or_sends) &&
-                         std::none_of(outcome.entries.begin(), outcome.entries.end(),
-                                      [](const EntryWrite& w) { return starts_or_sends(w.entry); });
-      return {made, quiet};
-    }
+    if (outcome.kind != Outcome::Kind::step_done) return made;
     adopt(run, outcome.entries);
     if (should_yield(claimed_at)) {
       hand_back(run, true);
-      return {made};
+      return made;
     }
   }
 }

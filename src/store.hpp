@@ -80,8 +80,6 @@ struct Claim {
   /// Set when a value stored for the run (its input, a journaled output) cannot be read safely:
   /// the run must be failed with this reason, not executed.
   std::optional<std::string> unreadable;
-  /// A child run: its end wakes its parent.
-  bool has_parent = false;
 };
 
 /// What claim() did: the runs it claimed, and those it failed instead (quarantined: they had

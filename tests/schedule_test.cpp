@@ -87,8 +87,8 @@ TEST_CASE(
   CHECK(runs_of(*runtime) == 2);
 }
 
-// The loop ends a pass without a last claim once its runs ended quietly and nothing was due,
-// but not when a schedule's time came meanwhile (here while a body moved the clock on).
+// The next fire time the loop keeps does not hide a schedule whose time came during the pass
+// (here while a body moved the clock on): it fires before the pass ends.
 TEST_CASE(
     "a schedule that comes due while a body executes fires in the same run_until_idle (on each "
     "store)") {

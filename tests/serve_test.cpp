@@ -107,8 +107,9 @@ TEST_CASE(
   }
   Serving serving(worker);
   std::this_thread::sleep_for(100ms);
-  // The worker was told of nothing: only its polls can find the run, and without them it would
-  // never complete. No bound on how long it took: a loaded machine stretches any.
+  // The worker was told of nothing in its own process: on SQLite only its polls can find the
+  // run (on PostgreSQL a notification may wake it first). No bound on how long it took: a
+  // loaded machine stretches any.
   const std::string id = other.start("w");
   CHECK(wait_for(other, id, Status::completed).output == 7);
 }

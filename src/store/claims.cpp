@@ -267,8 +267,7 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
     sql::Query update(
         db(),
         "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
-        "crashes = ? WHERE id = ? RETURNING workflow, correlation_id, input, invocations, "
-        "parent_id IS NOT NULL");
+        "crashes = ? WHERE id = ? RETURNING workflow, correlation_id, input, invocations");
     update.bind(1, request.owner);
     update.bind(2, claim.lease_until_ms);
     update.bind(3, request.now_ms);
@@ -281,7 +280,6 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
     claim.run.correlation_id = update.text(1);
     claim.run.input = stored(update.text(2));
     claim.run.invocations = update.int32(3);
-    claim.has_parent = update.int32(4) != 0;
     while (update.next()) {
     }
   }
