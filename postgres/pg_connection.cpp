@@ -261,6 +261,10 @@ void PgConnection::execute(const std::string& sql) { exec(sql, "running: " + sho
 // the worker that ran steps under it would see its commits refused and its steps run again.
 void PgConnection::begin(sql::Sync) { exec("BEGIN", "running BEGIN"); }
 
+void PgConnection::begin_read() {
+  exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "running BEGIN READ ONLY");
+}
+
 void PgConnection::commit() {
   const ResultHandle result = exec("COMMIT", "running COMMIT");
   // COMMIT of a transaction that an error already aborted succeeds, and rolls back.

@@ -108,6 +108,7 @@ class PgConnection final : public sql::Connection {
   sql::Statement& prepare(const std::string& sql) override;
   void execute(const std::string& sql) override;
   void begin(sql::Sync sync) override;
+  void begin_read() override;
   void commit() override;
   void rollback() noexcept override;
   const sql::Dialect& dialect() const override;

@@ -207,21 +207,21 @@ json Admin::list_runs(const RunQuery& query) {
 
 json Admin::show_run(std::string_view id) {
   const Lease db = lease();
-  const std::optional<RunInfo> run = db->store->get_run(std::string(id), true);
-  if (!run) throw NotFound("no run with id '" + std::string(id) + "'");
-  const std::vector<StepInfo> steps =
-      db->store->list_steps(run->id).value_or(std::vector<StepInfo>{});
-  json j = summary(*run, known(*db), now_ms());
-  j["input"] = run->input;
-  j["output"] = run->output;
+  const std::optional<detail::RunWithSteps> found = db->store->get_run_with_steps(std::string(id));
+  if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
+  const RunInfo& run = found->run;
+  const std::vector<StepInfo>& steps = found->steps;
+  json j = summary(run, known(*db), now_ms());
+  j["input"] = run.input;
+  j["output"] = run.output;
   j["history"] = json::array();
-  for (const Transition& t : run->history) {
+  for (const Transition& t : run.history) {
     j["history"].push_back(
         {{"status", to_string(t.status)}, {"at", iso(t.at)}, {"reason", t.reason}});
   }
   j["steps"] = json::array();
   for (const StepInfo& s : steps) j["steps"].push_back(step_json(s));
-  j["runbook"] = run->status == Status::failed ? runbook(*db, *run, steps) : json();
+  j["runbook"] = run.status == Status::failed ? runbook(*db, run, steps) : json();
   return j;
 }
 

@@ -122,6 +122,7 @@ class SqliteConnection final : public sql::Connection {
       throw;
     }
   }
+  void begin_read() override { execute("BEGIN"); }
   void commit() override {
     execute("COMMIT");
     restore_synchronous();

@@ -140,6 +140,12 @@ struct Worker {
   std::int64_t pid = 0, start_ticks = 0;
 };
 
+/// A run, its state history and its journal.
+struct RunWithSteps {
+  RunInfo run;
+  std::vector<StepInfo> steps;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -150,6 +156,8 @@ class Store {
   virtual std::vector<RunInfo> list_runs(const RunFilter& filter) = 0;
   /// The journal of a run in write order; nullopt for an unknown run.
   virtual std::optional<std::vector<StepInfo>> list_steps(const std::string& id) = 0;
+  /// get_run() with its history and list_steps(), read from one state of the store.
+  virtual std::optional<RunWithSteps> get_run_with_steps(const std::string& id) = 0;
   /// The same journal as the engine reads it.
   virtual std::optional<std::vector<JournalEntry>> journal(const std::string& id) = 0;
 

@@ -244,6 +244,42 @@ TEST_CASE("an empty run costs four write transactions and one read") {
   CHECK(counter.transactions() - transactions <= 5 * kRuns + 4);
 }
 
+// A run shown with its history and its journal (the dashboard's and `durable show`'s read) is
+// read in one transaction, so the three come from one state of the file. Before, its statements
+// took three read transactions, between which a worker could commit a step.
+TEST_CASE("a run with its history and steps is read in one transaction") {
+  test::TempDir dir;
+  const std::string file = dir.file("show.db");
+  std::string id;
+  {
+    Runtime runtime({.database = file, .log_level = LogLevel::off});
+    runtime.add(Workflow("two", [](Step& step, const json&) -> json {
+      step.run("a", [] { return 1; });
+      return step.run("b", [] { return 2; });
+    }));
+    id = runtime.start("two");
+    runtime.run_until_idle();
+  }
+  test::SyncCounter counter(dir.path().string());
+  const auto store = detail::open_store(file, Durability::normal);
+  CHECK(store->get_run(id, true));  // the schema's first reads
+  const auto reads = [&counter, before = counter.transactions()] {
+    return counter.transactions() - before;
+  };
+  const std::optional<detail::RunWithSteps> shown = store->get_run_with_steps(id);
+  REQUIRE(shown);
+  CHECK(reads() == 1);
+  CHECK(shown->run.status == Status::completed);
+  CHECK(shown->run.history.size() == 3);  // pending, running, completed
+  REQUIRE(shown->steps.size() == 2);
+  CHECK(shown->steps[1].id == "b");
+  CHECK(store->get_run(id, true)->history.size() == 3);
+  CHECK(reads() == 2);
+  CHECK(store->list_steps(id)->size() == 2);
+  CHECK(reads() == 3);
+  CHECK_FALSE(store->get_run_with_steps("no-such-run"));
+}
+
 // A claim that took fewer runs than it may says, from its own transaction, when the next run it
 // left is due; one that took all it asked for says nothing (its claimer looks again at once).
 TEST_CASE(

@@ -213,32 +213,34 @@ std::vector<JournalEntry> SqlStore::load_journal(const std::string& id) {
 }
 
 std::optional<std::vector<JournalEntry>> SqlStore::journal(const std::string& id) {
-  return guarded([&]() -> std::optional<std::vector<JournalEntry>> {
+  return reading([&]() -> std::optional<std::vector<JournalEntry>> {
     if (!run_exists(id)) return std::nullopt;
     return load_journal(id);
   });
 }
 
 std::optional<std::vector<StepInfo>> SqlStore::list_steps(const std::string& id) {
-  return guarded([&]() -> std::optional<std::vector<StepInfo>> {
-    if (!run_exists(id)) return std::nullopt;
-    std::vector<StepInfo> steps;
-    for (const JournalEntry& e : load_journal(id)) {
-      StepInfo info;
-      info.id = e.key;
-      info.kind = to_string(e.kind);
-      info.status = to_string(e.state);
-      info.output = e.output;
-      info.error = e.error;
-      info.attempts = e.attempts;
-      if (e.wake_at_ms) info.wake_at = to_time(*e.wake_at_ms);
-      if (e.duration_ms) info.duration = std::chrono::milliseconds(*e.duration_ms);
-      if (e.started_at_ms) info.started_at = to_time(*e.started_at_ms);
-      info.updated_at = to_time(e.updated_at_ms);
-      steps.push_back(std::move(info));
-    }
-    return steps;
-  });
+  return reading([&] { return read_steps(id); });
+}
+
+std::optional<std::vector<StepInfo>> SqlStore::read_steps(const std::string& id) {
+  if (!run_exists(id)) return std::nullopt;
+  std::vector<StepInfo> steps;
+  for (const JournalEntry& e : load_journal(id)) {
+    StepInfo info;
+    info.id = e.key;
+    info.kind = to_string(e.kind);
+    info.status = to_string(e.state);
+    info.output = e.output;
+    info.error = e.error;
+    info.attempts = e.attempts;
+    if (e.wake_at_ms) info.wake_at = to_time(*e.wake_at_ms);
+    if (e.duration_ms) info.duration = std::chrono::milliseconds(*e.duration_ms);
+    if (e.started_at_ms) info.started_at = to_time(*e.started_at_ms);
+    info.updated_at = to_time(e.updated_at_ms);
+    steps.push_back(std::move(info));
+  }
+  return steps;
 }
 
 }  // namespace durable::detail

@@ -187,23 +187,34 @@ RunInfo SqlStore::read_run(sql::Query& q) {
 }
 
 std::optional<RunInfo> SqlStore::get_run(const std::string& id, bool with_history) {
-  return guarded([&]() -> std::optional<RunInfo> {
-    if (!findable(id)) return std::nullopt;
-    sql::Query query(db(), run_columns() + " WHERE r.id = ?");
-    query.bind(1, id);
-    if (!query.next()) return std::nullopt;
-    RunInfo info = read_run(query);
-    if (with_history) {
-      sql::Query history(db(),
-                         "SELECT status, at, reason FROM history WHERE run_id = ? ORDER BY id");
-      history.bind(1, id);
-      while (history.next()) {
-        info.history.push_back({status_from_string(history.text(0)).value_or(Status::pending),
-                                to_time(history.int64(1)), history.text(2)});
-      }
-    }
-    return info;
+  if (!with_history) return guarded([&] { return find_run(id, false); });
+  return reading([&] { return find_run(id, true); });
+}
+
+std::optional<RunWithSteps> SqlStore::get_run_with_steps(const std::string& id) {
+  return reading([&]() -> std::optional<RunWithSteps> {
+    std::optional<RunInfo> run = find_run(id, true);
+    if (!run) return std::nullopt;
+    std::optional<std::vector<StepInfo>> steps = read_steps(id);
+    return RunWithSteps{std::move(*run), std::move(steps).value_or(std::vector<StepInfo>{})};
   });
+}
+
+std::optional<RunInfo> SqlStore::find_run(const std::string& id, bool with_history) {
+  if (!findable(id)) return std::nullopt;
+  sql::Query query(db(), run_columns() + " WHERE r.id = ?");
+  query.bind(1, id);
+  if (!query.next()) return std::nullopt;
+  RunInfo info = read_run(query);
+  if (with_history) {
+    sql::Query history(db(), "SELECT status, at, reason FROM history WHERE run_id = ? ORDER BY id");
+    history.bind(1, id);
+    while (history.next()) {
+      info.history.push_back({status_from_string(history.text(0)).value_or(Status::pending),
+                              to_time(history.int64(1)), history.text(2)});
+    }
+  }
+  return info;
 }
 
 std::vector<RunInfo> SqlStore::list_runs(const RunFilter& filter) {

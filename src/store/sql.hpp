@@ -105,6 +105,10 @@ class Connection {
   /// Begins a transaction that will write: it takes the database's write lock at once where the
   /// database has one (SQLite's BEGIN IMMEDIATE), so its reads and writes see one state.
   virtual void begin(Sync sync) = 0;
+  /// Begins a transaction that only reads, so that its statements see one state of the database:
+  /// a deferred BEGIN on SQLite (in WAL mode it never waits on a writer), REPEATABLE READ READ
+  /// ONLY on PostgreSQL. Ended by commit() or rollback().
+  virtual void begin_read() = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
   virtual const Dialect& dialect() const = 0;
@@ -161,6 +165,20 @@ class Transaction {
     connection_->commit();
     connection_ = nullptr;
   }
+
+ private:
+  Connection* connection_;
+};
+
+/// A transaction that only reads (Connection::begin_read): ended when destroyed.
+class ReadTransaction {
+ public:
+  explicit ReadTransaction(Connection& connection) : connection_(&connection) {
+    connection.begin_read();
+  }
+  ~ReadTransaction() { connection_->rollback(); }
+  ReadTransaction(const ReadTransaction&) = delete;
+  ReadTransaction& operator=(const ReadTransaction&) = delete;
 
  private:
   Connection* connection_;

@@ -39,6 +39,7 @@ class SqlStore : public Store {
   std::optional<RunInfo> get_run(const std::string& id, bool with_history) override;
   std::vector<RunInfo> list_runs(const RunFilter& filter) override;
   std::optional<std::vector<StepInfo>> list_steps(const std::string& id) override;
+  std::optional<RunWithSteps> get_run_with_steps(const std::string& id) override;
   std::optional<std::vector<JournalEntry>> journal(const std::string& id) override;
 
   Claimed claim(const ClaimRequest& request) override;
@@ -110,6 +111,17 @@ class SqlStore : public Store {
     }
   }
 
+  /// guarded(), with the body's statements in one read transaction: what they read is one state
+  /// of the database (a run and its journal as they were together), and SQLite takes its read
+  /// lock once instead of once per statement.
+  template <class F>
+  std::invoke_result_t<F&> reading(F&& body) {
+    return guarded([&] {
+      const sql::ReadTransaction snapshot(db());
+      return body();
+    });
+  }
+
  private:
   /// Runs of a transaction that loses conflicts (deadlocks, serialization failures) before the
   /// call fails.
@@ -121,6 +133,7 @@ class SqlStore : public Store {
   // runs.cpp
   std::string insert_run(const NewRun& run);
   bool run_exists(const std::string& id);
+  std::optional<RunInfo> find_run(const std::string& id, bool with_history);
   /// Whether a key (a run id, a filter, a schedule id) could be in the store at all: one that
   /// is not is_utf8() was never written, and PostgreSQL would refuse to compare it, so a lookup
   /// of it finds nothing on either store.
@@ -156,6 +169,7 @@ class SqlStore : public Store {
   bool still_waiting(const std::string& run_id);
   void write_entry(const RunWrite& write, const EntryWrite& entry, std::size_t seq);
   std::vector<JournalEntry> load_journal(const std::string& id);
+  std::optional<std::vector<StepInfo>> read_steps(const std::string& id);
 
   // events.cpp
   Published publish_in(const NewEvent& event);
