@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <ctime>
 #include <random>
 
 #include "durations.hpp"
@@ -271,4 +273,39 @@ TEST_CASE(
   for (std::size_t i = 0; i < written.size(); ++i) {
     CHECK(again[i][0].entry.output == written[i][0].entry.output);
   }
+}
+
+// utc_text writes the date from its own calendar arithmetic: it must agree with the C library's
+// gmtime_r and strftime everywhere, including before 1970 and around leap days.
+TEST_CASE("utc_text writes every time as gmtime_r and strftime do") {
+  const auto by_libc = [](std::int64_t ms, bool with_ms) {
+    const std::int64_t seconds = ms / 1000 - (ms % 1000 < 0 ? 1 : 0);
+    const std::time_t t = static_cast<std::time_t>(seconds);
+    std::tm utc{};
+    gmtime_r(&t, &utc);
+    char text[40];
+    std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+    if (with_ms) n += std::snprintf(text + n, sizeof text - n, ".%03d", int(ms - seconds * 1000));
+    return std::string(text, n) + "Z";
+  };
+  std::vector<std::int64_t> times = {0,
+                                     -1,
+                                     999,
+                                     1000,
+                                     951'782'400'000,         // 2000-02-29
+                                     4'107'542'399'999,       // 2100-02-28T23:59:59.999
+                                     -62'167'219'200'000,     // 0000-01-01
+                                     253'402'300'799'999,     // 9999-12-31T23:59:59.999
+                                     253'402'300'800'000,     // 10000-01-01
+                                     -62'167'219'200'001,     // the year before 0000
+                                     1'000'000'000'000'000};  // about 33,700: the longest sleep
+  std::mt19937_64 random(11);
+  std::uniform_int_distribution<std::int64_t> any(-62'167'219'200'000, 253'402'300'799'999);
+  for (int i = 0; i < 20'000; ++i) times.push_back(any(random));
+  for (const std::int64_t ms : times) {
+    CAPTURE(ms);
+    CHECK(utc_text(ms, true) == by_libc(ms, true));
+    CHECK(utc_text(ms, false) == by_libc(ms, false));
+  }
+  CHECK(utc_text(951'782'400'123) == "2000-02-29T00:00:00.123Z");
 }
