@@ -108,8 +108,8 @@ std::string utc_text_by_libc(std::int64_t ms, bool with_ms) {
 }  // namespace
 
 // The calendar date from days since 1970-01-01 (proleptic Gregorian), and the fields written as
-// digits: the admin API formats several times per answer, and gmtime_r with strftime cost more
-// than the database read that found them.
+// digits: the API's run page formats six times per answer, and gmtime_r, strftime and snprintf
+// took about 3,500 instructions for each (callgrind).
 std::string utc_text(std::int64_t ms, bool with_ms) {
   const std::int64_t day = floor_div(ms, kDay);
   if (day < kFirstDay || day > kLastDay) return utc_text_by_libc(ms, with_ms);
