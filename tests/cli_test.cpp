@@ -303,3 +303,32 @@ TEST_CASE(
   CHECK(code == 2);
   CHECK(has(out, "bearer token"));
 }
+
+// The JSON the command takes on its command line meets the limits the API's bodies meet: a
+// number no double holds and a value nested past the depth limit are bad usage, named as such,
+// and nothing is written.
+TEST_CASE(
+    "durable command: --input and --data out of range or nested too deep are bad usage (exit 2) "
+    "(on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "app.db");
+  { Runtime runtime({.database = db}); }
+  const std::string cli = std::string(DURABLE_CLI) + " --db '" + db + "' ";
+  // 20,000 levels: far past the limit, and still within one command-line argument (128 KiB).
+  const std::string deep = std::string(20'000, '[') + std::string(20'000, ']');
+  const std::string range = "is not valid JSON";  // nlohmann's number overflow, named
+  const std::string nested = "nested more than 64 levels deep";
+  for (const auto& [command, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"start signup --input '{\"n\":1e999}'", range},
+           {"start signup --input '" + deep + "'", nested},
+           {"send go --data 1e999", range},
+           {"send go --data '" + deep + "'", nested}}) {
+    CAPTURE(command.substr(0, 60));
+    const auto [code, out] = shell(cli + command);
+    CHECK(code == 2);
+    CHECK(has(out, expected));
+  }
+  const auto [code, out] = shell(cli + "--json stats");
+  REQUIRE(code == 0);
+  CHECK(json::parse(out).at("total") == 0);
+}

@@ -365,10 +365,13 @@ TEST_CASE("a connection whose server process was terminated fails with Fault::co
 
 TEST_CASE("a port nothing listens on gives an error naming the host and port at once") {
   const std::string port = unused_port();
-  const std::string uri = "postgresql://postgres@127.0.0.1:" + port + "/postgres?connect_timeout=2";
+  // A refused connection ends at once, not after the minute connect_timeout allows: bounds far
+  // apart, so that a loaded machine cannot tell them apart by chance.
+  const std::string uri =
+      "postgresql://postgres@127.0.0.1:" + port + "/postgres?connect_timeout=60";
   const auto start = Clock::now();
   const std::string what = connect_error(uri);
-  CHECK(seconds_since(start) < 3);
+  CHECK(seconds_since(start) < 30);
   INFO(what);
   CHECK(what.starts_with("database '" + uri + "': "));
   CHECK(what.find("127.0.0.1") != std::string::npos);
@@ -384,7 +387,7 @@ TEST_CASE("a server that never answers is given up on after connect_timeout") {
   const double waited = seconds_since(start);
   INFO(what);
   CHECK(waited > 1.8);
-  CHECK(waited < 4);
+  CHECK(waited < 30);  // it gives up: without connect_timeout it would wait for good
   CHECK(what.find("127.0.0.1 port " + port) != std::string::npos);
   CHECK(what.find("within 2 s (connect_timeout)") != std::string::npos);
   CHECK(what.find("gave up") != std::string::npos);
@@ -440,10 +443,11 @@ TEST_CASE("NOTIFY on one connection wakes wait_for_notification on another at on
   listener->listen("durable wake-up");
 
   // A notification sent before the wait is found at once.
+  // Found well before the wait's minute: bounds far apart, as a loaded machine needs.
   notifier->notify("durable wake-up");
   auto start = Clock::now();
-  CHECK(listener->wait_for_notification(10s));
-  CHECK(seconds_since(start) < 1);
+  CHECK(listener->wait_for_notification(60s));
+  CHECK(seconds_since(start) < 30);
 
   // One sent while the listener waits wakes it, well before the timeout. The delay only puts
   // the notification in the middle of the wait.
@@ -452,11 +456,11 @@ TEST_CASE("NOTIFY on one connection wakes wait_for_notification on another at on
     notifier->notify("durable wake-up");
   });
   start = Clock::now();
-  const bool woken = listener->wait_for_notification(10s);
+  const bool woken = listener->wait_for_notification(60s);
   const double waited = seconds_since(start);
   late.join();
   CHECK(woken);
-  CHECK(waited < 2);
+  CHECK(waited < 30);
 
   // Another channel's notification does not count.
   notifier->notify("someone else");
@@ -470,7 +474,7 @@ TEST_CASE("wait_for_notification returns false when the timeout passes") {
   CHECK_FALSE(listener->wait_for_notification(300ms));
   const double waited = seconds_since(start);
   CHECK(waited >= 0.29);
-  CHECK(waited < 3);
+  CHECK(waited < 30);  // it returns: a wait that ignored its timeout would hang here
 }
 
 TEST_CASE("NOTIFY inside a transaction is sent at commit and dropped by a rollback") {
