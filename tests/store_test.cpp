@@ -16,6 +16,7 @@
 #include "scratch_mount.hpp"
 #include "sqlite_schema.hpp"
 #include "sqlite_store.hpp"
+#include "store/sql_store.hpp"
 #include "stores.hpp"
 #include "support.hpp"
 #include "sync_counter.hpp"
@@ -26,6 +27,14 @@ namespace {
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+// A file as durable wrote it at schema `version`, open for the test to add rows.
+std::unique_ptr<SQLite::Database> file_at_version(const std::string& path, int version) {
+  auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+  db->exec("PRAGMA application_id = " + std::to_string(detail::kApplicationId));
+  for (int v = 0; v < version; ++v) db->exec(detail::kMigrations[static_cast<std::size_t>(v)]);
+  db->exec("PRAGMA user_version = " + std::to_string(version));
+  return db;
 }
 Workflow trivial() {
   return Workflow(
@@ -123,14 +132,11 @@ TEST_CASE("a schema 4 file is migrated to 5: its workers get a heartbeat, its he
   test::TempDir dir;
   const std::string path = dir.file("v4.db");
   {  // A file as durable wrote it at schema version 4, a worker holding a run.
-    SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    db.exec("PRAGMA application_id = " + std::to_string(detail::kApplicationId));
-    for (int v = 0; v < 4; ++v) db.exec(detail::kMigrations[static_cast<std::size_t>(v)]);
-    db.exec("PRAGMA user_version = 4");
-    db.exec(
+    const auto db = file_at_version(path, 4);
+    db->exec(
         "INSERT INTO workers (id, host, pid, start_ticks, started_at) "
         "VALUES ('w1', 'box boot:0b1e pid:[4026531836]', 4242, 7, 1000)");
-    db.exec(
+    db->exec(
         "INSERT INTO runs (id, workflow, correlation_id, status, input, due_at, owner, "
         "created_at, updated_at) VALUES ('r1', 'trivial', 'c1', 'running', '{}', 61000, 'w1', "
         "1000, 1000)");
@@ -165,6 +171,60 @@ TEST_CASE("a schema 4 file is migrated to 5: its workers get a heartbeat, its he
   CHECK(released->status == Status::pending);
   CHECK(released->worker.empty());
   CHECK_FALSE(released->lease_until);
+}
+
+namespace {
+// Whether SQLite's program for `sql` on `db` builds a temporary table (OpenEphemeral).
+bool builds_temporary_table(SQLite::Database& db, const std::string& sql) {
+  SQLite::Statement explain(db, "EXPLAIN " + sql);
+  while (explain.executeStep()) {
+    if (explain.getColumn(1).getString() == "OpenEphemeral") return true;
+  }
+  return false;
+}
+}  // namespace
+
+TEST_CASE("a run's change of status builds no temporary table for the claimable index") {
+  test::TempDir dir;
+  const std::string path = dir.file("plain.db");
+  { auto store = detail::open_sqlite_store(path, Durability::normal); }
+  SQLite::Database db(path, SQLite::OPEN_READWRITE);
+  // Each of these evaluates the predicate of the partial index runs_claimable: with an IN list
+  // of four statuses, SQLite built a temporary table for it at every execution.
+  CHECK_FALSE(builds_temporary_table(db, "UPDATE runs SET status = 'running' WHERE id = 'r'"));
+  CHECK_FALSE(builds_temporary_table(
+      db,
+      "INSERT INTO runs (id, workflow, correlation_id, status, input, created_at, updated_at) "
+      "VALUES ('r', 'w', 'c', 'pending', '{}', 1, 1)"));
+  CHECK_FALSE(builds_temporary_table(db, "SELECT id FROM runs INDEXED BY runs_claimable WHERE " +
+                                             std::string(detail::kLiveStatus) +
+                                             " AND due_at <= 5 ORDER BY due_at"));
+  // What version 6 had, for contrast: the check can see one.
+  db.exec(
+      "CREATE INDEX in_list ON runs (created_at) "
+      "WHERE status IN ('pending', 'sleeping', 'waiting', 'running')");
+  CHECK(builds_temporary_table(db, "UPDATE runs SET status = 'running' WHERE id = 'r'"));
+}
+
+TEST_CASE("a schema 6 file is migrated to 7: its due runs are claimed from the new index") {
+  test::TempDir dir;
+  const std::string path = dir.file("v6.db");
+  {  // A file as durable wrote it at schema version 6, with a pending run due.
+    const auto db = file_at_version(path, 6);
+    db->exec(
+        "INSERT INTO runs (id, workflow, correlation_id, status, input, due_at, created_at, "
+        "updated_at) VALUES ('r6', 'trivial', 'c6', 'pending', '{}', 1000, 1000, 1000)");
+  }
+  Runtime runtime({.database = path});
+  runtime.add(trivial());
+  runtime.run_until_idle();  // its claims read runs_claimable INDEXED BY
+  CHECK(runtime.get("r6").status == Status::completed);
+  CHECK(runtime.get("r6").output == 1);
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  CHECK(db.execAndGet("PRAGMA user_version").getInt() == 7);
+  const std::string index =
+      db.execAndGet("SELECT sql FROM sqlite_master WHERE name = 'runs_claimable'").getString();
+  CHECK(index.find(detail::kLiveStatus) != std::string::npos);
 }
 
 TEST_CASE("Durability::full syncs every commit and normal does not") {

@@ -88,7 +88,8 @@ void SqlStore::cancel_in(const std::string& id, std::int64_t now_ms, const std::
     sql::Query update(
         db(),
         "UPDATE runs SET status = 'cancelled', due_at = NULL, owner = NULL, updated_at = ? "
-        "WHERE id = ? AND status IN ('pending', 'running', 'sleeping', 'waiting')");
+        "WHERE id = ? AND " +
+            std::string(kLiveStatus));
     update.bind(1, now_ms);
     update.bind(2, id);
     if (update.run() == 0) return;

@@ -60,20 +60,41 @@ int bind_all(sql::Query& query, int index, const std::vector<std::string>& value
 }  // namespace
 
 // A run the request may claim, with its status before the claim and its count of crashed
-// claims, this one's included when the run is taken over from a dead or lapsed owner.
+// claims, this one's included when the run is taken over from a dead or lapsed owner; and what
+// take() hands the runtime, read with it. (Not read back by the claim's UPDATE: on SQLite,
+// RETURNING buffers its rows in a temporary table built at each execution, about 20,000
+// instructions a claimed run under callgrind.)
 struct SqlStore::Candidate {
   std::string id;
   Status before = Status::pending;
   int crashes = 0;
+  std::string workflow;
+  std::string correlation_id;
+  std::string input;
+  int invocations = 0;
 };
+
+namespace {
+
+// The columns a query that finds candidates selects first, in the order candidate() reads them.
+constexpr const char* kCandidateColumns =
+    "id, crashes, workflow, correlation_id, input, invocations";
+
+}  // namespace
+
+// The candidate in the current row of a query that selects kCandidateColumns first. Read only
+// for a run about to be admitted: SQLite reads a large input's pages only when asked for it.
+SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int crashes) {
+  return Candidate{row.text(0), before,      crashes,     row.text(2),
+                   row.text(3), row.text(4), row.int32(5)};
+}
 
 // The live runs of these workflows but the excluded ones, from the partial index that holds
 // them in due order: the runs a claim may take, for next_due, due_count and claim_due alike.
 // Its parameters: the workflows, then the excluded ids.
 std::string SqlStore::live_runs(std::size_t workflows, std::size_t excluded) const {
-  return "FROM runs" + std::string(db_->dialect().claimable_runs_index) +
-         " WHERE status IN ('pending', 'sleeping', 'waiting', 'running') AND workflow IN (" +
-         sql::placeholders(workflows) + ")" + excluding("id", excluded);
+  return "FROM runs" + std::string(db_->dialect().claimable_runs_index) + " WHERE " + kLiveStatus +
+         " AND workflow IN (" + sql::placeholders(workflows) + ")" + excluding("id", excluded);
 }
 
 Claimed SqlStore::claim(const ClaimRequest& request) {
@@ -140,34 +161,34 @@ std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request
   // of the queue. A takeover makes no more runs running, so the limits do not apply.
   for (const std::string& owner : request.dead_owners) {
     if (due.size() >= request.limit) break;
-    sql::Query orphans(db(),
-                       "SELECT id, crashes FROM runs WHERE status = 'running' AND owner = ? AND "
-                       "due_at > ? AND workflow IN (" +
-                           sql::placeholders(request.workflows.size()) + ") LIMIT ?" + lock);
+    sql::Query orphans(db(), "SELECT " + std::string(kCandidateColumns) +
+                                 " FROM runs WHERE status = 'running' AND owner = ? AND "
+                                 "due_at > ? AND workflow IN (" +
+                                 sql::placeholders(request.workflows.size()) + ") LIMIT ?" + lock);
     int j = 1;
     orphans.bind(j++, owner);
     orphans.bind(j++, request.now_ms);
     j = bind_all(orphans, j, request.workflows);
     orphans.bind(j, static_cast<std::int64_t>(request.limit - due.size()));
     while (orphans.next()) {
-      if (admit({orphans.text(0), Status::running, orphans.int32(1) + 1})) return due;
+      if (admit(candidate(orphans, Status::running, orphans.int32(1) + 1))) return due;
     }
   }
   // Then runs whose owner's lease lapsed (a hung or partitioned owner elsewhere): also
   // takeovers, so a workflow at its limit gets them too.
   if (due.size() < request.limit) {
-    sql::Query lapsed(db(),
-                      "SELECT id, crashes FROM runs WHERE status = 'running' AND due_at <= ? AND "
-                      "workflow IN (" +
-                          sql::placeholders(request.workflows.size()) + ")" +
-                          excluding("id", skip.size()) + " ORDER BY due_at LIMIT ?" + lock);
+    sql::Query lapsed(db(), "SELECT " + std::string(kCandidateColumns) +
+                                " FROM runs WHERE status = 'running' AND due_at <= ? AND "
+                                "workflow IN (" +
+                                sql::placeholders(request.workflows.size()) + ")" +
+                                excluding("id", skip.size()) + " ORDER BY due_at LIMIT ?" + lock);
     int j = 1;
     lapsed.bind(j++, request.now_ms);
     j = bind_all(lapsed, j, request.workflows);
     j = bind_all(lapsed, j, skip);
     lapsed.bind(j, static_cast<std::int64_t>(request.limit - due.size()));
     while (lapsed.next()) {
-      if (admit({lapsed.text(0), Status::running, lapsed.int32(1) + 1})) return due;
+      if (admit(candidate(lapsed, Status::running, lapsed.int32(1) + 1))) return due;
     }
   }
   claim_due(request, due, skip, admit);
@@ -196,7 +217,7 @@ void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& du
   }
   while (due.size() < request.limit && !workflows.empty()) {
     // Read in due order from the partial index: no sort of every due run.
-    sql::Query query(db(), "SELECT id, status, workflow, crashes " +
+    sql::Query query(db(), "SELECT " + std::string(kCandidateColumns) + ", status " +
                                live_runs(workflows.size(), skip.size()) +
                                " AND status != 'running' AND due_at <= ? ORDER BY due_at LIMIT ?" +
                                std::string(db().dialect().lock_claimable));
@@ -208,8 +229,8 @@ void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& du
     while (query.next()) {
       any = true;
       std::string id = query.text(0);
-      const Status status = status_from_string(query.text(1)).value_or(Status::pending);
-      const int crashes = query.int32(3);
+      const Status status = status_from_string(query.text(6)).value_or(Status::pending);
+      const int crashes = query.int32(1);
       if (crashes >= isolate_after(request) && (!due.empty() || !request.executing.empty())) {
         skip.push_back(std::move(id));  // claimed alone, by a later claim
         continue;
@@ -223,7 +244,7 @@ void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& du
         }
         --limited->second;
       }
-      if (admit({std::move(id), status, crashes})) return;
+      if (admit(candidate(query, status, crashes))) return;
     }
     if (!any || !full) break;
     std::erase_if(workflows, [&](const std::string& name) {
@@ -264,25 +285,23 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
   claim.lease_until_ms = request.now_ms + request.lease_ms;
   claim.crashes = candidate.crashes;
   {
-    sql::Query update(
-        db(),
-        "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
-        "crashes = ? WHERE id = ? RETURNING workflow, correlation_id, input, invocations");
+    sql::Query update(db(),
+                      "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
+                      "crashes = ? WHERE id = ?");
     update.bind(1, request.owner);
     update.bind(2, claim.lease_until_ms);
     update.bind(3, request.now_ms);
     update.bind(4, candidate.crashes);
     update.bind(5, id);
-    if (!update.next()) bug("run " + id + " vanished while being claimed");
-    unreadable_.reset();
-    claim.run.id = id;
-    claim.run.workflow = update.text(0);
-    claim.run.correlation_id = update.text(1);
-    claim.run.input = stored(update.text(2));
-    claim.run.invocations = update.int32(3);
-    while (update.next()) {
-    }
+    if (update.run() == 0) bug("run " + id + " vanished while being claimed");
   }
+  // The row was read in this transaction, and locked where writers run side by side.
+  unreadable_.reset();
+  claim.run.id = id;
+  claim.run.workflow = candidate.workflow;
+  claim.run.correlation_id = candidate.correlation_id;
+  claim.run.input = stored(candidate.input);
+  claim.run.invocations = candidate.invocations;
   // Sleep entries are left sleeping by a sleeping run, or by a resident one (running) that slept
   // in place; wait entries only by a waiting run. A pending run has neither.
   if (before == Status::sleeping || before == Status::running) {

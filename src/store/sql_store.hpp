@@ -30,6 +30,17 @@
 
 namespace durable::detail {
 
+/// The statuses of a run that has not ended, as SQL: the predicate of the partial index
+/// `runs_claimable`, which the queries that read it repeat verbatim (SQLite uses a partial index
+/// only for a query whose terms include its predicate). Not `status IN (...)`: SQLite evaluates
+/// an IN list of more than two values through a temporary table it builds at every execution of
+/// the statement, and an index's predicate is evaluated by every write that changes a run's
+/// status, twice for an UPDATE: about half of a claim's instructions (callgrind; see
+/// docs/performance.md).
+/// PostgreSQL's index keeps its IN list: its planner finds this predicate implies it.
+inline constexpr const char* kLiveStatus =
+    "(status = 'pending' OR status = 'sleeping' OR status = 'waiting' OR status = 'running')";
+
 class SqlStore : public Store {
  public:
   /// `name` says which database, in messages: "database '<name>': ...".
@@ -159,6 +170,7 @@ class SqlStore : public Store {
                  std::vector<std::string>& skip, const Admit& admit);
   void quarantine(const Candidate& run, std::int64_t now_ms);
   Claim take(const Candidate& candidate, const ClaimRequest& request);
+  static Candidate candidate(sql::Query& row, Status before, int crashes);
   std::string live_runs(std::size_t workflows, std::size_t excluded) const;
   std::optional<std::int64_t> earliest_due(const std::vector<std::string>& workflows,
                                            const std::vector<std::string>& excluded);
