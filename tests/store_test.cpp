@@ -221,7 +221,7 @@ TEST_CASE("a schema 6 file is migrated to 7: its due runs are claimed from the n
   CHECK(runtime.get("r6").status == Status::completed);
   CHECK(runtime.get("r6").output == 1);
   SQLite::Database db(path, SQLite::OPEN_READONLY);
-  CHECK(db.execAndGet("PRAGMA user_version").getInt() == 7);
+  CHECK(db.execAndGet("PRAGMA user_version").getInt() == detail::kSchemaVersion);
   const std::string index =
       db.execAndGet("SELECT sql FROM sqlite_master WHERE name = 'runs_claimable'").getString();
   CHECK(index.find(detail::kLiveStatus) != std::string::npos);
