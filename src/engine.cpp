@@ -124,8 +124,9 @@ void Invocation::note_new(std::string_view key, std::string_view tool,
 
 void Invocation::end(Outcome outcome) {
   ending_ = std::move(outcome);
-  throw Unwind{};
+  unwind();
 }
+
 
 void Invocation::before_step_call() {
   if (ending_) {  // the workflow swallowed the unwinding and carried on to another step
@@ -190,8 +191,8 @@ const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) 
   return nullptr;
 }
 
-const json& Invocation::run_new(Body body) {
-  if (BodyScope* nested = scope()) return nested->run_new(std::move(body));
+const json* Invocation::run_new(Body body) {
+  if (BodyScope* nested = scope()) return &nested->run_new(std::move(body));
   Pending& pending = pending_.back();
   pending.body = std::move(body);
   return await(pending.slot);
@@ -241,9 +242,9 @@ bool Invocation::ready(std::size_t slot) const {
   return s.entry != nullptr || s.failure.has_value();
 }
 
-const json& Invocation::await(std::size_t slot) {
-  if (BodyScope* nested = scope()) return nested->await(slot);
-  if (!ready(slot)) flush();
+const json* Invocation::await(std::size_t slot) {
+  if (BodyScope* nested = scope()) return &nested->await(slot);
+  if (!ready(slot) && !settle()) return nullptr;
   const Slot& s = slots_.at(slot);
   if (s.failure) throw StepFailed(*s.failure);
   if (s.entry == nullptr) bug("step slot " + std::to_string(slot) + " is empty after its wait");
@@ -251,14 +252,15 @@ const json& Invocation::await(std::size_t slot) {
     throw StepFailed(s.entry->error.value_or(ErrorInfo{"unknown", "", s.entry->key, 0}));
   }
   last_key_ = s.entry->key;
-  return s.entry->output;
+  return &s.entry->output;
 }
 
 // A wait point: every pending body that is due runs now, concurrently. Whatever completed or
-// must be retried is journaled. Under every_step that ends the invocation; resident (under
-// on_recovery) the workflow goes on in place, after waiting out a short backoff. Steps that
-// only failed for good are held, so that StepFailed reaches the workflow in this invocation.
-void Invocation::flush() {
+// must be retried is journaled. Under every_step that ends the invocation (false, ending_ set);
+// resident (under on_recovery) the workflow goes on in place, after waiting out a short backoff.
+// Steps that only failed for good are held, so that StepFailed reaches the workflow in this
+// invocation.
+bool Invocation::settle() {
   while (!pending_.empty()) {
     const auto due = static_cast<std::size_t>(
         std::count_if(pending_.begin(), pending_.end(),
@@ -329,7 +331,7 @@ void Invocation::flush() {
     }
     pending_.clear();
     if (lost) end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused"});
-    if (!journaled && !wake) return;  // only failures: StepFailed reaches the workflow now
+    if (!journaled && !wake) return true;  // only failures: StepFailed reaches the workflow now
     for (EntryWrite& f : failed_) outcome.entries.push_back(std::move(f));
     failed_.clear();
     if (wake) {
@@ -343,12 +345,16 @@ void Invocation::flush() {
                            ? step_label(outcome.entries.front().entry.key) + " completed"
                            : std::to_string(outcome.entries.size()) + " parallel steps journaled";
     }
-    if (!stays_resident(outcome)) end(std::move(outcome));
+    if (!stays_resident(outcome)) {
+      ending_ = std::move(outcome);
+      return false;
+    }
     journal_in_place(outcome.entries);
     for (const auto& [slot, key] : completed) slots_[slot].entry = run_->journal.find(key);
     if (wake) park_in_place(*wake);
     pending_ = std::move(again);
   }
+  return true;
 }
 
 bool Invocation::stays_resident(const Outcome& outcome) const {

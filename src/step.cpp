@@ -22,12 +22,13 @@ std::string call_site() {
 const json* Step::begin_run(std::string_view id, const StepOptions& opts) {
   return invocation_->begin_run(id, opts);
 }
-const json& Step::run_new(detail::Body body) { return invocation_->run_new(std::move(body)); }
+const json* Step::run_new(detail::Body body) { return invocation_->run_new(std::move(body)); }
 std::size_t Step::start_step(std::string_view id, const StepOptions& opts, detail::Body body,
                              std::optional<std::size_t> item) {
   return invocation_->start_step(id, opts, std::move(body), item);
 }
-const json& Step::await(std::size_t slot) { return invocation_->await(slot); }
+const json* Step::await(std::size_t slot) { return invocation_->await(slot); }
+void Step::end_invocation() { invocation_->unwind(); }
 bool Step::ready(std::size_t slot) const { return invocation_->ready(slot); }
 void Step::bad_conversion(const json& value, std::string_view type, const std::exception& error) {
   invocation_->bad_conversion(value, type, error);

@@ -171,10 +171,14 @@ class Step {
 
   // The non-template halves of the step tools, in src/step.cpp.
   const json* begin_run(std::string_view id, const StepOptions& opts);
-  const json& run_new(detail::Body body);
+  // run_new() and await() give the step's value, or nullptr where the invocation ends: then
+  // end_invocation() unwinds the workflow, called here, where no frame of durable's is left with
+  // a destructor for the unwinder to run.
+  const json* run_new(detail::Body body);
   std::size_t start_step(std::string_view id, const StepOptions& opts, detail::Body body,
                          std::optional<std::size_t> item);
-  const json& await(std::size_t slot);
+  const json* await(std::size_t slot);
+  [[noreturn]] void end_invocation();
   bool ready(std::size_t slot) const;
   [[noreturn]] void bad_conversion(const json& value, std::string_view type,
                                    const std::exception& error);
@@ -201,8 +205,9 @@ template <class T>
 class Future {
  public:
   T get() {
-    const json& value = step_->await(slot_);
-    if constexpr (!std::is_void_v<T>) return step_->template convert<T>(value);
+    const json* value = step_->await(slot_);
+    if (value == nullptr) step_->end_invocation();
+    if constexpr (!std::is_void_v<T>) return step_->template convert<T>(*value);
   }
   bool ready() const { return step_->ready(slot_); }
 
@@ -232,7 +237,8 @@ auto Step::run(std::string_view id, F&& fn, StepOptions opts, detail::SourceLoca
   if constexpr (detail::check_step_result<T>()) {
     detail::note_call(where);
     const json* memo = begin_run(id, opts);
-    if (memo == nullptr) memo = &run_new(detail::make_body<T>(std::ref(fn)));
+    if (memo == nullptr) memo = run_new(detail::make_body<T>(std::ref(fn)));
+    if (memo == nullptr) end_invocation();
     if constexpr (!std::is_void_v<T>) return convert<T>(*memo);
   }
 }

@@ -60,11 +60,15 @@ std::vector<bool> SqlStore::commit_all(const std::vector<const RunWrite*>& write
 // Writes one run's change inside the caller's transaction, if the run is still running under
 // the writer; returns whether it was.
 bool SqlStore::apply(const RunWrite& w) {
+  bool has_parent = false;  // read with the owner: a run without one has no parent to answer
   {
-    sql::Query owner(db(), "SELECT status, coalesce(owner, '') FROM runs WHERE id = ?" +
-                               std::string(db().dialect().lock_row));
+    sql::Query owner(db(),
+                     "SELECT status, coalesce(owner, ''), CASE WHEN parent_id IS NULL THEN 0 ELSE 1 "
+                     "END FROM runs WHERE id = ?" +
+                         std::string(db().dialect().lock_row));
     owner.bind(1, w.run_id);
     if (!owner.next() || owner.text(0) != "running" || owner.text(1) != w.owner) return false;
+    has_parent = owner.int64(2) != 0;
   }
   bool woke = false;  // a wait written here was completed at once by an earlier event
   if (w.clear_crashes) {
@@ -111,7 +115,7 @@ bool SqlStore::apply(const RunWrite& w) {
     if (*w.status == Status::waiting && (woke || !still_waiting(w.run_id))) {
       wake(w.run_id, w.now_ms, "what it waited for came while the wait was being journaled");
     }
-    if (*w.status == Status::completed || *w.status == Status::failed) {
+    if (has_parent && (*w.status == Status::completed || *w.status == Status::failed)) {
       resolve_parent(w.run_id, *w.status, w.output, w.error, w.now_ms);
     }
   } else if (w.renew_lease) {
