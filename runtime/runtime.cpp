@@ -153,11 +153,7 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
   // Stored form first: it refuses a value nested too deep before anything copies it.
   const NewRun run = new_run(workflow, input, opts, now_ms(), options_.max_output_bytes);
   wf->check_input(input);
-  std::string id;
-  {
-    std::lock_guard lock(store_mutex_);
-    id = store_->create_run(run);
-  }
+  const std::string id = starts_.create(run);
   if (id == run.id) {
     ++counters_.runs_started;
     logger_.write(LogLevel::info, "run.started", "run started",

@@ -18,6 +18,7 @@
 #include "engine.hpp"
 #include "fiber_scheduler.hpp"
 #include "log.hpp"
+#include "start_batch.hpp"
 #include "step_pool.hpp"
 #include "store.hpp"
 
@@ -267,6 +268,11 @@ class RuntimeCore {
 
   std::mutex store_mutex_;  // guards store_ and random_
   std::unique_ptr<Store> store_;
+  // Starts made on several threads at once share a transaction (and its sync).
+  StartBatch starts_{[this](const std::vector<const NewRun*>& runs) {
+    std::lock_guard lock(store_mutex_);
+    return store_->create_runs(runs);
+  }};
   std::mt19937_64 random_{std::random_device{}()};
   std::int64_t next_owner_scan_ms_ = 0;
   // The next fire time of any schedule as last read, and until when that reading is used: this

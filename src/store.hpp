@@ -152,6 +152,8 @@ class Store {
 
   /// Inserts the run, or returns the id of the run of the same workflow and idempotency key.
   virtual std::string create_run(const NewRun& run) = 0;
+  /// create_run() of each, in one transaction: all are written or none.
+  virtual std::vector<std::string> create_runs(const std::vector<const NewRun*>& runs) = 0;
   virtual std::optional<RunInfo> get_run(const std::string& id, bool with_history) = 0;
   virtual std::vector<RunInfo> list_runs(const RunFilter& filter) = 0;
   /// The journal of a run in write order; nullopt for an unknown run.

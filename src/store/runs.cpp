@@ -64,6 +64,17 @@ std::string SqlStore::create_run(const NewRun& run) {
   });
 }
 
+std::vector<std::string> SqlStore::create_runs(const std::vector<const NewRun*>& runs) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    std::vector<std::string> ids;
+    ids.reserve(runs.size());
+    for (const NewRun* run : runs) ids.push_back(insert_run(*run));
+    tx.commit();
+    return ids;
+  });
+}
+
 // Inserts a run inside the caller's transaction, or returns the run of the same workflow and
 // idempotency key.
 std::string SqlStore::insert_run(const NewRun& run) {

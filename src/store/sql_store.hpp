@@ -47,6 +47,7 @@ class SqlStore : public Store {
   SqlStore(std::unique_ptr<sql::Connection> db, std::string name);
 
   std::string create_run(const NewRun& run) override;
+  std::vector<std::string> create_runs(const std::vector<const NewRun*>& runs) override;
   std::optional<RunInfo> get_run(const std::string& id, bool with_history) override;
   std::vector<RunInfo> list_runs(const RunFilter& filter) override;
   std::optional<std::vector<StepInfo>> list_steps(const std::string& id) override;
