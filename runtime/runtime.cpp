@@ -314,8 +314,8 @@ void RuntimeCore::watch_for_work() {
 }
 
 RuntimeCore::RunHost::RunHost(RuntimeCore& core, RunState& run,
-                              std::chrono::steady_clock::time_point claimed_at)
-    : core_(&core), run_(&run), claimed_at_(claimed_at) {}
+                              Turn& turn)
+    : core_(&core), run_(&run), turn_(&turn) {}
 
 void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies) {
   FiberScheduler* scheduler = FiberScheduler::current();
@@ -362,7 +362,7 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
   adopt(*run_, entries);
   // Stopping, or yielding its turn: the invocation ends here and the run is handed back.
   if (core_->stopping()) return false;
-  yielded_ = core_->should_yield(claimed_at_);
+  yielded_ = core_->should_yield(*turn_);
   return !yielded_;
 }
 

@@ -229,8 +229,10 @@ void RuntimeCore::note_body(std::chrono::steady_clock::duration took) {
   step_pool().set_quick(bodies_quick());
 }
 
-bool RuntimeCore::should_yield(std::chrono::steady_clock::time_point since) {
-  if (std::chrono::steady_clock::now() - since < kFairSlice) return false;
+bool RuntimeCore::should_yield(Turn& turn) {
+  const auto now_time = std::chrono::steady_clock::now();
+  if (now_time < turn.next_look) return false;
+  turn.next_look = now_time + kYieldLook;
   // The free step threads, this run's own among them: it gives its turn up when the runs due
   // (before it, since it is due now) would take them all.
   const std::size_t free = std::max<std::size_t>(step_pool().free_threads(), 1);
@@ -278,7 +280,7 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
 }
 
 std::size_t RuntimeCore::drive(Claim claim) {
-  const auto claimed_at = std::chrono::steady_clock::now();
+  Turn turn(std::chrono::steady_clock::now());
   std::shared_ptr<const Workflow> wf = find_workflow(claim.run.workflow);
   RunState& run = claim.run;
   std::uint64_t seed = 0;
@@ -288,7 +290,7 @@ std::size_t RuntimeCore::drive(Claim claim) {
   }
   std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
   if (claim.unreadable) return fail_unreadable(claim);
-  RunHost host(*this, run, claimed_at);
+  RunHost host(*this, run, turn);
   for (std::size_t made = 1;; ++made) {
     if (stopping()) {  // a run claimed before serve() was asked to stop, not begun yet
       hand_back(run);
@@ -316,7 +318,7 @@ std::size_t RuntimeCore::drive(Claim claim) {
     }
     if (outcome.kind != Outcome::Kind::step_done) return made;
     adopt(run, outcome.entries);
-    if (should_yield(claimed_at)) {
+    if (should_yield(turn)) {
       hand_back(run, true);
       return made;
     }

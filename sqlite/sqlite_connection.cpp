@@ -116,15 +116,15 @@ class SqliteConnection final : public sql::Connection {
       restore_ = synchronous_;
     }
     try {
-      execute("BEGIN IMMEDIATE");
+      run_prepared("BEGIN IMMEDIATE");
     } catch (...) {
       restore_synchronous();
       throw;
     }
   }
-  void begin_read() override { execute("BEGIN"); }
+  void begin_read() override { run_prepared("BEGIN"); }
   void commit() override {
-    execute("COMMIT");
+    run_prepared("COMMIT");
     restore_synchronous();
   }
   void rollback() noexcept override {
@@ -139,6 +139,14 @@ class SqliteConnection final : public sql::Connection {
 
  private:
   static constexpr int kNormal = 1;  // PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA
+
+  // A statement without results, kept prepared: BEGIN and COMMIT through sqlite3_exec were parsed
+  // anew at every transaction (about 8,000 instructions each under callgrind).
+  void run_prepared(const std::string& text) {
+    sql::Statement& statement = prepare(text);
+    statement.run();
+    statement.reset();
+  }
 
   // The level the store set when it opened the file (it does not change after), read once.
   int synchronous() {
