@@ -81,7 +81,12 @@ std::unique_ptr<SQLite::Database> open_writer(const std::string& path, Durabilit
   const std::int64_t version = look_at(path);
   std::unique_ptr<SQLite::Database> db;
   try {
-    db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    // Without SQLite's own mutex on the connection (its "multi-thread" mode): a store is used by
+    // one thread at a time (its owner's mutex: the runtime's, a client's, an admin lease), as its
+    // statement cache requires anyway. SQLite took and released that mutex at nearly every call,
+    // about 4% of a recovery's instructions under callgrind.
+    db = std::make_unique<SQLite::Database>(
+        path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_NOMUTEX);
   } catch (const SQLite::Exception& e) {
     throw open_error(path, e, nullptr);
   }
