@@ -157,7 +157,8 @@ class Invocation {
                          std::optional<std::size_t> item);
   const json* await(std::size_t slot);
   /// Ends the invocation whose outcome is set (ending_): unwinds the workflow function. Inline,
-  /// so that the throw adds no frame of its own for the unwinder to walk.
+  /// so that the throw comes from its caller's frame (Step::end_invocation, which has nothing to
+  /// destroy) and adds none of its own.
   [[noreturn]] void unwind() { throw Unwind{}; }
   bool ready(std::size_t slot) const;
   [[noreturn]] void bad_conversion(const json& value, std::string_view type,

@@ -14,6 +14,7 @@
 #include "durations.hpp"
 #include "ops_queries.hpp"
 #include "scratch_mount.hpp"
+#include "sqlite_connection.hpp"
 #include "sqlite_schema.hpp"
 #include "sqlite_store.hpp"
 #include "store/sql_store.hpp"
@@ -225,6 +226,27 @@ TEST_CASE("a schema 6 file is migrated to 7: its due runs are claimed from the n
   const std::string index =
       db.execAndGet("SELECT sql FROM sqlite_master WHERE name = 'runs_claimable'").getString();
   CHECK(index.find(detail::kLiveStatus) != std::string::npos);
+}
+
+// SQLite leaves a BEGIN IMMEDIATE that found the database busy running, so that it can be
+// stepped again; left so, it would keep the connection from ending transactions and from
+// VACUUM. The connection resets it.
+TEST_CASE("a transaction refused on a busy database leaves no statement running") {
+  test::TempDir dir;
+  const std::string path = dir.file("busy.db");
+  { auto store = detail::open_sqlite_store(path, Durability::normal); }
+  SQLite::Database holder(path, SQLite::OPEN_READWRITE);
+  auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE);
+  db->setBusyTimeout(0);
+  const auto connection = detail::sqlite_connection(std::move(db));
+  holder.exec("BEGIN IMMEDIATE");  // the write lock, held by another connection
+  CHECK_THROWS_WITH_AS(connection->begin(detail::sql::Sync::durable),
+                       doctest::Contains("locked"), detail::sql::Failure);
+  holder.exec("COMMIT");
+  // VACUUM refuses to run while any statement of the connection is running.
+  CHECK_NOTHROW(connection->execute("VACUUM INTO '" + dir.file("copy.db") + "'"));
+  connection->begin(detail::sql::Sync::durable);  // and the next transaction begins
+  connection->commit();
 }
 
 TEST_CASE("Durability::full syncs every commit and normal does not") {
