@@ -127,7 +127,6 @@ void Invocation::end(Outcome outcome) {
   unwind();
 }
 
-
 void Invocation::before_step_call() {
   if (ending_) {  // the workflow swallowed the unwinding and carried on to another step
     swallowed_ = true;

@@ -39,7 +39,7 @@ void StartBatch::lead(std::unique_lock<std::mutex>& lock) {
     runs.reserve(batch.size());
     for (const Request* r : batch) runs.push_back(r->run);
     ids = commit_(runs);
-    // Written already: a missing id is durable's bug, not a failed start.
+    // The runs are written by now: a missing id can only be durable's bug, and says so.
     if (ids.size() != batch.size()) bug("a start's transaction returned no id for some runs");
   } catch (...) {
     error = std::current_exception();
