@@ -110,6 +110,10 @@ CREATE TABLE workflows (
   name    TEXT PRIMARY KEY,
   seen_at BIGINT NOT NULL
 );
+)sql",
+                                                                 R"sql(
+-- No table changes: steps.kind may now be 'value' (step.now, step.uuid, step.random) or 'patch'
+-- (step.patched's marker), which an older build cannot replay; it refuses the schema instead.
 )sql"};
 
 }  // namespace durable::detail::pg

@@ -123,6 +123,10 @@ ALTER TABLE steps ADD COLUMN started_at INTEGER;
 DROP INDEX runs_claimable;
 CREATE INDEX runs_claimable ON runs (due_at)
   WHERE (status = 'pending' OR status = 'sleeping' OR status = 'waiting' OR status = 'running');
+)sql",
+                                                             R"sql(
+-- No table changes: steps.kind may now be 'value' (step.now, step.uuid, step.random) or 'patch'
+-- (step.patched's marker), which an older build cannot replay; it refuses the file instead.
 )sql"};
 
 }  // namespace durable::detail

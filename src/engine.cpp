@@ -118,6 +118,7 @@ Outcome Invocation::final_outcome(Outcome outcome) {
 
 void Invocation::note_new(std::string_view key, std::string_view tool,
                           const JournalEntry* retrying) {
+  if (retrying == nullptr) refuse_patch_id(key, tool);
   if (!config_->replay_only || first_new_) return;
   first_new_ = NewCall{std::string(key), std::string(tool), call_site(), retrying};
 }
@@ -658,16 +659,11 @@ void Invocation::send_event(std::string_view id, std::string_view event, json da
   storable_text(data, "the data of step.send_event('" + std::string(id) + "')",
                 config_->max_output_bytes);
   JournalEntry send = new_entry(match, id, StepKind::send);
-  send.state = StepState::completed;
   // The store publishes the event in the transaction that journals this entry: exactly once.
   send.output = {
       {"id", host_->new_id()}, {"name", event}, {"data", std::move(data)}, {"time", now_ms_}};
-  Outcome outcome;
-  outcome.kind = Outcome::Kind::step_done;
-  outcome.reason = step_label(send.key) + " sent event '" + std::string(event) + "'";
-  outcome.entries.push_back({std::move(send), true});
-  if (!stays_resident(outcome)) end(std::move(outcome));
-  journal_in_place(outcome.entries);
+  std::string reason = step_label(send.key) + " sent event '" + std::string(event) + "'";
+  journal_completed(std::move(send), std::move(reason));
 }
 
 json Invocation::invoke(std::string_view id, std::string_view workflow, json input) {

@@ -171,6 +171,12 @@ class Invocation {
                                      const WaitOptions& opts);
   void send_event(std::string_view id, std::string_view event, json data);
   json invoke(std::string_view id, std::string_view workflow, json input);
+  // In src/versioning.cpp: the tools that let code change under running runs.
+  json now_value(std::string_view id);     ///< step.now: ms since the epoch, by the host's clock
+  json uuid_value(std::string_view id);    ///< step.uuid: a version 4 UUID as text
+  json random_value(std::string_view id);  ///< step.random: 64 random bits
+  bool patched(std::string_view id);
+  void deprecate_patch(std::string_view id);
   /// A step call the journal does not hold, or holds as still to be retried: the code goes on
   /// past what was recorded there.
   struct NewCall {
@@ -219,6 +225,18 @@ class Invocation {
   void before_step_call();
   [[noreturn]] void end(Outcome outcome);
   [[noreturn]] void diverge(const JournalEntry& entry, std::string_view tool);
+  // A new step call whose id a patch marker of this run holds: an Error (a patch's id is its own).
+  void refuse_patch_id(std::string_view key, std::string_view tool) const;
+  // A patch call whose id a step of this run holds: an Error, as above.
+  void refuse_step_id(std::string_view id, std::string_view tool) const;
+  // A call the journal holds nothing for, so it journals `entry` (completed) before it returns.
+  void journal_completed(JournalEntry entry, std::string reason);
+  // step.now, uuid, random: the value journaled under `id` as {tool: value}, made by `make` at
+  // the first call and given back by every replay.
+  json value(std::string_view id, std::string_view tool, const std::function<json()>& make);
+  // The generator the run's retry jitter uses, under the lock that bodies on several threads
+  // share.
+  std::uint64_t random_bits();
   // Runs every pending body (a wait point). False when the invocation must end because something
   // was journaled: ending_ then holds its outcome, and the caller unwinds.
   [[nodiscard]] bool settle();

@@ -21,7 +21,8 @@ std::string text_field(const JournalEntry& e, const char* name) {
   return value.is_string() ? value.get<std::string>() : lenient_dump(value);
 }
 
-constexpr std::array<std::string_view, 5> kKindNames = {"run", "sleep", "event", "invoke", "send"};
+constexpr std::array<std::string_view, 7> kKindNames = {"run",  "sleep", "event", "invoke",
+                                                        "send", "value", "patch"};
 constexpr std::array<std::string_view, 5> kStateNames = {"completed", "failed", "retrying",
                                                          "sleeping", "waiting"};
 template <class E, std::size_t N>
@@ -124,9 +125,30 @@ ReplayCursor::Match ReplayCursor::next(std::string_view id, bool check) {
   return {entry, entry != nullptr ? std::string() : std::move(key)};
 }
 
+JournalEntry* ReplayCursor::take(std::string_view key) {
+  if (on_track_) {
+    while (position_ < journal_->size() && journal_->entries()[position_].nested) ++position_;
+    if (position_ < journal_->size() && journal_->entries()[position_].key == key) {
+      return &met(const_cast<JournalEntry&>(journal_->entries()[position_++]));
+    }
+  }
+  JournalEntry* entry = journal_->find(key);
+  if (entry == nullptr) return nullptr;
+  if (on_track_) leave_track();  // met out of the order it was written in
+  ++uses_[entry->base];
+  return &met(*entry);
+}
+
+JournalEntry& ReplayCursor::met(JournalEntry& entry) {
+  ++matched_;
+  if (remember_) met_.insert(&entry);
+  return entry;
+}
+
 const JournalEntry* ReplayCursor::first_unmet() const {
   for (const JournalEntry& entry : journal_->entries()) {
-    if (!entry.nested && !met_.contains(&entry)) return &entry;
+    // A patch marker no call meets is a patch whose call was removed once deprecated.
+    if (!entry.nested && entry.kind != StepKind::patch && !met_.contains(&entry)) return &entry;
   }
   return nullptr;
 }
@@ -175,6 +197,16 @@ std::string describe(const JournalEntry& e) {
     case StepKind::send:
       return "a step.send_event of '" + text_field(e, "name") + "' with " +
              shortened_dump(field(e, "data", json()));
+    case StepKind::value:
+      if (e.output.is_object() && e.output.size() == 1) {
+        const auto it = e.output.begin();
+        const bool time = it.key() == "now" && it.value().is_number_integer();
+        return "a step." + it.key() + " that gave " +
+               (time ? utc_text(it.value().get<std::int64_t>(), true) : shortened_dump(it.value()));
+      }
+      return "a journaled value " + shortened_dump(e.output);
+    case StepKind::patch:
+      return "the marker of a step.patched that took the new path";
   }
   return "an entry of an unknown kind";
 }

@@ -17,8 +17,9 @@
 namespace durable::detail {
 
 /// run: a step body's result; sleep: a wake time; event: a wait_for_event; invoke: a child run;
-/// send: an event this run sent.
-enum class StepKind { run, sleep, event, invoke, send };
+/// send: an event this run sent; value: a step.now, step.uuid or step.random ({"now": ms},
+/// {"uuid": text}, {"random": n}); patch: the marker of a step.patched that took the new path.
+enum class StepKind { run, sleep, event, invoke, send, value, patch };
 /// completed: output journaled (or the sleep has ended); failed: failed for good; retrying: an
 /// attempt failed and the next is due at wake_at; sleeping: a sleep that ends at wake_at;
 /// waiting: an event wait (until wake_at, if it has a timeout) or a child run not yet ended.
@@ -104,6 +105,9 @@ class ReplayCursor {
   Match next(std::string_view id) { return next(id, true); }
   /// As next(), for a base durable made itself ("id[3]" of a map) and checked already.
   Match next_internal(std::string_view base) { return next(base, false); }
+  /// The entry under this key, met as next() meets one; null, and the cursor left as it was,
+  /// when the journal holds none: a patch not taken makes no call (step.patched).
+  JournalEntry* take(std::string_view key);
   /// Entries this invocation made were added to the journal (a resident invocation): they count
   /// as met, so later calls neither match them again nor number past them twice.
   void absorb_appended() {
@@ -122,6 +126,7 @@ class ReplayCursor {
 
  private:
   Match next(std::string_view id, bool check);
+  JournalEntry& met(JournalEntry& entry);
   void leave_track();
 
   Journal* journal_;

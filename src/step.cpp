@@ -62,6 +62,28 @@ json Step::invoke(std::string_view id, std::string_view workflow, json input,
   return invocation_->invoke(id, workflow, std::move(input));
 }
 
+bool Step::patched(std::string_view id, detail::SourceLocation where) {
+  detail::note_call(where);
+  return invocation_->patched(id);
+}
+void Step::deprecate_patch(std::string_view id, detail::SourceLocation where) {
+  detail::note_call(where);
+  invocation_->deprecate_patch(id);
+}
+Clock::time_point Step::now(std::string_view id, detail::SourceLocation where) {
+  detail::note_call(where);
+  const auto ms = convert<std::int64_t>(invocation_->now_value(id));
+  return Clock::time_point(std::chrono::milliseconds(ms));
+}
+std::string Step::uuid(std::string_view id, detail::SourceLocation where) {
+  detail::note_call(where);
+  return convert<std::string>(invocation_->uuid_value(id));
+}
+std::uint64_t Step::random(std::string_view id, detail::SourceLocation where) {
+  detail::note_call(where);
+  return convert<std::uint64_t>(invocation_->random_value(id));
+}
+
 std::string_view Step::run_id() const { return invocation_->run_id(); }
 std::string_view Step::correlation_id() const { return invocation_->correlation_id(); }
 bool Step::replaying() const { return invocation_->replaying(); }

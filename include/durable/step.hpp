@@ -4,6 +4,7 @@
 /// The step tools a workflow function receives.
 
 #include <chrono>
+#include <cstdint>
 #include <durable/detail/json_convert.hpp>
 #include <durable/detail/source_location.hpp>
 #include <durable/detail/type_name.hpp>
@@ -154,6 +155,36 @@ class Step {
   /// this run cancels the child. The workflow must be added to the runtime running this one.
   json invoke(std::string_view id, std::string_view workflow, json input = json::object(),
               detail::SourceLocation where = detail::SourceLocation::current());
+
+  /// Changing the code of running runs (docs/versioning.md). True in a run that reaches this
+  /// call with nothing journaled past it (a new run, or one that got no further on older code):
+  /// the new path; a marker is journaled, so every replay of the run says true again. False in a
+  /// run whose journal already goes on past this call without the marker: it got there on code
+  /// without the patch and keeps to the old path; nothing is journaled. The id names the patch
+  /// alone: a step of the run using it too is an Error. Not callable inside a step body.
+  bool patched(std::string_view id,
+               detail::SourceLocation where = detail::SourceLocation::current());
+  /// The patch's old path is gone from the code: a run holding the patch's marker meets it
+  /// here, others go on. A run whose journal goes on past this call without the marker began on
+  /// code older than the patch and fails with NonDeterminism (verify finds such runs first).
+  /// Once no run holds the marker, remove the call.
+  void deprecate_patch(std::string_view id,
+                       detail::SourceLocation where = detail::SourceLocation::current());
+
+  /// The time by the runtime's clock, journaled at the first call: every replay of the run gets
+  /// that same time back (a Clock::now() in workflow code would differ on each replay).
+  /// Milliseconds. Journaled before the call returns, like every step.
+  Clock::time_point now(std::string_view id,
+                        detail::SourceLocation where = detail::SourceLocation::current());
+  /// A version 4 UUID ("0f8e...-4...-8...") journaled at the first call and given back on every
+  /// replay: an idempotency key for a call a step makes. From the runtime's generator, not a
+  /// cryptographic one: not for secrets.
+  std::string uuid(std::string_view id,
+                   detail::SourceLocation where = detail::SourceLocation::current());
+  /// 64 random bits, journaled at the first call and given back on every replay (as uuid, not
+  /// for secrets).
+  std::uint64_t random(std::string_view id,
+                       detail::SourceLocation where = detail::SourceLocation::current());
 
   /// The id of the run this invocation belongs to.
   std::string_view run_id() const;

@@ -37,6 +37,8 @@ int http_status();
 durable::json charge_card(const durable::json& order);
 durable::json charge(const durable::json& order);
 durable::json ship(const durable::json& order);
+durable::json book_courier(const durable::json& order);
+durable::json send_by_post(const durable::json& order);
 void release(const durable::json& order);
 void email(const durable::json& order, const durable::json& receipt);
 void report(const std::exception& error);

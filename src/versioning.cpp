@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+// The step tools that let code change under running runs (docs/versioning.md): step.patched and
+// step.deprecate_patch, which keep runs on the path their journal took, and the journaled values
+// step.now, step.uuid and step.random, which a replay gets back instead of making anew.
+
+#include <cstdio>
+
+#include "body_scope.hpp"
+#include "engine.hpp"
+#include "ids.hpp"
+
+namespace durable::detail {
+
+std::uint64_t Invocation::random_bits() {
+  const std::lock_guard lock(random_mutex_);
+  return (*random_)();
+}
+
+void Invocation::journal_completed(JournalEntry entry, std::string reason) {
+  entry.state = StepState::completed;
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::step_done;
+  outcome.reason = std::move(reason);
+  outcome.entries.push_back({std::move(entry), true});
+  // Journaled before the code goes on: what follows (a body's effect) may depend on it.
+  if (!stays_resident(outcome)) end(std::move(outcome));
+  journal_in_place(outcome.entries);
+}
+
+void Invocation::refuse_patch_id(std::string_view key, std::string_view tool) const {
+  const std::size_t hash = key.find('#');
+  if (hash == std::string_view::npos) return;  // a first use: a patch under it would have matched
+  const std::string_view id = key.substr(0, hash);
+  const JournalEntry* first = run_->journal.find(id);
+  if (first == nullptr || first->kind != StepKind::patch) return;
+  throw Error(std::string(tool) + "('" + std::string(id) + "') uses the id of a step.patched of run " +
+              run_->id + at_call_site() + ": a patch's id names the patch alone; give the step "
+              "another id");
+}
+
+void Invocation::refuse_step_id(std::string_view id, std::string_view tool) const {
+  check_step_id(id);
+  const JournalEntry* first = run_->journal.find(id);
+  if (first == nullptr || first->kind == StepKind::patch) return;
+  throw Error(std::string(tool) + "('" + std::string(id) + "') of run " + run_->id +
+              at_call_site() + ": a step of this run already uses that id (" + describe(*first) +
+              "); a patch's id names the patch alone");
+}
+
+json Invocation::value(std::string_view id, std::string_view tool, const std::function<json()>& make) {
+  const std::string name = "step." + std::string(tool);
+  ReplayCursor::Match match;
+  if (const JournalEntry* entry = begin_special(id, StepKind::value, name, match)) {
+    if (!entry->output.is_object() || !entry->output.contains(tool)) diverge(*entry, name);
+    last_key_ = entry->key;  // for the message of a journaled value that does not convert
+    return entry->output.at(tool);
+  }
+  std::string reason = step_label(match.key) + ": " + name + " journaled";
+  JournalEntry made = new_entry(match, id, StepKind::value);
+  made.output = {{tool, make()}};
+  json value = made.output.at(tool);
+  journal_completed(std::move(made), std::move(reason));
+  return value;
+}
+
+// True where the run's journal holds this patch's marker, or holds nothing past this call (the
+// code is past what was recorded: the new path is safe, and the marker keeps it so on every
+// replay). False where the journal goes on past this call without a marker: the run got there
+// on code without the patch, and keeps to the old path. Nothing is journaled then.
+bool Invocation::patched(std::string_view id) {
+  if (BodyScope* nested = scope()) nested->refuse("step.patched", id);
+  before_step_call();
+  refuse_step_id(id, "step.patched");
+  const bool recorded_past_here = cursor_.replaying();
+  if (cursor_.take(id) != nullptr) return true;
+  if (recorded_past_here) return false;
+  ReplayCursor::Match match = cursor_.next(id);
+  note_new(match.key, "step.patched", nullptr);
+  flush();  // started steps complete before the marker, as before any other entry
+  journal_completed(new_entry(match, id, StepKind::patch),
+                    "patch '" + std::string(id) + "' taken: the run follows the new code");
+  return true;
+}
+
+// The patch's old path is gone from the code: a run holding the marker meets it here, a run
+// without one takes the new path as patched() would have given it. Only a run whose journal
+// went past this call without the marker cannot go on: it began on code older than the patch.
+void Invocation::deprecate_patch(std::string_view id) {
+  if (BodyScope* nested = scope()) nested->refuse("step.deprecate_patch", id);
+  before_step_call();
+  refuse_step_id(id, "step.deprecate_patch");
+  const bool recorded_past_here = cursor_.replaying();
+  if (cursor_.take(id) != nullptr) return;
+  if (!recorded_past_here) return;
+  diverged_ = ErrorInfo{"durable::NonDeterminism",
+                        "run " + run_->id + " went past step.deprecate_patch('" + std::string(id) +
+                            "')" + at_call_site() +
+                            " on code older than the patch, and that code is gone. Finish such "
+                            "runs on code that still calls step.patched('" + std::string(id) +
+                            "') (durable verify finds them), then deprecate it; retry() resumes "
+                            "the run once the code can replay it",
+                        std::string(id), 0};
+  throw NonDeterminism(diverged_->message);
+}
+
+namespace {
+// RFC 9562 version 4: 122 random bits, the version nibble 4 and the variant bits 10.
+std::string uuid_text(std::uint64_t high, std::uint64_t low) {
+  high = (high & ~0xF000ULL) | 0x4000ULL;
+  low = (low & ~(0xC000ULL << 48)) | (0x8000ULL << 48);
+  char text[37];
+  std::snprintf(text, sizeof text, "%08llx-%04llx-%04llx-%04llx-%012llx",
+                static_cast<unsigned long long>(high >> 32),
+                static_cast<unsigned long long>((high >> 16) & 0xFFFF),
+                static_cast<unsigned long long>(high & 0xFFFF),
+                static_cast<unsigned long long>(low >> 48),
+                static_cast<unsigned long long>(low & 0xFFFFFFFFFFFFULL));
+  return text;
+}
+}  // namespace
+
+json Invocation::now_value(std::string_view id) {
+  return value(id, "now", [this] { return json(host_->now_ms()); });
+}
+json Invocation::uuid_value(std::string_view id) {
+  return value(id, "uuid", [this] { return json(uuid_text(random_bits(), random_bits())); });
+}
+json Invocation::random_value(std::string_view id) {
+  return value(id, "random", [this] { return json(random_bits()); });
+}
+
+}  // namespace durable::detail
