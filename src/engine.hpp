@@ -227,6 +227,7 @@ class Invocation {
   [[noreturn]] void diverge(const JournalEntry& entry, std::string_view tool);
   // A new step call whose id a patch marker of this run holds: an Error (a patch's id is its own).
   void refuse_patch_id(std::string_view key, std::string_view tool) const;
+  [[noreturn]] void patch_id_taken(std::string_view id, std::string_view tool) const;
   // A patch call whose id a step of this run holds: an Error, as above.
   void refuse_step_id(std::string_view id, std::string_view tool) const;
   // A call the journal holds nothing for, so it journals `entry` (completed) before it returns.

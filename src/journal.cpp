@@ -69,6 +69,7 @@ void Journal::append(JournalEntry entry) {
   entry.in_call_order = is_key(entry.key, entry.base, uses);
   entry.nested = entry.base.find('/') != std::string::npos;  // once, not on every replay
   if (!entry.nested) ++top_level_;
+  if (!entry.nested && entry.kind == StepKind::patch) ++markers_;
   entries_.push_back(std::move(entry));
 }
 
@@ -125,23 +126,14 @@ ReplayCursor::Match ReplayCursor::next(std::string_view id, bool check) {
   return {entry, entry != nullptr ? std::string() : std::move(key)};
 }
 
-JournalEntry* ReplayCursor::take(std::string_view key) {
-  if (on_track_) {
-    while (position_ < journal_->size() && journal_->entries()[position_].nested) ++position_;
-    if (position_ < journal_->size() && journal_->entries()[position_].key == key) {
-      return &met(const_cast<JournalEntry&>(journal_->entries()[position_++]));
-    }
-  }
+JournalEntry* ReplayCursor::take_marker(std::string_view key) {
   JournalEntry* entry = journal_->find(key);
-  if (entry == nullptr) return nullptr;
-  if (on_track_) leave_track();  // met out of the order it was written in
-  ++uses_[entry->base];
-  return &met(*entry);
-}
-
-JournalEntry& ReplayCursor::met(JournalEntry& entry) {
-  ++matched_;
-  if (remember_) met_.insert(&entry);
+  if (entry == nullptr || entry->kind != StepKind::patch) return nullptr;
+  if (on_track_) {  // step over it where the next call expects it
+    while (position_ < journal_->size() && journal_->entries()[position_].nested) ++position_;
+    if (position_ < journal_->size() && &journal_->entries()[position_] == entry) ++position_;
+  }
+  if (remember_) met_.insert(entry);
   return entry;
 }
 

@@ -75,12 +75,15 @@ class Journal {
   std::size_t size() const { return entries_.size(); }
   /// Entries made by the workflow's own calls, nested ones left out.
   std::size_t top_level() const { return top_level_; }
+  /// The markers of patches taken (kind patch) among them.
+  std::size_t markers() const { return markers_; }
   /// How many entries were made by uses of this step id.
   int uses_of(std::string_view base) const;
 
  private:
   std::deque<JournalEntry> entries_;
   std::size_t top_level_ = 0;
+  std::size_t markers_ = 0;
   std::unordered_map<std::string, std::size_t> by_key_;
   std::unordered_map<std::string, int> uses_;
 };
@@ -95,7 +98,8 @@ class Journal {
 /// which gives the same keys for any order.
 class ReplayCursor {
  public:
-  explicit ReplayCursor(Journal& journal) : journal_(&journal) {}
+  explicit ReplayCursor(Journal& journal)
+      : journal_(&journal), recorded_(journal.top_level() - journal.markers()) {}
 
   struct Match {
     JournalEntry* entry;  ///< null: the journal has no entry for this call
@@ -105,9 +109,15 @@ class ReplayCursor {
   Match next(std::string_view id) { return next(id, true); }
   /// As next(), for a base durable made itself ("id[3]" of a map) and checked already.
   Match next_internal(std::string_view base) { return next(base, false); }
-  /// The entry under this key, met as next() meets one; null, and the cursor left as it was,
-  /// when the journal holds none: a patch not taken makes no call (step.patched).
-  JournalEntry* take(std::string_view key);
+  /// The patch marker under this key, or null; either way the counts of calls and uses stay as
+  /// they were (a patch's id is its own, and a marker is no step the code calls).
+  JournalEntry* take_marker(std::string_view key);
+  /// Whether the journal, as it was when this invocation began, holds an entry of the workflow's
+  /// own (no patch marker) that no call of this invocation has met: the run went further on
+  /// some code than this invocation has got so far (step.patched). Unlike replaying(), new calls
+  /// and the entries this invocation journaled in place change nothing here. An entry of a
+  /// step the code no longer calls counts too: such a run is held to be past every patch.
+  bool went_past() const { return matched_ < recorded_; }
   /// Entries this invocation made were added to the journal (a resident invocation): they count
   /// as met, so later calls neither match them again nor number past them twice.
   void absorb_appended() {
@@ -126,12 +136,12 @@ class ReplayCursor {
 
  private:
   Match next(std::string_view id, bool check);
-  JournalEntry& met(JournalEntry& entry);
   void leave_track();
 
   Journal* journal_;
   std::size_t position_ = 0;  // on track: the index of the next expected entry
-  std::size_t matched_ = 0;   // entries met so far in this invocation
+  std::size_t matched_ = 0;   // entries met so far in this invocation by next()
+  std::size_t recorded_;      // the workflow's own entries (markers left out) at the start
   bool on_track_ = true;
   bool reached_new_ = false;  // a call found no entry: the code is past its journal
   bool remember_ = false;

@@ -32,7 +32,10 @@ void Invocation::refuse_patch_id(std::string_view key, std::string_view tool) co
   if (hash == std::string_view::npos) return;  // a first use: a patch under it would have matched
   const std::string_view id = key.substr(0, hash);
   const JournalEntry* first = run_->journal.find(id);
-  if (first == nullptr || first->kind != StepKind::patch) return;
+  if (first != nullptr && first->kind == StepKind::patch) patch_id_taken(id, tool);
+}
+
+void Invocation::patch_id_taken(std::string_view id, std::string_view tool) const {
   throw Error(std::string(tool) + "('" + std::string(id) + "') uses the id of a step.patched of run " +
               run_->id + at_call_site() + ": a patch's id names the patch alone; give the step "
               "another id");
@@ -63,17 +66,16 @@ json Invocation::value(std::string_view id, std::string_view tool, const std::fu
   return value;
 }
 
-// True where the run's journal holds this patch's marker, or holds nothing past this call (the
-// code is past what was recorded: the new path is safe, and the marker keeps it so on every
-// replay). False where the journal goes on past this call without a marker: the run got there
-// on code without the patch, and keeps to the old path. Nothing is journaled then.
+// True where the run's journal holds this patch's marker, or holds nothing this invocation has
+// not met (the code is past what was recorded: the new path is safe, and the marker keeps it so
+// on every replay). False where the journal holds more without a marker: the run got further on
+// code without the patch, and keeps to the old path. Nothing is journaled then.
 bool Invocation::patched(std::string_view id) {
   if (BodyScope* nested = scope()) nested->refuse("step.patched", id);
   before_step_call();
   refuse_step_id(id, "step.patched");
-  const bool recorded_past_here = cursor_.replaying();
-  if (cursor_.take(id) != nullptr) return true;
-  if (recorded_past_here) return false;
+  if (cursor_.take_marker(id) != nullptr) return true;
+  if (cursor_.went_past()) return false;
   ReplayCursor::Match match = cursor_.next(id);
   note_new(match.key, "step.patched", nullptr);
   flush();  // started steps complete before the marker, as before any other entry
@@ -89,16 +91,15 @@ void Invocation::deprecate_patch(std::string_view id) {
   if (BodyScope* nested = scope()) nested->refuse("step.deprecate_patch", id);
   before_step_call();
   refuse_step_id(id, "step.deprecate_patch");
-  const bool recorded_past_here = cursor_.replaying();
-  if (cursor_.take(id) != nullptr) return;
-  if (!recorded_past_here) return;
+  if (cursor_.take_marker(id) != nullptr) return;
+  if (!cursor_.went_past()) return;
   diverged_ = ErrorInfo{"durable::NonDeterminism",
                         "run " + run_->id + " went past step.deprecate_patch('" + std::string(id) +
                             "')" + at_call_site() +
                             " on code older than the patch, and that code is gone. Finish such "
                             "runs on code that still calls step.patched('" + std::string(id) +
-                            "') (durable verify finds them), then deprecate it; retry() resumes "
-                            "the run once the code can replay it",
+                            "'), then deprecate it; retry() resumes the run once the code can "
+                            "replay it",
                         std::string(id), 0};
   throw NonDeterminism(diverged_->message);
 }

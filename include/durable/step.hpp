@@ -159,15 +159,16 @@ class Step {
   /// Changing the code of running runs (docs/versioning.md). True in a run that reaches this
   /// call with nothing journaled past it (a new run, or one that got no further on older code):
   /// the new path; a marker is journaled, so every replay of the run says true again. False in a
-  /// run whose journal already goes on past this call without the marker: it got there on code
-  /// without the patch and keeps to the old path; nothing is journaled. The id names the patch
-  /// alone: a step of the run using it too is an Error. Not callable inside a step body.
+  /// run whose journal holds entries, without the marker, that no call has met by here: it got
+  /// further on code without the patch and keeps to the old path; nothing is journaled. (An
+  /// entry of a step the code no longer calls counts too.) The id names the patch alone: a step
+  /// of the run using it too is an Error. Not callable inside a step body.
   bool patched(std::string_view id,
                detail::SourceLocation where = detail::SourceLocation::current());
   /// The patch's old path is gone from the code: a run holding the patch's marker meets it
   /// here, others go on. A run whose journal goes on past this call without the marker began on
-  /// code older than the patch and fails with NonDeterminism (verify finds such runs first).
-  /// Once no run holds the marker, remove the call.
+  /// code older than the patch and fails with NonDeterminism. Once no run holds the marker,
+  /// remove the call.
   void deprecate_patch(std::string_view id,
                        detail::SourceLocation where = detail::SourceLocation::current());
 
