@@ -652,6 +652,17 @@ std::optional<json> Invocation::wait_for_event(std::string_view id, std::string_
   return entry->output.value("data", json());
 }
 
+void Invocation::journal_completed(JournalEntry entry, std::string reason) {
+  entry.state = StepState::completed;
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::step_done;
+  outcome.reason = std::move(reason);
+  outcome.entries.push_back({std::move(entry), true});
+  // Journaled before the code goes on: what follows (a body's effect) may depend on it.
+  if (!stays_resident(outcome)) end(std::move(outcome));
+  journal_in_place(outcome.entries);
+}
+
 void Invocation::send_event(std::string_view id, std::string_view event, json data) {
   ReplayCursor::Match match;
   if (begin_special(id, StepKind::send, "step.send_event", match) != nullptr) return;  // sent

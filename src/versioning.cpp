@@ -16,17 +16,6 @@ std::uint64_t Invocation::random_bits() {
   return (*random_)();
 }
 
-void Invocation::journal_completed(JournalEntry entry, std::string reason) {
-  entry.state = StepState::completed;
-  Outcome outcome;
-  outcome.kind = Outcome::Kind::step_done;
-  outcome.reason = std::move(reason);
-  outcome.entries.push_back({std::move(entry), true});
-  // Journaled before the code goes on: what follows (a body's effect) may depend on it.
-  if (!stays_resident(outcome)) end(std::move(outcome));
-  journal_in_place(outcome.entries);
-}
-
 void Invocation::refuse_patch_id(std::string_view key, std::string_view tool) const {
   const std::size_t hash = key.find('#');
   if (hash == std::string_view::npos) return;  // a first use: a patch under it would have matched
