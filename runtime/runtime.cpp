@@ -10,6 +10,7 @@
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "ids.hpp"
+#include "replay_check.hpp"
 #include "retry.hpp"
 #include "run_requests.hpp"
 #include "runtime_core.hpp"
@@ -190,6 +191,28 @@ RunInfo RuntimeCore::get(std::string_view run_id) {
 std::vector<RunInfo> RuntimeCore::list(const RunFilter& filter) {
   std::lock_guard lock(store_mutex_);
   return store_->list_runs(filter);
+}
+
+VerifyReport RuntimeCore::verify(const RunFilter& filter) {
+  const std::vector<Status> unfinished = {Status::pending, Status::running, Status::sleeping,
+                                          Status::waiting};
+  std::vector<RecordedRun> runs;
+  if (options_.database == ":memory:") {  // no other connection sees this database
+    std::lock_guard lock(store_mutex_);
+    runs = store_->recorded_runs(filter, unfinished);
+  } else {
+    runs = open_store_read_only(options_.database)->recorded_runs(filter, unfinished);
+  }
+  VerifyReport report;
+  for (RecordedRun& run : runs) {
+    const std::shared_ptr<const Workflow> workflow = find_workflow(run.info.workflow);
+    if (workflow == nullptr) continue;  // another binary's
+    ++report.runs_checked;
+    std::optional<Divergence> divergence =
+        check_replay(*workflow, run.info, std::move(run.journal));
+    if (divergence) report.divergences.push_back(std::move(*divergence));
+  }
+  return report;
 }
 
 std::vector<StepInfo> RuntimeCore::steps(std::string_view run_id) {
@@ -529,6 +552,7 @@ std::string Runtime::start(std::string_view workflow, json input, StartOptions o
 }
 RunInfo Runtime::get(std::string_view run_id) const { return core_->get(run_id); }
 std::vector<RunInfo> Runtime::list(const RunFilter& filter) const { return core_->list(filter); }
+VerifyReport Runtime::verify(const RunFilter& filter) const { return core_->verify(filter); }
 std::vector<StepInfo> Runtime::steps(std::string_view run_id) const { return core_->steps(run_id); }
 void Runtime::cancel(std::string_view run_id, std::string reason) {
   core_->cancel(run_id, std::move(reason));

@@ -35,6 +35,7 @@ class RuntimeCore {
   std::string start(std::string_view workflow, json input, StartOptions opts);
   RunInfo get(std::string_view run_id);
   std::vector<RunInfo> list(const RunFilter& filter);
+  VerifyReport verify(const RunFilter& filter);
   std::vector<StepInfo> steps(std::string_view run_id);
   void cancel(std::string_view run_id, const std::string& reason);
   void retry(std::string_view run_id);

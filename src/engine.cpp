@@ -155,6 +155,7 @@ void Invocation::before_step_call() {
 
 void Invocation::diverge(const JournalEntry& entry, std::string_view tool) {
   if (entry.kind == StepKind::patch) patch_id_taken(entry.key, tool);  // a step with its id
+  diverged_site_ = call_site();
   diverged_ = ErrorInfo{"durable::NonDeterminism",
                         step_label(entry.key) + " was journaled as " + describe(entry) +
                             ", but the code now calls " + std::string(tool) + " with that id" +

@@ -189,6 +189,8 @@ class Invocation {
   const std::optional<NewCall>& first_new() const { return first_new_; }
   /// A call found the journal holding another kind of step under its id (the run fails).
   bool diverged() const { return diverged_.has_value(); }
+  /// Where that call was made ("file:line"; empty when unknown).
+  const std::string& diverged_site() const { return diverged_site_; }
   /// The cursor that matched this invocation's calls (EngineConfig::replay_only: which met what).
   const ReplayCursor& cursor() const { return cursor_; }
   std::string_view run_id() const { return run_->id; }
@@ -287,6 +289,7 @@ class Invocation {
   bool swallowed_ = false;             // a step call came after the unwinding began
   std::vector<EntryWrite> failed_;     // steps failed for good here, not yet in an outcome
   std::optional<ErrorInfo> diverged_;  // NonDeterminism met: the run fails whatever follows
+  std::string diverged_site_;          // the call that met it
   std::optional<NewCall> first_new_;   // replay_only: the first call past the journal
   std::mutex nested_mutex_;            // the journal, while bodies run nested steps
   std::mutex random_mutex_;            // random_, used by bodies on several threads

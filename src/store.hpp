@@ -94,6 +94,12 @@ struct Claimed {
   std::optional<std::int64_t> next_due;
 };
 
+/// A run as recorded, with its journal.
+struct RecordedRun {
+  RunInfo info;
+  std::vector<JournalEntry> journal;
+};
+
 struct ClaimRequest {
   std::string owner;                   ///< the claiming runtime's worker id
   std::vector<std::string> workflows;  ///< only runs of these workflows are claimed
@@ -162,6 +168,12 @@ class Store {
   virtual std::optional<RunWithSteps> get_run_with_steps(const std::string& id) = 0;
   /// The same journal as the engine reads it.
   virtual std::optional<std::vector<JournalEntry>> journal(const std::string& id) = 0;
+  /// The runs the filter matches (its limit not applied) with their journals, oldest first,
+  /// read in one read transaction: one state of the database, whatever its writers do
+  /// meanwhile. Without filter.status, only runs whose status is one of `statuses` (any, when
+  /// that is empty).
+  virtual std::vector<RecordedRun> recorded_runs(const RunFilter& filter,
+                                                 const std::vector<Status>& statuses) = 0;
 
   /// Claims due runs (pending and sleeping runs whose time came, running runs whose lease
   /// lapsed or whose owner died) and loads their journals. A run taken over once more than

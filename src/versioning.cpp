@@ -82,6 +82,7 @@ void Invocation::deprecate_patch(std::string_view id) {
   refuse_step_id(id, "step.deprecate_patch");
   if (cursor_.take_marker(id) != nullptr) return;
   if (!cursor_.went_past()) return;
+  diverged_site_ = call_site();
   diverged_ = ErrorInfo{"durable::NonDeterminism",
                         "run " + run_->id + " went past step.deprecate_patch('" + std::string(id) +
                             "')" + at_call_site() +

@@ -42,7 +42,7 @@ struct RunInfo {
 /// A journal entry of a run.
 struct StepInfo {
   std::string id;      ///< the journal key: "charge", "charge#2"
-  std::string kind;    ///< run | sleep | event | invoke | send
+  std::string kind;    ///< run | sleep | event | invoke | send | value | patch
   std::string status;  ///< completed | failed | retrying | sleeping | waiting
   json output;
   std::optional<ErrorInfo> error;  ///< while retrying or failed: the last failed attempt's error
@@ -53,6 +53,21 @@ struct StepInfo {
   /// run: when its last attempt's body began (it ended `duration` later); none for other kinds
   /// and for entries written before durable 0.2.0.
   std::optional<Clock::time_point> started_at{};
+};
+
+/// Where a run parts from the code that would replay it (Runtime::verify).
+struct Divergence {
+  std::string run_id, workflow;
+  std::string step;     ///< the journal key it concerns; empty when it is the run's ending
+  std::string message;  ///< what the journal holds, and what the code now does instead
+  std::string where;    ///< "file:line" of the call that diverges; empty when no call is to blame
+};
+
+/// What Runtime::verify found.
+struct VerifyReport {
+  std::size_t runs_checked = 0;
+  std::vector<Divergence> divergences;  ///< at most one per run, oldest run first
+  bool ok() const { return divergences.empty(); }
 };
 
 /// A schedule as the database holds it.

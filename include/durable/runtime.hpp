@@ -78,6 +78,18 @@ class Runtime {
   /// fresh set of attempts. Throws NotFound, and Error for a run that is not failed.
   void retry(std::string_view run_id);
 
+  /// The pre-deploy check: replays every unfinished run (pending, running, sleeping, waiting;
+  /// with filter.status, the runs of that status) that the filter matches, whatever its limit,
+  /// against the workflows add()ed to this runtime, running no step body and writing nothing,
+  /// and reports where the code parts from a run's journal: a step id reached as another kind
+  /// of step, a call the journal does not hold where it holds a step no call met (an inserted,
+  /// renamed or removed step), a run ending or stopping before a journaled step. Runs of
+  /// workflows this runtime did not add are left out of runs_checked. The runs and their
+  /// journals are read in one read transaction, on a read-only connection of their own (the
+  /// runtime's own for ":memory:"), so workers serving the database go on meanwhile. Throws
+  /// Error when the database cannot be read, or was written by a newer durable.
+  VerifyReport verify(const RunFilter& filter = {}) const;
+
   /// Executes every run that is due now, each until it completes, fails or sleeps, and returns
   /// the number of invocations made.
   std::size_t run_until_idle();

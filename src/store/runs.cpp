@@ -251,6 +251,37 @@ std::vector<RunInfo> SqlStore::list_runs(const RunFilter& filter) {
   });
 }
 
+std::vector<RecordedRun> SqlStore::recorded_runs(const RunFilter& filter,
+                                                 const std::vector<Status>& statuses) {
+  return reading([&] {
+    std::vector<RecordedRun> runs;
+    if (!findable(filter.workflow) || !findable(filter.correlation_id)) return runs;
+    std::string sql = run_columns() + " WHERE true";
+    if (filter.status) {
+      sql += " AND r.status = ?";
+    } else if (!statuses.empty()) {
+      sql += " AND r.status IN (" + sql::placeholders(statuses.size()) + ")";
+    }
+    if (!filter.workflow.empty()) sql += " AND r.workflow = ?";
+    if (!filter.correlation_id.empty()) sql += " AND r.correlation_id = ?";
+    sql += " ORDER BY r.created_at, " + std::string(db().dialect().run_order);
+    {
+      sql::Query query(db(), sql);
+      int i = 1;
+      if (filter.status) {
+        query.bind(i++, to_string(*filter.status));
+      } else {
+        for (const Status status : statuses) query.bind(i++, to_string(status));
+      }
+      if (!filter.workflow.empty()) query.bind(i++, filter.workflow);
+      if (!filter.correlation_id.empty()) query.bind(i++, filter.correlation_id);
+      while (query.next()) runs.push_back({read_run(query), {}});
+    }
+    for (RecordedRun& run : runs) run.journal = load_journal(run.info.id);
+    return runs;
+  });
+}
+
 std::optional<Status> SqlStore::cancel(const std::string& id, std::int64_t now_ms,
                                        const std::string& reason) {
   return guarded([&]() -> std::optional<Status> {

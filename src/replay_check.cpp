@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "replay_check.hpp"
+
+#include <limits>
+
+#include "durations.hpp"
+#include "engine.hpp"
+#include "errors_internal.hpp"
+#include "serialization.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+// Runs no step body and writes nothing. A body left unrun is, to the engine, a step not done
+// yet: the invocation ends there, at the first call the journal does not hold.
+class ReplayHost final : public Host {
+ public:
+  void run_bodies(std::vector<std::function<void()>>& /*bodies*/) override {}
+  bool write_nested(const EntryWrite& /*write*/) override { return false; }
+  bool journal_now(std::vector<EntryWrite>& /*entries*/) override { return false; }
+  std::int64_t park_until(std::int64_t /*wake_ms*/) override { return now_ms(); }
+  std::int64_t now_ms() override { return to_ms(Clock::now()); }
+  std::int64_t event_horizon() override { return 0; }
+  void check_child(std::string_view /*workflow*/, const json& /*input*/) override {}
+};
+
+// "returned 42" / "failed (Type: message)": how a run or an invocation ended.
+std::string ending(bool completed, const json& output, const std::optional<ErrorInfo>& error) {
+  return completed ? "returned " + shortened_dump(output) : "failed (" + error_text(error) + ")";
+}
+
+// "step.run('charge#2') (at orders.cpp:41)"
+std::string call_text(const Invocation::NewCall& call) {
+  return call.tool + "('" + call.key + "')" + (call.site.empty() ? "" : " (at " + call.site + ")");
+}
+
+Divergence diverged(const RunInfo& run, std::string step, std::string message, std::string where) {
+  return Divergence{run.id, run.workflow, std::move(step), std::move(message), std::move(where)};
+}
+
+}  // namespace
+
+std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& recorded,
+                                       std::vector<JournalEntry> journal) {
+  RunState run;
+  run.id = recorded.id;
+  run.workflow = recorded.workflow;
+  run.correlation_id = recorded.correlation_id;
+  run.input = recorded.input;
+  run.invocations = recorded.invocations;
+  for (JournalEntry& entry : journal) run.journal.append(std::move(entry));
+  run.next_seq = run.journal.size();
+  EngineConfig config;
+  config.replay_only = true;
+  config.max_output_bytes = std::numeric_limits<std::size_t>::max();
+
+  ReplayHost host;
+  std::mt19937_64 random(0);
+  Invocation invocation(run, wf, config, host.now_ms(), random, host);
+  const Outcome outcome = invocation.execute();
+  const bool returned = outcome.kind == Outcome::Kind::completed;
+  const bool threw = outcome.kind == Outcome::Kind::failed;
+
+  // A call that found the journal holding another kind of step under its id.
+  if (invocation.diverged()) {
+    const ErrorInfo error = outcome.error.value_or(ErrorInfo{});
+    return diverged(recorded, error.step_id, error.message, invocation.diverged_site());
+  }
+  const std::optional<Invocation::NewCall>& next = invocation.first_new();
+  if (const JournalEntry* missed = invocation.cursor().first_unmet()) {
+    const std::string held = "step '" + missed->key + "', " + describe(*missed);
+    if (next && next->retrying == nullptr) {
+      return diverged(recorded, missed->key,
+                        "the code now calls " + call_text(*next) +
+                            ", which the journal does not hold, where the journal holds " + held,
+                        next->site);
+    }
+    if (returned || threw) {
+      return diverged(recorded, missed->key,
+                        "the workflow now " + ending(returned, outcome.output, outcome.error) +
+                            " without calling " + held,
+                        "");
+    }
+    return diverged(recorded, missed->key,
+                      "the workflow now stops (" + outcome.reason + ") before " + held, "");
+  }
+
+  // Every journaled step was met. A run still in progress (or cancelled) may go on past its
+  // journal; one that ended must end the same way, having called nothing more.
+  const bool completed = recorded.status == Status::completed;
+  if (!completed && recorded.status != Status::failed) return std::nullopt;
+  const std::string was = "the recorded run " + ending(completed, recorded.output, recorded.error);
+  if (next) {
+    return diverged(recorded, next->key,
+                      was + ", but the code now goes on to call " + call_text(*next) +
+                          ", which the recorded run never called",
+                      next->site);
+  }
+  if (!returned && !threw) return diverged(recorded, "", was + ", but the code now stops: " + outcome.reason, "");
+  if (completed && returned && outcome.output == recorded.output) return std::nullopt;
+  if (!completed && threw && outcome.error && recorded.error &&
+      outcome.error->type == recorded.error->type &&
+      outcome.error->message == recorded.error->message) {
+    return std::nullopt;
+  }
+  return diverged(recorded, "", was + ", but the code now " + ending(returned, outcome.output, outcome.error),
+                    "");
+}
+
+}  // namespace durable::detail
