@@ -196,20 +196,30 @@ std::vector<RunInfo> RuntimeCore::list(const RunFilter& filter) {
 VerifyReport RuntimeCore::verify(const RunFilter& filter) {
   const std::vector<Status> unfinished = {Status::pending, Status::running, Status::sleeping,
                                           Status::waiting};
-  std::vector<RecordedRun> runs;
-  if (options_.database == ":memory:") {  // no other connection sees this database
+  // A connection of its own that cannot write, but for a private database, which no other
+  // connection sees: then the runtime's own, a run at a time.
+  const bool own = options_.database.empty() || options_.database == ":memory:";
+  const std::unique_ptr<Store> reader = own ? nullptr : open_store_read_only(options_.database);
+  const auto read = [&](const auto& from_store) {
+    if (reader) return from_store(*reader);
     std::lock_guard lock(store_mutex_);
-    runs = store_->recorded_runs(filter, unfinished);
-  } else {
-    runs = open_store_read_only(options_.database)->recorded_runs(filter, unfinished);
-  }
+    return from_store(*store_);
+  };
   VerifyReport report;
-  for (RecordedRun& run : runs) {
-    const std::shared_ptr<const Workflow> workflow = find_workflow(run.info.workflow);
+  const std::vector<std::string> ids =
+      read([&](Store& store) { return store.run_ids(filter, unfinished); });
+  for (const std::string& id : ids) {
+    std::optional<RecordedRun> run = read([&](Store& store) { return store.recorded_run(id); });
+    if (!run) continue;  // deleted since (a purge)
+    const std::shared_ptr<const Workflow> workflow = find_workflow(run->info.workflow);
     if (workflow == nullptr) continue;  // another binary's
     ++report.runs_checked;
-    std::optional<Divergence> divergence =
-        check_replay(*workflow, run.info, std::move(run.journal));
+    std::optional<Divergence> divergence;
+    if (run->unreadable) {  // the runtime fails such a run when it claims it
+      divergence = Divergence{id, run->info.workflow, "", "the run " + *run->unreadable, ""};
+    } else {
+      divergence = check_replay(*workflow, run->info, std::move(run->journal));
+    }
     if (divergence) report.divergences.push_back(std::move(*divergence));
   }
   return report;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "replay_check.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "durations.hpp"
@@ -86,10 +87,19 @@ std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& record
                       "the workflow now stops (" + outcome.reason + ") before " + held, "");
   }
 
-  // Every journaled step was met. A run still in progress (or cancelled) may go on past its
-  // journal; one that ended must end the same way, having called nothing more.
+  // Every journaled step was met. A run still in progress may go on past its journal, but not
+  // fail where nothing journaled failed: the runtime would fail it (an input or a result that
+  // no longer converts, a step id taken by a patch). A cancelled run is not replayed again.
   const bool completed = recorded.status == Status::completed;
-  if (!completed && recorded.status != Status::failed) return std::nullopt;
+  if (!completed && recorded.status != Status::failed) {
+    const bool in_progress = recorded.status != Status::cancelled;
+    const bool step_failed =
+        std::any_of(run.journal.entries().begin(), run.journal.entries().end(),
+                    [](const JournalEntry& e) { return e.state == StepState::failed; });
+    if (!in_progress || !threw || step_failed) return std::nullopt;
+    return diverged(recorded, "", "the code now fails (" + error_text(outcome.error) +
+                                      ") where the journal holds no failed step", "");
+  }
   const std::string was = "the recorded run " + ending(completed, recorded.output, recorded.error);
   if (next) {
     return diverged(recorded, next->key,

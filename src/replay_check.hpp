@@ -23,8 +23,9 @@ namespace durable::detail {
 ///   marker no call meets is no divergence: its call was removed once deprecated);
 /// - for a run recorded completed or failed: a call past its journal, or another output or
 ///   error than the recorded one.
-/// A run recorded in progress (pending, sleeping, waiting, running) or cancelled may go on past
-/// its journal.
+/// - for a run recorded in progress (pending, sleeping, waiting, running): the workflow failing
+///   where no journaled step failed.
+/// A run recorded in progress or cancelled may go on past its journal.
 std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& recorded,
                                        std::vector<JournalEntry> journal);
 

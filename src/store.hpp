@@ -94,10 +94,13 @@ struct Claimed {
   std::optional<std::int64_t> next_due;
 };
 
-/// A run as recorded, with its journal.
+/// A run as recorded, with its journal, read together.
 struct RecordedRun {
   RunInfo info;
   std::vector<JournalEntry> journal;
+  /// A value stored in the run (its input, a step's output) that cannot be read: what is wrong
+  /// (see Claim::unreadable). The value reads as text saying so.
+  std::optional<std::string> unreadable;
 };
 
 struct ClaimRequest {
@@ -168,12 +171,13 @@ class Store {
   virtual std::optional<RunWithSteps> get_run_with_steps(const std::string& id) = 0;
   /// The same journal as the engine reads it.
   virtual std::optional<std::vector<JournalEntry>> journal(const std::string& id) = 0;
-  /// The runs the filter matches (its limit not applied) with their journals, oldest first,
-  /// read in one read transaction: one state of the database, whatever its writers do
-  /// meanwhile. Without filter.status, only runs whose status is one of `statuses` (any, when
-  /// that is empty).
-  virtual std::vector<RecordedRun> recorded_runs(const RunFilter& filter,
-                                                 const std::vector<Status>& statuses) = 0;
+  /// The ids of the runs the filter matches (its limit not applied), oldest first. Without
+  /// filter.status, only runs whose status is one of `statuses` (any, when that is empty).
+  virtual std::vector<std::string> run_ids(const RunFilter& filter,
+                                           const std::vector<Status>& statuses) = 0;
+  /// A run and its journal, read in one read transaction: as they were together, whatever the
+  /// run's worker writes meanwhile. nullopt: no such run.
+  virtual std::optional<RecordedRun> recorded_run(const std::string& id) = 0;
 
   /// Claims due runs (pending and sleeping runs whose time came, running runs whose lease
   /// lapsed or whose owner died) and loads their journals. A run taken over once more than

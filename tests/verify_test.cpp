@@ -133,7 +133,8 @@ TEST_CASE("verify: a step id reached as another kind is named with the call's li
   CHECK(v2->get(id).status == Status::sleeping);  // verifying failed nothing
 }
 
-TEST_CASE("verify reads one state of the database while a worker serves it (on each store)") {
+TEST_CASE("verify answers while a worker serves the same database, and its runs in progress "
+          "verify clean (on each store)") {
   test::TempDir dir;
   const std::string db = test::database(dir, "db");
   Runtime worker(test::quiet(db));
@@ -155,7 +156,7 @@ TEST_CASE("verify reads one state of the database while a worker serves it (on e
   for (; checks < 20; ++checks) {
     const VerifyReport report = checker.verify();
     CAPTURE(report.divergences.size());
-    CHECK(report.ok());  // each run as it was at one moment: never half-written
+    CHECK(report.ok());
   }
   done = true;
   starting.join();
@@ -188,4 +189,75 @@ TEST_CASE("verify on a TestRuntime's in-memory database") {
   const VerifyReport report = kit.runtime().verify();
   CHECK(report.ok());
   CHECK(report.runs_checked == 1);  // the pending one; the completed run is not unfinished
+}
+
+namespace {
+struct Order {
+  int quantity = 0;
+};
+void from_json(const json& j, Order& o) { j.at("quantity").get_to(o.quantity); }
+void to_json(json& j, const Order& o) { j = {{"quantity", o.quantity}}; }
+struct OrderV2 {
+  int quantity = 0;
+  std::string sku;  // new, and required
+};
+void from_json(const json& j, OrderV2& o) {
+  j.at("quantity").get_to(o.quantity);
+  j.at("sku").get_to(o.sku);
+}
+}  // namespace
+
+TEST_CASE("verify reports runs the new code would fail though nothing journaled failed: an input "
+          "that no longer converts (on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db");
+  std::string pending;
+  {
+    Runtime v1(test::quiet(db));
+    v1.add(Workflow("typed", [](Step&, const Order& o) { return o.quantity; }));
+    pending = v1.start("typed", Order{3});
+  }
+  Runtime v2(test::quiet(db));
+  v2.add(Workflow("typed", [](Step&, const OrderV2& o) { return o.quantity; }));
+  const VerifyReport report = v2.verify();
+  CHECK(report.runs_checked == 1);
+  REQUIRE(report.divergences.size() == 1);
+  CHECK(report.divergences[0].run_id == pending);
+  CAPTURE(report.divergences[0].message);
+  CHECK(report.divergences[0].message.find("the code now fails") != std::string::npos);
+  CHECK(report.divergences[0].message.find("sku") != std::string::npos);
+}
+
+TEST_CASE("verify reports a run whose stored input cannot be read, without replaying it") {
+  test::TempDir dir;
+  const std::string db = dir.file("db");
+  std::string poisoned;
+  {
+    Runtime v1(test::quiet(db));
+    v1.add(Workflow("echo", [](Step&, const json& input) -> json { return input; }));
+    poisoned = v1.start("echo", {{"x", 1}});
+    v1.start("echo", {{"x", 2}});
+  }
+  {
+    // As a build from before the depth limit, or another tool, could have stored it.
+    json deep = 1;
+    for (int i = 0; i < 2'000; ++i) deep = json::array({deep});
+    SQLite::Database raw(db, SQLite::OPEN_READWRITE);
+    SQLite::Statement update(raw, "UPDATE runs SET input = ? WHERE id = ?");
+    update.bind(1, deep.dump());
+    update.bind(2, poisoned);
+    REQUIRE(update.exec() == 1);
+  }
+  int invoked = 0;
+  Runtime v2(test::quiet(db));
+  v2.add(Workflow("echo", [&](Step&, const json& input) -> json {
+    ++invoked;
+    return input;
+  }));
+  const VerifyReport report = v2.verify();
+  CHECK(report.runs_checked == 2);
+  REQUIRE(report.divergences.size() == 1);
+  CHECK(report.divergences[0].run_id == poisoned);
+  CHECK(report.divergences[0].message.find("cannot be read") != std::string::npos);
+  CHECK(invoked == 1);  // the readable run only
 }

@@ -125,9 +125,10 @@ CrashSweep crash_sweep(const Workflow& wf, json input = json::object(), RuntimeO
 /// - a call the journal does not hold while a journaled step was not called (an inserted,
 ///   renamed or removed step), or the workflow ending without calling one;
 /// - for a run recorded completed or failed: a call past its journal, or another output or
-///   error than the recorded one.
-/// A run recorded in progress (pending, sleeping, waiting, running) or cancelled may go on past
-/// its journal. Steps are matched by id and use count, as the runtime matches them, so a change
+///   error than the recorded one;
+/// - for a run recorded in progress (pending, sleeping, waiting, running): the workflow failing
+///   where no journaled step failed (an input or a result that no longer converts).
+/// A run recorded in progress or cancelled may go on past its journal. Steps are matched by id and use count, as the runtime matches them, so a change
 /// in the order of steps that keep their ids is not a divergence. Throws Error for a missing
 /// file, a file that is not a durable database, an unknown run, or a run of another workflow.
 void replay(const Workflow& wf, const std::string& database, std::string_view run_id);

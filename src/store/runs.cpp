@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "errors_internal.hpp"
 #include "serialization.hpp"
@@ -251,12 +252,12 @@ std::vector<RunInfo> SqlStore::list_runs(const RunFilter& filter) {
   });
 }
 
-std::vector<RecordedRun> SqlStore::recorded_runs(const RunFilter& filter,
-                                                 const std::vector<Status>& statuses) {
-  return reading([&] {
-    std::vector<RecordedRun> runs;
-    if (!findable(filter.workflow) || !findable(filter.correlation_id)) return runs;
-    std::string sql = run_columns() + " WHERE true";
+std::vector<std::string> SqlStore::run_ids(const RunFilter& filter,
+                                           const std::vector<Status>& statuses) {
+  return guarded([&] {
+    std::vector<std::string> ids;
+    if (!findable(filter.workflow) || !findable(filter.correlation_id)) return ids;
+    std::string sql = "SELECT r.id FROM runs r WHERE true";
     if (filter.status) {
       sql += " AND r.status = ?";
     } else if (!statuses.empty()) {
@@ -265,20 +266,27 @@ std::vector<RecordedRun> SqlStore::recorded_runs(const RunFilter& filter,
     if (!filter.workflow.empty()) sql += " AND r.workflow = ?";
     if (!filter.correlation_id.empty()) sql += " AND r.correlation_id = ?";
     sql += " ORDER BY r.created_at, " + std::string(db().dialect().run_order);
-    {
-      sql::Query query(db(), sql);
-      int i = 1;
-      if (filter.status) {
-        query.bind(i++, to_string(*filter.status));
-      } else {
-        for (const Status status : statuses) query.bind(i++, to_string(status));
-      }
-      if (!filter.workflow.empty()) query.bind(i++, filter.workflow);
-      if (!filter.correlation_id.empty()) query.bind(i++, filter.correlation_id);
-      while (query.next()) runs.push_back({read_run(query), {}});
+    sql::Query query(db(), sql);
+    int i = 1;
+    if (filter.status) {
+      query.bind(i++, to_string(*filter.status));
+    } else {
+      for (const Status status : statuses) query.bind(i++, to_string(status));
     }
-    for (RecordedRun& run : runs) run.journal = load_journal(run.info.id);
-    return runs;
+    if (!filter.workflow.empty()) query.bind(i++, filter.workflow);
+    if (!filter.correlation_id.empty()) query.bind(i++, filter.correlation_id);
+    while (query.next()) ids.push_back(query.text(0));
+    return ids;
+  });
+}
+
+std::optional<RecordedRun> SqlStore::recorded_run(const std::string& id) {
+  return reading([&]() -> std::optional<RecordedRun> {
+    unreadable_.reset();
+    std::optional<RunInfo> info = find_run(id, false);
+    if (!info) return std::nullopt;
+    std::vector<JournalEntry> journal = load_journal(id);
+    return RecordedRun{std::move(*info), std::move(journal), std::exchange(unreadable_, std::nullopt)};
   });
 }
 

@@ -50,8 +50,9 @@ class SqlStore : public Store {
   std::vector<std::string> create_runs(const std::vector<const NewRun*>& runs) override;
   std::optional<RunInfo> get_run(const std::string& id, bool with_history) override;
   std::vector<RunInfo> list_runs(const RunFilter& filter) override;
-  std::vector<RecordedRun> recorded_runs(const RunFilter& filter,
-                                         const std::vector<Status>& statuses) override;
+  std::vector<std::string> run_ids(const RunFilter& filter,
+                                   const std::vector<Status>& statuses) override;
+  std::optional<RecordedRun> recorded_run(const std::string& id) override;
   std::optional<std::vector<StepInfo>> list_steps(const std::string& id) override;
   std::optional<RunWithSteps> get_run_with_steps(const std::string& id) override;
   std::optional<std::vector<JournalEntry>> journal(const std::string& id) override;
