@@ -59,7 +59,9 @@ std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& record
   ReplayHost host;
   std::mt19937_64 random(0);
   Invocation invocation(run, wf, config, host.now_ms(), random, host);
+  note_call(SourceLocation{});  // call_site(): this replay's last step call, none so far
   const Outcome outcome = invocation.execute();
+  const std::string last_call = call_site();
   const bool returned = outcome.kind == Outcome::Kind::completed;
   const bool threw = outcome.kind == Outcome::Kind::failed;
 
@@ -81,10 +83,11 @@ std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& record
       return diverged(recorded, missed->key,
                         "the workflow now " + ending(returned, outcome.output, outcome.error) +
                             " without calling " + held,
-                        "");
+                        last_call);
     }
     return diverged(recorded, missed->key,
-                      "the workflow now stops (" + outcome.reason + ") before " + held, "");
+                      "the workflow now stops (" + outcome.reason + ") before " + held,
+                      last_call);
   }
 
   // Every journaled step was met. A run still in progress may go on past its journal, but not
@@ -98,7 +101,7 @@ std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& record
                     [](const JournalEntry& e) { return e.state == StepState::failed; });
     if (!in_progress || !threw || step_failed) return std::nullopt;
     return diverged(recorded, "", "the code now fails (" + error_text(outcome.error) +
-                                      ") where the journal holds no failed step", "");
+                                      ") where the journal holds no failed step", last_call);
   }
   const std::string was = "the recorded run " + ending(completed, recorded.output, recorded.error);
   if (next) {
@@ -107,15 +110,18 @@ std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& record
                           ", which the recorded run never called",
                       next->site);
   }
-  if (!returned && !threw) return diverged(recorded, "", was + ", but the code now stops: " + outcome.reason, "");
+  if (!returned && !threw) {
+    return diverged(recorded, "", was + ", but the code now stops: " + outcome.reason, last_call);
+  }
   if (completed && returned && outcome.output == recorded.output) return std::nullopt;
   if (!completed && threw && outcome.error && recorded.error &&
       outcome.error->type == recorded.error->type &&
       outcome.error->message == recorded.error->message) {
     return std::nullopt;
   }
-  return diverged(recorded, "", was + ", but the code now " + ending(returned, outcome.output, outcome.error),
-                    "");
+  return diverged(recorded, "",
+                  was + ", but the code now " + ending(returned, outcome.output, outcome.error),
+                  last_call);
 }
 
 }  // namespace durable::detail

@@ -25,7 +25,9 @@ namespace durable::detail {
 ///   error than the recorded one.
 /// - for a run recorded in progress (pending, sleeping, waiting, running): the workflow failing
 ///   where no journaled step failed.
-/// A run recorded in progress or cancelled may go on past its journal.
+/// A run recorded in progress or cancelled may go on past its journal. The divergence's `where`
+/// is the diverging call's "file:line", or, where the workflow parts by ending or stopping, its
+/// last step call's (empty when it made none).
 std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& recorded,
                                        std::vector<JournalEntry> journal);
 

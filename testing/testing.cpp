@@ -15,6 +15,7 @@
 #include <set>
 
 #include "errors_internal.hpp"
+#include "replay_check.hpp"
 #include "runtime_core.hpp"
 #include "serialization.hpp"
 
@@ -324,8 +325,8 @@ class ScratchDir {
  public:
   ScratchDir() {
     std::string pattern =
-        (std::filesystem::temp_directory_path() / "durable-crash-sweep-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw Error("crash_sweep: cannot make a temp dir");
+        (std::filesystem::temp_directory_path() / "durable-testing-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw Error("durable::testing: cannot make a temp dir");
     path_ = pattern;
   }
   ~ScratchDir() {
@@ -491,6 +492,35 @@ std::string CrashSweep::report() const {
     text += "\n";
   }
   return text;
+}
+
+RunResult check_determinism(const Workflow& wf, json input, RuntimeOptions opts) {
+  ScratchDir scratch;
+  const std::string file = scratch.file("run.db");
+  RunResult result;
+  {
+    TestRuntime kit(std::move(opts));
+    kit.add(wf);
+    result = kit.run(wf.name(), std::move(input));
+    kit.save(file);
+  }
+  const std::string lint = "check_determinism of workflow '" + wf.name() + "': ";
+  if (result.info.error && result.info.error->type == "durable::NonDeterminism") {
+    throw NonDeterminism(lint + "run " + result.info.id + " failed: " + result.info.error->message);
+  }
+  const std::optional<detail::RecordedRun> run =
+      detail::open_store_read_only(file)->recorded_run(result.info.id);
+  if (!run) detail::bug("check_determinism: the run it made is not in its copy");
+  for (int replay = 1; replay <= 2; ++replay) {
+    const std::optional<Divergence> divergence = detail::check_replay(wf, run->info, run->journal);
+    if (!divergence) continue;
+    throw NonDeterminism(lint + "replay " + std::to_string(replay) + " of run " + result.info.id +
+                         " parts from its journal" +
+                         (divergence->step.empty() ? "" : " at step '" + divergence->step + "'") +
+                         (divergence->where.empty() ? "" : " (" + divergence->where + ")") + ": " +
+                         divergence->message);
+  }
+  return result;
 }
 
 }  // namespace durable::testing

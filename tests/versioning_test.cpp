@@ -477,3 +477,32 @@ TEST_CASE("a run whose journal holds a removed step's entry is held past every p
   // run took past the patch on older code, and keeps it on the old path, as documented.
   CHECK(runtime->get(id).output == "old");
 }
+
+TEST_CASE("check_determinism names code outside steps that takes another path on replay, and "
+          "passes code that does not") {
+  int calls = 0;  // kept across invocations: each replay sees another count
+  const Workflow flaky("flaky", [&calls](Step& step, const json&) -> json {
+    const std::string id = ++calls % 2 == 1 ? "a" : "b";
+    step.run(id, [] { return 1; });
+    return id;
+  });
+  try {
+    testing::check_determinism(flaky);
+    FAIL("no NonDeterminism");
+  } catch (const NonDeterminism& e) {
+    const std::string message = e.what();
+    CAPTURE(message);
+    CHECK(message.find("check_determinism of workflow 'flaky'") != std::string::npos);
+    CHECK(message.find("versioning_test.cpp:") != std::string::npos);  // the line of the call
+    CHECK(message.find("without calling step") != std::string::npos);
+  }
+  const Workflow steady("steady", [](Step& step, const json& input) -> json {
+    const Clock::time_point t = step.now("t");  // journaled: the same on every replay
+    step.sleep("nap", 1h);
+    return step.run("sum", [&] { return input.value("n", 0) + 1; }) +
+           static_cast<int>(detail::to_ms(t) > 0);
+  });
+  const testing::RunResult run = testing::check_determinism(steady, {{"n", 41}});
+  CHECK(run.info.status == Status::completed);
+  CHECK(run.info.output == 43);
+}

@@ -60,7 +60,9 @@ struct Divergence {
   std::string run_id, workflow;
   std::string step;     ///< the journal key it concerns; empty when it is the run's ending
   std::string message;  ///< what the journal holds, and what the code now does instead
-  std::string where;    ///< "file:line" of the call that diverges; empty when no call is to blame
+  /// "file:line" of the call that diverges, or where the code parts by ending or stopping, of
+  /// its last step call; empty when it made none.
+  std::string where;
 };
 
 /// What Runtime::verify found.

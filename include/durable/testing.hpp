@@ -118,6 +118,17 @@ struct CrashSweep {
 /// too with DURABLE_TEST_LOG=1).
 CrashSweep crash_sweep(const Workflow& wf, json input = json::object(), RuntimeOptions opts = {});
 
+/// The determinism lint: runs the workflow once as TestRuntime::run() does (bodies run, virtual
+/// time), then replays the run twice from its journal with no body run, as the runtime replays
+/// it after each step and after a restart, and returns the run. Throws NonDeterminism when the
+/// run itself met one, or a replay parts from the journal (the checks of replay() below): code
+/// outside steps that behaves differently from one invocation to the next (a clock read, a
+/// random number, a counter kept across calls, the order of an unordered container), naming
+/// the step and the line of the call where it parted. A replay that happens to take the same
+/// path finds nothing: a lint, not a proof.
+RunResult check_determinism(const Workflow& wf, json input = json::object(),
+                            RuntimeOptions opts = {});
+
 /// Runs the current code of `wf` against run `run_id` as recorded in the database file, running
 /// no step body and writing nothing to the file or beside it. Throws NonDeterminism naming the
 /// first divergence:
