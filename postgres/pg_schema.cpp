@@ -114,6 +114,13 @@ CREATE TABLE workflows (
                                                                  R"sql(
 -- No table changes: steps.kind may now be 'value' (step.now, step.uuid, step.random) or 'patch'
 -- (step.patched's marker), which an older build cannot replay; it refuses the schema instead.
+)sql",
+                                                                 R"sql(
+-- As the SQLite schema's version 9: run versions, forks, continue_as_new, resolved steps.
+ALTER TABLE runs ADD COLUMN version TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN forked_from TEXT;
+ALTER TABLE runs ADD COLUMN continued_as TEXT;
+ALTER TABLE steps ADD COLUMN resolved TEXT;
 )sql"};
 
 }  // namespace durable::detail::pg

@@ -74,7 +74,12 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   engine_config_.resident = options_.replay == Replay::on_recovery;
   engine_config_.resident_sleep_ms = options_.resident_sleep.count();
   engine_config_.write_as_ended = true;
+  if (options_.only_own_version && options_.version.empty()) {
+    throw Error("RuntimeOptions::only_own_version needs a RuntimeOptions::version to claim by");
+  }
+  check_utf8(options_.version, "RuntimeOptions::version");
   store_ = open_store(options_.database, options_.durability);
+  store_->set_version(options_.version, options_.only_own_version);
   worker_.id = new_id();
   worker_.host = host_identity();
   worker_.pid = ::getpid();
@@ -489,6 +494,16 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
       } else {
         write.status = Status::completed;
         write.output = std::move(text);
+      }
+      if (!refused && outcome.successor_input) {
+        NewRun next;
+        next.id = new_id();
+        next.workflow = run.workflow;
+        next.correlation_id = run.correlation_id;
+        next.input = outcome.successor_input->dump();  // checked storable by the engine
+        next.now_ms = next.due_ms = write.now_ms;
+        next.reason = "continued from run " + run.id + " (step.continue_as_new)";
+        write.successor = std::move(next);
       }
       break;
     }

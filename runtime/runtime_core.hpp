@@ -39,6 +39,14 @@ class RuntimeCore {
   std::vector<StepInfo> steps(std::string_view run_id);
   void cancel(std::string_view run_id, const std::string& reason);
   void retry(std::string_view run_id);
+  // In runtime/repair.cpp: an operator's repairs of a run.
+  std::string fork(std::string_view run_id, std::string_view from_step);
+  void resolve(std::string_view run_id, std::string_view step_key, json output,
+               const std::string& reason);
+  /// Throws Error when the registered code of the run's workflow would not take `output` as
+  /// the result of its failed step `key` (a result that does not convert, a workflow that then
+  /// fails or parts from its journal); does nothing for a workflow not add()ed here.
+  void check_resolution(std::string_view run_id, const std::string& key, const json& output);
   std::size_t run_until_idle();
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
   void send_event(std::string_view name, json data);

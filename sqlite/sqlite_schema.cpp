@@ -127,6 +127,14 @@ CREATE INDEX runs_claimable ON runs (due_at)
                                                              R"sql(
 -- No table changes: steps.kind may now be 'value' (step.now, step.uuid, step.random) or 'patch'
 -- (step.patched's marker), which an older build cannot replay; it refuses the file instead.
+)sql",
+                                                             R"sql(
+-- The version of the code that started (or first ran) a run, the run a fork copied, the run
+-- a continue_as_new started, and the operator's reason on a step resolved by hand.
+ALTER TABLE runs ADD COLUMN version TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN forked_from TEXT;
+ALTER TABLE runs ADD COLUMN continued_as TEXT;
+ALTER TABLE steps ADD COLUMN resolved TEXT;
 )sql"};
 
 }  // namespace durable::detail

@@ -332,7 +332,7 @@ bool Invocation::settle() {
       if (!p.written) outcome.entries.push_back(std::move(write));
     }
     pending_.clear();
-    if (lost) end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused"});
+    if (lost) end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused", {}});
     if (!journaled && !wake) return true;  // only failures: StepFailed reaches the workflow now
     for (EntryWrite& f : failed_) outcome.entries.push_back(std::move(f));
     failed_.clear();
@@ -370,7 +370,7 @@ bool Invocation::stays_resident(const Outcome& outcome) const {
 // counts them as this invocation's own from here on.
 void Invocation::journal_in_place(std::vector<EntryWrite>& entries) {
   if (!host_->journal_now(entries)) {
-    end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "the run was cancelled or taken over"});
+    end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "the run was cancelled or taken over", {}});
   }
   cursor_.absorb_appended();
 }

@@ -63,6 +63,8 @@ struct Outcome {
   std::optional<ErrorInfo> error;
   std::int64_t wake_at_ms = 0;
   std::string reason;  ///< for the state history
+  /// completed by step.continue_as_new: the input of the run that takes over.
+  std::optional<json> successor_input;
 };
 
 /// What the engine needs from the runtime while an invocation runs.
@@ -177,6 +179,7 @@ class Invocation {
   json random_value(std::string_view id);  ///< step.random: 64 random bits
   bool patched(std::string_view id);
   void deprecate_patch(std::string_view id);
+  [[noreturn]] void continue_as_new(json input);
   /// A step call the journal does not hold, or holds as still to be retried: the code goes on
   /// past what was recorded there.
   struct NewCall {

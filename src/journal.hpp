@@ -47,6 +47,8 @@ struct JournalEntry {
   /// run: when its last attempt's body began (ms); it ended duration_ms later. A parallel body's
   /// entry is written some time after it ended, so updated_at_ms cannot place it.
   std::optional<std::int64_t> started_at_ms;
+  /// Completed by an operator (Runtime::resolve): the reason they gave; empty otherwise.
+  std::string resolved;
   bool nested = false;  ///< a step of a step body (its base holds '/'); set by the Journal
   /// Its key counts the uses of its id before it in the journal (set by the Journal): false for
   /// a parallel step journaled before a sibling called ahead of it, as they end.

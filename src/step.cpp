@@ -70,6 +70,10 @@ void Step::deprecate_patch(std::string_view id, detail::SourceLocation where) {
   detail::note_call(where);
   invocation_->deprecate_patch(id);
 }
+void Step::continue_as_new(json input, detail::SourceLocation where) {
+  detail::note_call(where);
+  invocation_->continue_as_new(std::move(input));
+}
 Clock::time_point Step::now(std::string_view id, detail::SourceLocation where) {
   detail::note_call(where);
   const auto ms = convert<std::int64_t>(invocation_->now_value(id));

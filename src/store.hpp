@@ -33,6 +33,7 @@ struct NewRun {
   std::int64_t due_ms = 0;             ///< not claimed before this time (a delayed start)
   std::string parent_id, parent_step;  ///< a child run: the parent and its invoke step's key
   std::string reason;                  ///< for the state history; empty: "started"
+  std::string forked_from;             ///< Runtime::fork: the run it copies
 };
 
 /// An event to store and deliver.
@@ -141,6 +142,9 @@ struct RunWrite {
   std::int64_t now_ms = 0;
   bool renew_lease = false;    ///< running: move due_ms (the lease expiry) on
   bool clear_crashes = false;  ///< the run made progress: forget its crashed claims
+  /// completed by step.continue_as_new: the run that takes over, created in the same
+  /// transaction (with the parent of this one, which then answers its parent in its stead).
+  std::optional<NewRun> successor;
 };
 
 /// A process that claims runs: lets another process on the same host tell that it died.
@@ -215,6 +219,25 @@ class Store {
   /// Requeues a failed run, its failed steps with fresh attempts. False for an unknown run;
   /// throws RunStateRefused when it is not failed.
   virtual bool retry(const std::string& id, std::int64_t now_ms) = 0;
+
+  /// Completes a failed step of a run with `output` (JSON text), `reason` kept on the step and
+  /// in the history, and queues the run again as retry() does (its other failed steps with
+  /// fresh attempts). The step must be a step.run that failed for good in a failed run, or is
+  /// waiting out a backoff in a run no worker holds now. False for an unknown run; throws
+  /// NotFound for a step the run's journal does not hold, and RunStateRefused for a step or run
+  /// in another state.
+  virtual bool resolve(const std::string& id, const std::string& key, const std::string& output,
+                       const std::string& reason, std::int64_t now_ms) = 0;
+  /// Creates `fork` (its id, workflow, input and correlation id given) as a pending run whose
+  /// journal is a copy of the entries run `fork.forked_from` wrote before step `from_key`,
+  /// those that had ended (completed or failed) and are not nested in that step. False for an
+  /// unknown run; throws NotFound for a step the run's journal does not hold, and
+  /// RunStateRefused for a run that has not ended.
+  virtual bool fork(NewRun& fork, const std::string& from_key) = 0;
+
+  /// The version stamped on the runs this store creates (RuntimeOptions::version) and on those
+  /// of no version it claims; with only_own, claims take no run of another version.
+  virtual void set_version(const std::string& version, bool only_own) = 0;
 
   /// Stores an event, completes the waits it matches and starts the runs it triggers, in one
   /// transaction.
@@ -339,7 +362,7 @@ inline constexpr std::int64_t kLiveLeases = 2;
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // The step tools that let code change under running runs (docs/versioning.md): step.patched and
-// step.deprecate_patch, which keep runs on the path their journal took, and the journaled values
-// step.now, step.uuid and step.random, which a replay gets back instead of making anew.
+// step.deprecate_patch, which keep runs on the path their journal took; the journaled values
+// step.now, step.uuid and step.random, which a replay gets back instead of making anew; and
+// step.continue_as_new, which hands a long-lived run's work to a new run with a fresh journal.
 
 #include <cstdio>
 
 #include "body_scope.hpp"
 #include "engine.hpp"
 #include "ids.hpp"
+#include "serialization.hpp"
 
 namespace durable::detail {
 
@@ -92,6 +94,23 @@ void Invocation::deprecate_patch(std::string_view id) {
                             "replay it",
                         std::string(id), 0};
   throw NonDeterminism(diverged_->message);
+}
+
+// Ends the invocation, and the run, as completed with no output; the store creates the run that
+// takes over in the transaction that writes this ending (RunWrite::successor). Refused, with
+// nothing written, for an input the workflow could not be started with.
+void Invocation::continue_as_new(json input) {
+  if (BodyScope* nested = scope()) nested->refuse("step.continue_as_new", "");
+  before_step_call();
+  const std::string what = "the input of step.continue_as_new in run " + run_->id;
+  storable_text(input, what, config_->max_output_bytes);
+  host_->check_child(workflow_->name(), input);
+  flush();  // started steps complete before the run does, as before a return
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::completed;
+  outcome.reason = "continued as a new run (step.continue_as_new" + at_call_site() + ")";
+  outcome.successor_input = std::move(input);
+  end(std::move(outcome));
 }
 
 namespace {

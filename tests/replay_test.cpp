@@ -376,6 +376,8 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
     db.exec(
         "ALTER TABLE steps DROP COLUMN duration_ms; ALTER TABLE steps DROP COLUMN started_at; "
+        "ALTER TABLE steps DROP COLUMN resolved; ALTER TABLE runs DROP COLUMN version; "
+        "ALTER TABLE runs DROP COLUMN forked_from; ALTER TABLE runs DROP COLUMN continued_as; "
         "DROP TABLE workflows; "
         "ALTER TABLE runs DROP COLUMN crashes; DROP INDEX runs_correlation; "
         "ALTER TABLE workers DROP COLUMN seen_at; ALTER TABLE workers DROP COLUMN lease_ms; "

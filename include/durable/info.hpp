@@ -37,6 +37,12 @@ struct RunInfo {
   /// run whose lease_until has passed is orphaned: its holder stopped renewing (killed, hung or
   /// cut off) and any worker may take it over. Unset for any other status.
   std::optional<Clock::time_point> lease_until;
+  /// RuntimeOptions::version of the runtime that started the run, or first ran it; empty: none.
+  std::string version;
+  /// A run made by Runtime::fork: the run whose journal it began with a copy of.
+  std::string forked_from;
+  /// A run that ended with step.continue_as_new: the run that took over from it.
+  std::string continued_as;
 };
 
 /// A journal entry of a run.
@@ -53,6 +59,9 @@ struct StepInfo {
   /// run: when its last attempt's body began (it ended `duration` later); none for other kinds
   /// and for entries written before durable 0.2.0.
   std::optional<Clock::time_point> started_at{};
+  /// A step an operator completed by hand (Runtime::resolve): the reason they gave; its output
+  /// is theirs. Empty for every other entry.
+  std::string resolved{};
 };
 
 /// Where a run parts from the code that would replay it (Runtime::verify).

@@ -122,6 +122,15 @@ struct RuntimeOptions {
   /// waiting run could still need (docs/runtime.md); 0: keep every event forever. Completed
   /// waits and sent events keep their data in the journal, so a replay never needs the row.
   std::chrono::milliseconds event_retention{std::chrono::hours(24 * 7)};
+  /// The version of the code this runtime runs (a release, a commit): stamped on every run it
+  /// starts (its own start()s, the children its runs invoke, the runs its schedules, events and
+  /// continue_as_new start), and on a run started without one (by the durable command, or a
+  /// runtime with no version) when this runtime first claims it. RunInfo::version shows it.
+  std::string version{};
+  /// Claims only runs of `version` (and runs of no version yet, which it then stamps): for
+  /// blue/green fleets on one database, where each fleet finishes the runs its own code began.
+  /// Needs a version.
+  bool only_own_version = false;
 };
 
 /// When a schedule starts runs: every `every` or by a `cron` expression (one of the two), at

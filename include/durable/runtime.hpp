@@ -78,6 +78,26 @@ class Runtime {
   /// fresh set of attempts. Throws NotFound, and Error for a run that is not failed.
   void retry(std::string_view run_id);
 
+  /// Runs an ended run (completed, failed or cancelled) again from a step, after a bug fix: a
+  /// new run of the same workflow, input and correlation id, whose journal is a copy of the
+  /// original's entries before `from_step` (a journal key, as steps() lists them) that had ended;
+  /// steps from there on run again, on the code of the runtime that claims it. Returns its id;
+  /// RunInfo::forked_from names the original, which is left as it is. Throws NotFound for an
+  /// unknown run or a step its journal does not hold (one the run never reached), and Error for
+  /// a run that has not ended; nothing is written then.
+  std::string fork(std::string_view run_id, std::string_view from_step);
+  /// Completes a failed step by hand: the step (a step.run that failed for good, or is waiting
+  /// out a retry backoff in a run no worker holds) is journaled completed with `output`, as if
+  /// its body had returned it, and `reason` kept on it (StepInfo::resolved) and in the run's
+  /// history; the run is queued again, its other failed steps with fresh attempts (as retry()).
+  /// Where this runtime has the workflow add()ed, the run is first replayed with that output
+  /// (running no body): an output the step's call cannot take (a result that does not convert
+  /// to its type) is refused with InvalidInput. Throws NotFound for an unknown run or step, and
+  /// Error for a step or run in another state or an output that cannot be stored; nothing is
+  /// written then.
+  void resolve(std::string_view run_id, std::string_view step_key, json output,
+               std::string reason = {});
+
   /// The pre-deploy check: replays every unfinished run (pending, running, sleeping, waiting;
   /// with filter.status, the runs of that status) that the filter matches, whatever its limit,
   /// against the workflows add()ed to this runtime, running no step body and writing nothing,

@@ -172,6 +172,17 @@ class Step {
   void deprecate_patch(std::string_view id,
                        detail::SourceLocation where = detail::SourceLocation::current());
 
+  /// Ends this run as completed (no output; RunInfo::continued_as names its successor) and
+  /// starts a new run of the same workflow with `input`, a fresh journal and the same
+  /// correlation id, in the one transaction that ends this run: a workflow that loops forever
+  /// (a poller, a daily digest) keeps its journal, and so the cost of its replays, bounded.
+  /// Steps started and not awaited complete first. A child run that continues as new answers its
+  /// parent when the last run of its line ends. Throws Error, starting nothing, for an input the
+  /// workflow cannot take or whose JSON text is larger than max_output_bytes. Not callable
+  /// inside a step body.
+  [[noreturn]] void continue_as_new(json input,
+                                    detail::SourceLocation where = detail::SourceLocation::current());
+
   /// The time by the runtime's clock, journaled at the first call: every replay of the run gets
   /// that same time back (a Clock::now() in workflow code would differ on each replay).
   /// Milliseconds. Journaled before the call returns, like every step.

@@ -94,7 +94,20 @@ SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int cras
 // Its parameters: the workflows, then the excluded ids.
 std::string SqlStore::live_runs(std::size_t workflows, std::size_t excluded) const {
   return "FROM runs" + std::string(db_->dialect().claimable_runs_index) + " WHERE " + kLiveStatus +
-         " AND workflow IN (" + sql::placeholders(workflows) + ")" + excluding("id", excluded);
+         of_workflows(workflows) + excluding("id", excluded);
+}
+
+// A run of no version yet is anyone's: its first claimer stamps it (take()).
+std::string SqlStore::of_workflows(std::size_t workflows) const {
+  return " AND workflow IN (" + sql::placeholders(workflows) + ")" +
+         (only_own_version_ ? " AND (version = ? OR version = '')" : "");
+}
+
+int SqlStore::bind_workflows(sql::Query& query, int index,
+                             const std::vector<std::string>& workflows) {
+  index = bind_all(query, index, workflows);
+  if (only_own_version_) query.bind(index++, version_);
+  return index;
 }
 
 Claimed SqlStore::claim(const ClaimRequest& request) {
@@ -163,12 +176,12 @@ std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request
     if (due.size() >= request.limit) break;
     sql::Query orphans(db(), "SELECT " + std::string(kCandidateColumns) +
                                  " FROM runs WHERE status = 'running' AND owner = ? AND "
-                                 "due_at > ? AND workflow IN (" +
-                                 sql::placeholders(request.workflows.size()) + ") LIMIT ?" + lock);
+                                 "due_at > ?" +
+                                 of_workflows(request.workflows.size()) + " LIMIT ?" + lock);
     int j = 1;
     orphans.bind(j++, owner);
     orphans.bind(j++, request.now_ms);
-    j = bind_all(orphans, j, request.workflows);
+    j = bind_workflows(orphans, j, request.workflows);
     orphans.bind(j, static_cast<std::int64_t>(request.limit - due.size()));
     while (orphans.next()) {
       if (admit(candidate(orphans, Status::running, orphans.int32(1) + 1))) return due;
@@ -178,13 +191,12 @@ std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request
   // takeovers, so a workflow at its limit gets them too.
   if (due.size() < request.limit) {
     sql::Query lapsed(db(), "SELECT " + std::string(kCandidateColumns) +
-                                " FROM runs WHERE status = 'running' AND due_at <= ? AND "
-                                "workflow IN (" +
-                                sql::placeholders(request.workflows.size()) + ")" +
+                                " FROM runs WHERE status = 'running' AND due_at <= ?" +
+                                of_workflows(request.workflows.size()) +
                                 excluding("id", skip.size()) + " ORDER BY due_at LIMIT ?" + lock);
     int j = 1;
     lapsed.bind(j++, request.now_ms);
-    j = bind_all(lapsed, j, request.workflows);
+    j = bind_workflows(lapsed, j, request.workflows);
     j = bind_all(lapsed, j, skip);
     lapsed.bind(j, static_cast<std::int64_t>(request.limit - due.size()));
     while (lapsed.next()) {
@@ -221,7 +233,7 @@ void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& du
                                live_runs(workflows.size(), skip.size()) +
                                " AND status != 'running' AND due_at <= ? ORDER BY due_at LIMIT ?" +
                                std::string(db().dialect().lock_claimable));
-    int i = bind_all(query, 1, workflows);
+    int i = bind_workflows(query, 1, workflows);
     i = bind_all(query, i, skip);
     query.bind(i++, request.now_ms);
     query.bind(i, static_cast<std::int64_t>(request.limit - due.size()));
@@ -285,14 +297,17 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
   claim.lease_until_ms = request.now_ms + request.lease_ms;
   claim.crashes = candidate.crashes;
   {
+    // A run of no version yet takes the claimer's (RuntimeOptions::version).
     sql::Query update(db(),
                       "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
-                      "crashes = ? WHERE id = ?");
+                      "crashes = ?, version = CASE WHEN version = '' THEN ? ELSE version END "
+                      "WHERE id = ?");
     update.bind(1, request.owner);
     update.bind(2, claim.lease_until_ms);
     update.bind(3, request.now_ms);
     update.bind(4, candidate.crashes);
-    update.bind(5, id);
+    update.bind(5, version_);
+    update.bind(6, id);
     if (update.run() == 0) bug("run " + id + " vanished while being claimed");
   }
   // The row was read in this transaction, and locked where writers run side by side.
@@ -371,7 +386,7 @@ std::optional<std::int64_t> SqlStore::earliest_due(const std::vector<std::string
                                                    const std::vector<std::string>& excluded) {
   if (workflows.empty()) return std::nullopt;
   sql::Query query(db(), "SELECT min(due_at) " + live_runs(workflows.size(), excluded.size()));
-  bind_all(query, bind_all(query, 1, workflows), excluded);
+  bind_all(query, bind_workflows(query, 1, workflows), excluded);
   if (!query.next() || query.is_null(0)) return std::nullopt;
   return query.int64(0);
 }
@@ -384,7 +399,7 @@ std::size_t SqlStore::due_count(const std::vector<std::string>& workflows,
     sql::Query query(db(), "SELECT count(*) FROM (SELECT 1 " +
                                live_runs(workflows.size(), executing.size()) +
                                " AND due_at <= ? LIMIT ?) AS due");
-    int i = bind_all(query, bind_all(query, 1, workflows), executing);
+    int i = bind_all(query, bind_workflows(query, 1, workflows), executing);
     query.bind(i++, now_ms);
     query.bind(i, static_cast<std::int64_t>(limit));
     query.next();

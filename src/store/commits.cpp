@@ -13,17 +13,17 @@ namespace {
 
 constexpr const char* kEntryInsert =
     "INSERT INTO steps (run_id, key, seq, base, kind, state, output, error, attempts, wake_at, "
-    "invocation, updated_at, duration_ms, started_at) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
-// Binds the same 14 parameters as kEntryInsert; the seq (?3) is the entry's first one's, kept.
+    "invocation, updated_at, duration_ms, started_at, resolved) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+// Binds the same 15 parameters as kEntryInsert; the seq (?3) is the entry's first one's, kept.
 constexpr const char* kEntryUpdate =
     "UPDATE steps SET base = ?4, kind = ?5, state = ?6, output = ?7, error = ?8, attempts = ?9, "
     "wake_at = ?10, invocation = ?11, updated_at = ?12, duration_ms = coalesce(?13, duration_ms), "
-    "started_at = coalesce(?14, started_at) "
+    "started_at = coalesce(?14, started_at), resolved = coalesce(?15, resolved) "
     "WHERE run_id = ?1 AND key = ?2 AND CAST(?3 AS BIGINT) IS NOT NULL";
 constexpr const char* kJournalSelect =
     "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation, updated_at, "
-    "duration_ms, started_at FROM steps WHERE run_id = ? ORDER BY seq";
+    "duration_ms, started_at, resolved FROM steps WHERE run_id = ? ORDER BY seq";
 
 void bind_optional(sql::Query& query, int index, const std::optional<std::int64_t>& value) {
   if (value) {
@@ -115,7 +115,10 @@ bool SqlStore::apply(const RunWrite& w) {
     if (*w.status == Status::waiting && (woke || !still_waiting(w.run_id))) {
       wake(w.run_id, w.now_ms, "what it waited for came while the wait was being journaled");
     }
-    if (has_parent && (*w.status == Status::completed || *w.status == Status::failed)) {
+    if (w.successor) {
+      continue_as(w.run_id, *w.successor);
+    } else if (has_parent &&
+               (*w.status == Status::completed || *w.status == Status::failed)) {
       resolve_parent(w.run_id, *w.status, w.output, w.error, w.now_ms);
     }
   } else if (w.renew_lease) {
@@ -128,6 +131,40 @@ bool SqlStore::apply(const RunWrite& w) {
     renew.run();
   }
   return true;
+}
+
+// step.continue_as_new: the run that takes over from `id` (completed in this transaction), with
+// its parent, whom it answers in its stead: the parent's invoke step now waits on it.
+void SqlStore::continue_as(const std::string& id, NewRun successor) {
+  {
+    sql::Query parent(db(), "SELECT parent_id, parent_step FROM runs WHERE id = ?");
+    parent.bind(1, id);
+    if (parent.next() && !parent.is_null(0)) {
+      successor.parent_id = parent.text(0);
+      successor.parent_step = parent.text(1);
+    }
+  }
+  if (!successor.parent_id.empty()) {
+    sql::Query waiting(db(),
+                       "SELECT output FROM steps WHERE run_id = ? AND key = ? AND "
+                       "state = 'waiting'");
+    waiting.bind(1, successor.parent_id);
+    waiting.bind(2, successor.parent_step);
+    json call = waiting.next() && !waiting.is_null(0) ? stored(waiting.text(0)) : json();
+    if (call.is_object() && call.value("run", "") == id) {
+      call["run"] = successor.id;
+      sql::Query update(db(), "UPDATE steps SET output = ? WHERE run_id = ? AND key = ?");
+      update.bind(1, call.dump());
+      update.bind(2, successor.parent_id);
+      update.bind(3, successor.parent_step);
+      update.run();
+    }
+  }
+  insert_run(successor);
+  sql::Query link(db(), "UPDATE runs SET continued_as = ? WHERE id = ?");
+  link.bind(1, successor.id);
+  link.bind(2, id);
+  link.run();
 }
 
 // What a new journal entry does beyond being written: a send publishes its event, a wait is
@@ -186,6 +223,7 @@ void SqlStore::write_entry(const RunWrite& w, const EntryWrite& write, std::size
   s.bind(12, w.now_ms);
   bind_optional(s, 13, e.duration_ms);
   bind_optional(s, 14, e.started_at_ms);
+  s.bind_text_or_null(15, e.resolved);
   s.run();
 }
 
@@ -211,6 +249,7 @@ std::vector<JournalEntry> SqlStore::load_journal(const std::string& id) {
     e.updated_at_ms = q.int64(9);
     if (!q.is_null(10)) e.duration_ms = q.int64(10);
     if (!q.is_null(11)) e.started_at_ms = q.int64(11);
+    if (!q.is_null(12)) e.resolved = q.text(12);
     entries.push_back(std::move(e));
   }
   return entries;
@@ -242,6 +281,7 @@ std::optional<std::vector<StepInfo>> SqlStore::read_steps(const std::string& id)
     if (e.duration_ms) info.duration = std::chrono::milliseconds(*e.duration_ms);
     if (e.started_at_ms) info.started_at = to_time(*e.started_at_ms);
     info.updated_at = to_time(e.updated_at_ms);
+    info.resolved = e.resolved;
     steps.push_back(std::move(info));
   }
   return steps;

@@ -89,8 +89,8 @@ std::string SqlStore::insert_run(const NewRun& run) {
   // leaves this insert doing nothing; the query after it finds that run.
   sql::Query insert(db(),
                     "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, "
-                    "input, due_at, created_at, updated_at, parent_id, parent_step) "
-                    "VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?) "
+                    "input, due_at, created_at, updated_at, parent_id, parent_step, version, "
+                    "forked_from) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (workflow, idempotency_key) DO NOTHING");
   insert.bind(1, run.id);
   insert.bind(2, run.workflow);
@@ -102,6 +102,8 @@ std::string SqlStore::insert_run(const NewRun& run) {
   insert.bind(8, run.now_ms);
   insert.bind_text_or_null(9, run.parent_id);
   insert.bind_text_or_null(10, run.parent_step);
+  insert.bind(11, version_);
+  insert.bind_text_or_null(12, run.forked_from);
   if (insert.run() == 0) {
     insert.reset();
     sql::Query existing(db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
@@ -163,7 +165,8 @@ std::string SqlStore::run_columns() const {
   return "SELECT r.id, r.workflow, r.correlation_id, r.status, r.input, r.output, r.error, " +
          std::string(db_->dialect().greatest) +
          "(r.invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = "
-         "r.id)), r.created_at, r.updated_at, r.due_at, coalesce(r.parent_id, ''), w.host, w.pid "
+         "r.id)), r.created_at, r.updated_at, r.due_at, coalesce(r.parent_id, ''), w.host, w.pid, "
+         "r.version, coalesce(r.forked_from, ''), coalesce(r.continued_as, '') "
          "FROM runs r LEFT JOIN workers w ON w.id = r.owner AND r.status = 'running'";
 }
 
@@ -184,6 +187,9 @@ RunInfo SqlStore::read_run(sql::Query& q) {
     info.wake_at = to_time(q.int64(10));
   }
   info.parent_id = q.text(11);
+  info.version = q.text(14);
+  info.forked_from = q.text(15);
+  info.continued_as = q.text(16);
   if (info.status == Status::running) {
     // Who holds it: "HOST:PID" of its owner, the host name being the part of the worker's host
     // identity (host_identity() in runtime/runtime.cpp) before the first space. due_at is the lease

@@ -4,6 +4,7 @@
 // that implements sql::Connection (SQLite in sqlite/, PostgreSQL in postgres/). Times are
 // milliseconds since the Unix epoch. Split by concern, one source file each:
 //   runs.cpp       creating, reading and listing runs; cancel and retry
+//   repairs.cpp    an operator's repairs of a run: resolve a failed step, fork from a step
 //   claims.cpp     claims, leases, takeovers of dead owners' runs, quarantine, the due queue
 //   commits.cpp    a run's atomic writes (fenced by ownership) and its journal
 //   events.cpp     events, waits, and the runs events start
@@ -72,6 +73,13 @@ class SqlStore : public Store {
   std::optional<Status> cancel(const std::string& id, std::int64_t now_ms,
                                const std::string& reason) override;
   bool retry(const std::string& id, std::int64_t now_ms) override;
+  bool resolve(const std::string& id, const std::string& key, const std::string& output,
+               const std::string& reason, std::int64_t now_ms) override;
+  bool fork(NewRun& fork, const std::string& from_key) override;
+  void set_version(const std::string& version, bool only_own) override {
+    version_ = version;
+    only_own_version_ = only_own && !version.empty();
+  }
 
   Published publish(const NewEvent& event) override;
   std::int64_t event_horizon() override;
@@ -176,6 +184,10 @@ class SqlStore : public Store {
   Claim take(const Candidate& candidate, const ClaimRequest& request);
   static Candidate candidate(sql::Query& row, Status before, int crashes);
   std::string live_runs(std::size_t workflows, std::size_t excluded) const;
+  /// " AND workflow IN (?, ...)" for this many workflows, and under only_own_version the
+  /// version's condition; bind_workflows() binds its parameters.
+  std::string of_workflows(std::size_t workflows) const;
+  int bind_workflows(sql::Query& query, int index, const std::vector<std::string>& workflows);
   std::optional<std::int64_t> earliest_due(const std::vector<std::string>& workflows,
                                            const std::vector<std::string>& excluded);
 
@@ -183,6 +195,7 @@ class SqlStore : public Store {
   bool apply(const RunWrite& write);
   bool side_effects(const RunWrite& write, const EntryWrite& entry);
   bool still_waiting(const std::string& run_id);
+  void continue_as(const std::string& id, NewRun successor);
   void write_entry(const RunWrite& write, const EntryWrite& entry, std::size_t seq);
   std::vector<JournalEntry> load_journal(const std::string& id);
   std::optional<std::vector<StepInfo>> read_steps(const std::string& id);
@@ -213,6 +226,8 @@ class SqlStore : public Store {
   std::size_t write_transactions_ = 0;
   bool broken_ = false;                    // the connection broke: reconnect() before the next call
   std::optional<std::string> unreadable_;  // set by stored(): see there
+  std::string version_;                    // set_version()
+  bool only_own_version_ = false;
 };
 
 /// Clock::time_point of a time in milliseconds since the Unix epoch.

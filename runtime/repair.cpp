@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// An operator's repairs of a run after a bug (docs/versioning.md): fork an ended run from a
+// step, so that a fixed build runs it again from there; resolve a failed step by hand, so that
+// the run goes on with the output the step should have returned.
+
+#include "ids.hpp"
+#include "replay_check.hpp"
+#include "run_requests.hpp"
+#include "runtime_core.hpp"
+#include "serialization.hpp"
+
+namespace durable::detail {
+
+std::string RuntimeCore::fork(std::string_view run_id, std::string_view from_step) {
+  NewRun fork;
+  fork.id = new_id();
+  fork.forked_from = std::string(run_id);
+  fork.now_ms = fork.due_ms = now_ms();
+  {
+    std::lock_guard lock(store_mutex_);
+    if (!store_->fork(fork, std::string(from_step))) throw no_such_run(run_id);
+  }
+  logger_.write(LogLevel::info, "run.forked", fork.reason,
+                {{"run_id", fork.id}, {"forked_from", run_id}, {"step", from_step}}, now_ms());
+  notify_waiters();
+  return fork.id;
+}
+
+void RuntimeCore::resolve(std::string_view run_id, std::string_view step_key, json output,
+                          const std::string& reason) {
+  const std::string key(step_key);
+  const std::string text = storable_text(
+      output, "the output given to resolve step '" + key + "' of run " + std::string(run_id),
+      options_.max_output_bytes);
+  check_resolution(run_id, key, output);
+  {
+    std::lock_guard lock(store_mutex_);
+    if (!store_->resolve(std::string(run_id), key, text, utf8_or_replaced(reason), now_ms())) {
+      throw no_such_run(run_id);
+    }
+  }
+  logger_.write(LogLevel::info, "run.resolved", "a failed step was resolved by hand",
+                {{"run_id", run_id}, {"step", key}, {"reason", utf8_or_replaced(reason)}},
+                now_ms());
+  notify_waiters();
+}
+
+// Replays the run as the store's resolve() would leave it (the step completed with `output`,
+// the other failed steps to be tried again) against the registered code, running no body: a
+// result that does not convert to the type the step call asks for fails the replay there.
+void RuntimeCore::check_resolution(std::string_view run_id, const std::string& key,
+                                   const json& output) {
+  std::optional<RecordedRun> run;
+  {
+    std::lock_guard lock(store_mutex_);
+    run = store_->recorded_run(std::string(run_id));
+  }
+  if (!run) throw no_such_run(run_id);
+  const std::shared_ptr<const Workflow> workflow = find_workflow(run->info.workflow);
+  if (workflow == nullptr || run->unreadable) return;  // not checkable here
+  bool found = false;
+  for (JournalEntry& e : run->journal) {
+    if (e.key == key) {
+      // One the store will refuse is left for the store to name.
+      if (e.kind != StepKind::run) return;
+      if (e.state != StepState::failed && e.state != StepState::retrying) return;
+      found = true;
+      e.state = StepState::completed;
+      e.output = output;
+      e.error.reset();
+    } else if (e.state == StepState::failed) {
+      e.state = StepState::retrying;
+    }
+  }
+  if (!found) return;
+  run->info.status = Status::pending;
+  const std::optional<Divergence> divergence =
+      check_replay(*workflow, run->info, std::move(run->journal));
+  if (!divergence) return;
+  throw InvalidInput("resolve of step '" + key + "' of run " + std::string(run_id) +
+                     " refused, nothing written: with that output, the code of workflow '" +
+                     run->info.workflow + "' would not go on: " + divergence->message +
+                     (divergence->where.empty() ? "" : " (at " + divergence->where + ")"));
+}
+
+}  // namespace durable::detail
+
+namespace durable {
+
+std::string Runtime::fork(std::string_view run_id, std::string_view from_step) {
+  return core_->fork(run_id, from_step);
+}
+void Runtime::resolve(std::string_view run_id, std::string_view step_key, json output,
+                      std::string reason) {
+  core_->resolve(run_id, step_key, std::move(output), reason);
+}
+
+}  // namespace durable

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+// An operator's repairs of a run after a bug: a failed step completed by hand (resolve), and a
+// new run that starts from a copy of an ended run's journal before a step (fork).
+
+#include <algorithm>
+
+#include "errors_internal.hpp"
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+// "charge, ship, notify": the keys of a journal, for a message naming what a run does hold.
+std::string keys_of(const std::vector<JournalEntry>& journal) {
+  std::string keys;
+  for (const JournalEntry& e : journal) {
+    if (e.nested) continue;
+    if (keys.size() > 200) return keys + ", ...";
+    keys += (keys.empty() ? "" : ", ") + e.key;
+  }
+  return keys.empty() ? "none" : keys;
+}
+
+NotFound no_step(const std::string& id, const std::string& key,
+                 const std::vector<JournalEntry>& journal) {
+  return NotFound("run " + id + " has no step '" + key +
+                  "' in its journal (it never reached it); its steps: " + keys_of(journal));
+}
+
+}  // namespace
+
+bool SqlStore::resolve(const std::string& id, const std::string& key, const std::string& output,
+                       const std::string& reason, std::int64_t now_ms) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    const std::optional<Status> run = locked_status(id);
+    if (!run) return false;
+    std::vector<JournalEntry> journal = load_journal(id);
+    const auto entry = std::find_if(journal.begin(), journal.end(),
+                                    [&](const JournalEntry& e) { return e.key == key; });
+    if (entry == journal.end()) throw no_step(id, key, journal);
+    const std::string step = "step '" + key + "' of run " + id;
+    if (entry->kind != StepKind::run) {
+      throw RunStateRefused(step + " is " + describe(*entry) +
+                            "; only a step.run can be resolved by hand");
+    }
+    const bool failed = entry->state == StepState::failed && *run == Status::failed;
+    const bool backing_off = entry->state == StepState::retrying &&
+                             (*run == Status::pending || *run == Status::sleeping);
+    if (!failed && !backing_off) {
+      throw RunStateRefused(
+          step + " is " + std::string(to_string(entry->state)) + " in a run that is " +
+          std::string(to_string(*run)) +
+          "; only a step that failed (for good, in a failed run) or waits out a retry backoff "
+          "(in a run no worker holds now) can be resolved");
+    }
+    {
+      sql::Query update(db(),
+                        "UPDATE steps SET state = 'completed', output = ?, resolved = ?, "
+                        "wake_at = NULL, updated_at = ? WHERE run_id = ? AND key = ?");
+      update.bind(1, output);
+      update.bind(2, reason.empty() ? "resolved by hand" : reason);
+      update.bind(3, now_ms);
+      update.bind(4, id);
+      update.bind(5, key);
+      update.run();
+    }
+    // As retry(): the run's other failed steps (parallel to this one) are tried again.
+    sql::Query steps(db(),
+                     "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, "
+                     "updated_at = ? WHERE run_id = ? AND state = 'failed'");
+    steps.bind(1, now_ms);
+    steps.bind(2, id);
+    steps.run();
+    sql::Query update(db(),
+                      "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
+                      "error = NULL, crashes = 0, updated_at = ? WHERE id = ?");
+    update.bind(1, now_ms);
+    update.bind(2, now_ms);
+    update.bind(3, id);
+    update.run();
+    announce_work();
+    add_history(id, now_ms, Status::pending,
+                "step '" + key + "' resolved by hand" + (reason.empty() ? "" : ": " + reason));
+    tx.commit();
+    return true;
+  });
+}
+
+bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    const std::string& id = fork.forked_from;
+    const std::optional<Status> run = locked_status(id);
+    if (!run) return false;
+    if (*run != Status::completed && *run != Status::failed && *run != Status::cancelled) {
+      throw RunStateRefused("run " + id + " is " + std::string(to_string(*run)) +
+                            "; only a run that ended (completed, failed or cancelled) can be "
+                            "forked");
+    }
+    {
+      sql::Query original(db(), "SELECT workflow, correlation_id, input FROM runs WHERE id = ?");
+      original.bind(1, id);
+      original.next();
+      fork.workflow = original.text(0);
+      fork.correlation_id = original.text(1);
+      fork.input = original.text(2);
+    }
+    Journal journal;
+    for (JournalEntry& e : load_journal(id)) journal.append(std::move(e));
+    const std::vector<JournalEntry> entries(journal.entries().begin(), journal.entries().end());
+    const auto from = std::find_if(entries.begin(), entries.end(), [&](const JournalEntry& e) {
+      return e.key == from_key && !e.nested;
+    });
+    if (from == entries.end()) throw no_step(id, from_key, entries);
+    // The entries before it that ended, but those of bodies nested in it (written before it,
+    // as its body ran): sleeps not over, waits and children not ended begin again in the fork.
+    const std::string nested_prefix = from_key + "/";
+    std::size_t copied = 0;
+    RunWrite write;
+    write.run_id = fork.id;
+    write.now_ms = fork.now_ms;
+    for (auto e = entries.begin(); e != from; ++e) {
+      const bool ended = e->state == StepState::completed || e->state == StepState::failed;
+      if (!ended || e->key.rfind(nested_prefix, 0) == 0) continue;
+      write_entry(write, EntryWrite{*e, true}, copied++);
+    }
+    fork.reason = "forked from run " + id + " at step '" + from_key + "' (" +
+                  std::to_string(copied) + " journal entr" + (copied == 1 ? "y" : "ies") +
+                  " copied)";
+    insert_run(fork);
+    tx.commit();
+    return true;
+  });
+}
+
+}  // namespace durable::detail
