@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "durations.hpp"
+#include "ids.hpp"
 #include "ops_queries.hpp"
 #include "run_requests.hpp"
 #include "serialization.hpp"
@@ -47,6 +48,9 @@ json summary(const RunInfo& run, const std::set<std::string>& known, std::int64_
             {"known", known.contains(run.workflow)}};
   if (run.wake_at) j["wake_at"] = iso(*run.wake_at);
   if (!run.parent_id.empty()) j["parent_id"] = run.parent_id;
+  if (!run.version.empty()) j["version"] = run.version;
+  if (!run.forked_from.empty()) j["forked_from"] = run.forked_from;
+  if (!run.continued_as.empty()) j["continued_as"] = run.continued_as;
   if (run.error) j["error"] = detail::error_to_json(*run.error);
   if (!run.worker.empty()) j["worker"] = run.worker;
   if (run.lease_until) j["lease_until"] = iso(*run.lease_until);
@@ -62,6 +66,7 @@ json step_json(const StepInfo& s) {
   if (s.wake_at) j["wake_at"] = iso(*s.wake_at);
   if (s.duration) j["duration_ms"] = s.duration->count();
   if (s.started_at) j["started_at"] = iso(*s.started_at);
+  if (!s.resolved.empty()) j["resolved"] = s.resolved;
   return j;
 }
 
@@ -340,6 +345,52 @@ json Admin::retry_run(std::string_view id) {
   changed();
   const auto run = db->store->get_run(std::string(id), false);
   return {{"id", id}, {"status", run ? to_string(run->status) : "pending"}};
+}
+
+json Admin::fork_run(std::string_view id, const std::string& from_step) {
+  detail::NewRun fork;
+  fork.id = detail::new_id();
+  fork.forked_from = std::string(id);
+  fork.now_ms = fork.due_ms = now_ms();
+  const Lease db = lease();
+  bool found = false;
+  try {
+    found = db->store->fork(fork, from_step);
+  } catch (const detail::RunStateRefused& e) {
+    throw Conflict(e.what());
+  }
+  if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
+  changed();
+  return {{"id", fork.id}, {"forked_from", id}};
+}
+
+json Admin::resolve_step(std::string_view id, const std::string& step, const json& output,
+                         const std::string& reason) {
+  const std::string text = as_bad_request([&] {
+    const std::string what =
+        "the output given to resolve step '" + step + "' of run " + std::string(id);
+    return detail::storable_text(output, what, kMaxDataBytes);
+  });
+  const Lease db = lease();
+  if (resolve_check_) {
+    const std::optional<detail::RecordedRun> run = db->store->recorded_run(std::string(id));
+    if (!run) throw NotFound("no run with id '" + std::string(id) + "'");
+    as_bad_request([&] {
+      resolve_check_(*run, step, output);
+      return 0;
+    });
+  }
+  bool found = false;
+  try {
+    found = db->store->resolve(std::string(id), step, text, detail::utf8_or_replaced(reason),
+                               now_ms());
+  } catch (const detail::RunStateRefused& e) {
+    throw Conflict(e.what());
+  }
+  if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
+  changed();
+  const auto run = db->store->get_run(std::string(id), false);
+  return {{"id", id}, {"step", step}, {"status", run ? to_string(run->status) : "pending"}};
 }
 
 json Admin::send_event(std::string_view name, const json& data) {

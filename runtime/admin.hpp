@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// What operators do with a database: list and show runs, start, cancel, retry, send events,
-// stats, schedules and metrics. Shared by the `durable` command and the HTTP API, so that both
+// What operators do with a database: list and show runs, start, cancel, retry, fork, resolve,
+// send events, stats, schedules and metrics. Shared by the `durable` command and the HTTP API, so that both
 // answer the same question the same way. Every answer is JSON in the shapes the HTTP API
 // returns (docs/operations.md); the command renders it for people or prints it with --json.
 //
@@ -26,6 +26,7 @@
 namespace durable::detail {
 class Store;
 class OpsQueries;
+struct RecordedRun;
 }  // namespace durable::detail
 
 namespace durable::ops {
@@ -103,6 +104,20 @@ class Admin {
   json cancel_run(std::string_view id, const std::string& reason = {});
   /// {"id", "status"} after the retry. Throws NotFound, Conflict (not failed).
   json retry_run(std::string_view id);
+  /// {"id": the new run's, "forked_from": id}: Runtime::fork. Throws NotFound (an unknown run,
+  /// or a step its journal does not hold), Conflict (a run that has not ended).
+  json fork_run(std::string_view id, const std::string& from_step);
+  /// {"id", "step", "status"} after Runtime::resolve of the step, checked against the application's
+  /// code where set_resolve_check() gave a check. Throws NotFound (an unknown run or step),
+  /// Conflict (a step that did not fail, a run a worker holds), BadRequest (an output that
+  /// cannot be stored, or that the check refuses).
+  json resolve_step(std::string_view id, const std::string& step, const json& output,
+                    const std::string& reason);
+  /// What resolve_step() asks before it writes: throws Error for an output the run's code cannot
+  /// take (a Runtime serving this API passes its own check). Set before any call.
+  using ResolveCheck = std::function<void(const detail::RecordedRun& run, const std::string& step,
+                                          const json& output)>;
+  void set_resolve_check(ResolveCheck check) { resolve_check_ = std::move(check); }
   /// {"id", "woken", "started": [run id...]}. Throws BadRequest (no name, data too large).
   json send_event(std::string_view name, const json& data);
   /// {"counts": {status: n}, "total", "pending_depth" (due and unclaimed),
@@ -131,6 +146,7 @@ class Admin {
   json runbook(Connection& db, const RunInfo& run, const std::vector<StepInfo>& steps);
 
   std::function<void()> on_change_;
+  ResolveCheck resolve_check_;
   std::function<Clock::time_point()> clock_;
   std::string path_;      // as given: what the connections open
   std::string database_;  // absolute: what the runbook's commands name

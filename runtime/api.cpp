@@ -100,7 +100,7 @@ HttpResponse runs_route(Admin& admin, const HttpRequest& request) {
   return json_response(started.at("created").get<bool>() ? 201 : 200, started);
 }
 
-// /v1/runs/{id}, /v1/runs/{id}/steps, /v1/runs/{id}/cancel, /v1/runs/{id}/retry
+// /v1/runs/{id}, /v1/runs/{id}/steps, and POST /v1/runs/{id}/ cancel, retry, fork, resolve
 HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_view rest) {
   const std::size_t slash = rest.find('/');
   const std::string id(rest.substr(0, slash));
@@ -114,11 +114,22 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
     if (request.method != "GET") return method_not_allowed("GET");
     return json_response(200, admin.run_steps(id));
   }
-  if (action == "cancel" || action == "retry") {
+  if (action == "cancel" || action == "retry" || action == "fork" || action == "resolve") {
     if (request.method != "POST") return method_not_allowed("POST");
     if (action == "retry") return json_response(200, admin.retry_run(id));
-    return json_response(200,
-                         admin.cancel_run(id, string_field(object_body(request), "reason", false)));
+    const json body = object_body(request);
+    if (action == "fork") {
+      return json_response(201, admin.fork_run(id, string_field(body, "from_step", true)));
+    }
+    if (action == "resolve") {
+      if (!body.contains("output")) {
+        throw BadRequest("the body needs \"output\": the step's result, as JSON");
+      }
+      return json_response(200, admin.resolve_step(id, string_field(body, "step", true),
+                                                   body.at("output"),
+                                                   string_field(body, "reason", false)));
+    }
+    return json_response(200, admin.cancel_run(id, string_field(body, "reason", false)));
   }
   return json_error(404, "not_found", "no route " + request.path);
 }

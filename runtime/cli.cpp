@@ -1,52 +1,63 @@
 // SPDX-License-Identifier: Apache-2.0
-// The durable command: what operators ask of a database file, answered in seconds.
+// The durable command: what operators ask of a database, answered in seconds. The standalone
+// `durable` binary (runtime/cli_main.cpp) runs it with no workflow code; durable::cli_main runs
+// it inside the application's own binary, where verify, start, resolve and serve know the
+// application's workflows.
 //
-//   durable [--db FILE] [--json] COMMAND [ARGS]
+//   durable [--db DATABASE] [--json] COMMAND [ARGS]
 //
 // Exit codes a script can rely on: 0 done; 1 failed (the database could not be read or
 // written); 2 bad usage (unknown command or flag, malformed JSON, no database at the path);
-// 3 no such run or schedule; 4 the run's state refuses it (retry of a run that is not failed).
+// 3 no such run or schedule; 4 the run's state refuses it (retry of a run that is not failed);
+// 5 verify found runs the code would not replay.
 //
 // The command line is checked in full (command, subcommand, flags, arguments and their values)
 // before the database is looked for, so that a mistyped command is named as such in any folder.
 //
-// Commands that only read (runs, show, steps, stats, schedules, metrics) open the file
-// read-only: they work on a file this user may not write, and never migrate or create one.
+// Commands that only read (runs, show, steps, stats, schedules, metrics, verify) open the
+// database read-only: they work on a file this user may not write, and never migrate or create
+// one.
 
 #include <signal.h>
-#include <sys/ioctl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <durable/cli.hpp>
 #include <durable/version.hpp>
 #include <filesystem>
-#include <iomanip>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "admin.hpp"
 #include "api.hpp"
+#include "cli_print.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
 #include "http_server.hpp"
+#include "runtime_core.hpp"
 #include "store.hpp"
 
 using durable::json;
 namespace ops = durable::ops;
 using durable::detail::edit_distance;
+using durable::detail::cli::print_run;
+using durable::detail::cli::print_runs;
+using durable::detail::cli::print_schedules;
+using durable::detail::cli::print_stats;
+using durable::detail::cli::print_steps;
+using durable::detail::cli::print_verify;
+using durable::detail::cli::text_of;
 
 namespace {
 
-enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNotFound = 3, kConflict = 4 };
+enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNotFound = 3, kConflict = 4, kDiverged = 5 };
 
 constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] COMMAND [ARGS]
 
@@ -57,6 +68,9 @@ constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] CO
   retry RUN                                      run a failed run again (completed steps stay done)
   cancel RUN [--reason R]                        cancel a run that has not ended, or close a
                                                  failed one
+  fork RUN --from STEP                           run an ended run again from a step: a new run
+                                                 with the journal before STEP copied
+  resolve RUN STEP --output JSON [--reason R]    complete a failed step by hand; the run goes on
   start WORKFLOW [--input JSON] [--key K] [--correlation C]
                                                  queue a run for a worker that has the workflow
   send EVENT [--data JSON]                       send an event (wakes waits, starts triggered runs)
@@ -66,11 +80,15 @@ constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] CO
   events purge --older-than AGE                  delete events older than AGE (e.g. 7d) that
                                                  no waiting run needs
   serve [--address A] [--port P] [--token T]     HTTP API, /metrics and dashboard over the file
+  verify [--workflow W] [--status S] [--correlation C]
+                                                 replay the unfinished runs against this
+                                                 program's code (from durable::cli_main only)
   version                                        the version of this durable (also --version)
 
   --db DATABASE   an SQLite file (default durable.db) or a postgresql:// URI
   --json          print the answer as JSON
-exit codes: 0 done, 1 failed, 2 bad usage, 3 not found, 4 refused by the run's state
+exit codes: 0 done, 1 failed, 2 bad usage, 3 not found, 4 refused by the run's state,
+  5 verify found runs this code would not replay
 )";
 
 struct UsageError : std::runtime_error {
@@ -105,6 +123,8 @@ const std::vector<Syntax>& syntaxes() {
       {"steps", {}, 1, 1, "a run id"},
       {"retry", {}, 1, 1, "a run id"},
       {"cancel", {"reason"}, 1, 1, "a run id"},
+      {"fork", {"from"}, 1, 1, "a run id"},
+      {"resolve", {"output", "reason"}, 2, 2, "a run id and a step"},
       {"start", {"input", "key", "correlation"}, 1, 1, "a workflow name"},
       {"send", {"data"}, 1, 1, "an event name"},
       {"stats", {}},
@@ -112,6 +132,7 @@ const std::vector<Syntax>& syntaxes() {
       {"metrics", {}},
       {"events", {"older-than"}, 1, 1, "a subcommand (purge)"},
       {"serve", {"address", "port", "token"}},
+      {"verify", {"workflow", "status", "correlation"}},
       {"version", {}}};
   return kSyntax;
 }
@@ -184,6 +205,12 @@ void check_usage(const Command& cmd) {
     }
     if (cmd.args.size() < 2) throw UsageError("schedules remove needs a schedule id");
   }
+  if (cmd.name == "fork" && cmd.flag("from").empty()) {
+    throw UsageError("fork needs --from STEP: the step to run again from (as `steps` lists it)");
+  }
+  if (cmd.name == "resolve" && !cmd.flags.contains("output")) {
+    throw UsageError("resolve needs --output JSON: the result the step should have returned");
+  }
   if (cmd.name == "events") {
     if (cmd.args[0] != "purge") throw UsageError("events takes 'purge', not '" + cmd.args[0] + "'");
     if (cmd.flag("older-than").empty()) {
@@ -210,244 +237,42 @@ json parse_json(const std::string& text, const char* what) {
   }
 }
 
-std::string shown(const json& value, std::size_t limit = 120) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() > limit) text = text.substr(0, limit - 3) + "...";
-  return text;
-}
-
-std::string text_of(const json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return "-";
-  return it->is_string() ? it->get<std::string>() : it->dump();
-}
-
-// Prints rows as columns, each as wide as its widest cell.
-void table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()));
-    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    line.erase(line.find_last_not_of(' ') + 1);
-    out << "  " << line << '\n';
-  }
-}
-
-void print_counts(std::ostream& out, const json& answer) {
-  out << "  ";
-  for (const auto& [status, n] : answer.at("counts").items()) out << status << ' ' << n << "  ";
-  out << "(total " << answer.at("total") << ")\n";
-}
-
-// A run's status, "running (orphaned)" when its holder's lease lapsed.
-std::string status_of(const json& run) {
-  const bool orphaned = run.contains("orphaned") && run.at("orphaned").get<bool>();
-  return text_of(run, "status") + (orphaned ? " (orphaned)" : "");
-}
-
-// The width to fit the runs list to: COLUMNS when it is set (as ls reads it), else the
-// terminal's; 0 when the output is a pipe or a file, where nothing is cut.
-std::size_t output_width() {
-  if (const char* columns = std::getenv("COLUMNS")) {
-    char* end = nullptr;
-    const long n = std::strtol(columns, &end, 10);
-    if (end != columns && *end == '\0' && n > 0) return static_cast<std::size_t>(n);
-  }
-  winsize size{};
-  if (::isatty(STDOUT_FILENO) == 1 && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0) {
-    return size.ws_col;
-  }
-  return 0;
-}
-
-// An error's note in the runs list, at most `budget` bytes: its first line, cut at a word
-// boundary when too long. Whatever is left out is marked with a trailing " …"; returns whether
-// anything was.
-bool fit_note(std::string& text, std::size_t budget) {
-  bool cut = false;
-  if (const std::size_t eol = text.find_first_of("\r\n"); eol != std::string::npos) {
-    text.erase(eol);
-    cut = true;
-  }
-  if (text.size() + (cut ? 2 : 0) > budget) {
-    std::size_t end = budget > 2 ? budget - 2 : 0;  // room for " …", one column wide
-    const std::size_t space = text.rfind(' ', end);
-    if (space != std::string::npos && space >= end / 2) {
-      end = space;  // a word boundary, unless that would drop more than half of what fits
-    } else {
-      while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // UTF-8
-    }
-    text.erase(end);
-    cut = true;
-  }
-  if (cut) text.erase(text.find_last_not_of(" ,:;") + 1) += " …";
-  return cut;
-}
-
-// One row per run, grep-friendly. The last column holds a failed run's error: its first line
-// in full when the output is not a terminal; on a terminal (or with COLUMNS) cut at a word to
-// fit the width, though never under kMinNote. A line after the table says where the rest is.
-void print_runs(std::ostream& out, const json& answer) {
-  constexpr std::size_t kMinNote = 60;
-  print_counts(out, answer);
-  if (answer.at("runs").empty()) {
-    out << "  no runs match\n";
-    return;
-  }
-  std::vector<std::vector<std::string>> rows = {
-      {"ID", "WORKFLOW", "STATUS", "WORKER", "UPDATED", "INVOCATIONS", ""}};
-  for (const json& run : answer.at("runs")) {
-    std::string note = run.at("known").get<bool>() ? "" : "no worker has this workflow";
-    if (run.contains("error")) note = text_of(run.at("error"), "message");
-    rows.push_back({text_of(run, "id"), text_of(run, "workflow"), status_of(run),
-                    text_of(run, "worker"), text_of(run, "updated_at"), text_of(run, "invocations"),
-                    note});
-  }
-  std::size_t before_note = 2;  // table()'s indent, then each column and its gap
-  for (std::size_t col = 0; col + 1 < rows[0].size(); ++col) {
-    std::size_t widest = 0;
-    for (const auto& row : rows) widest = std::max(widest, row[col].size());
-    before_note += widest + 2;
-  }
-  const std::size_t width = output_width();
-  const std::size_t budget =
-      width == 0 ? std::string::npos
-                 : std::max(kMinNote, width > before_note ? width - before_note : 0);
-  bool cut = false;
-  for (auto& row : rows) cut = fit_note(row.back(), budget) || cut;
-  out << '\n';
-  table(out, rows);
-  if (cut) out << "\n  an error ending in … is cut short here: durable show ID prints it in full\n";
-}
-
-void print_steps(std::ostream& out, const json& steps) {
-  if (steps.empty()) {
-    out << "  no steps journaled yet\n";
-    return;
-  }
-  std::vector<std::vector<std::string>> rows = {
-      {"#", "STEP", "KIND", "STATUS", "ATTEMPTS", "DURATION", "UPDATED", "RESULT"}};
-  int n = 0;
-  for (const json& s : steps) {
-    const std::string duration = s.contains("duration_ms")
-                                     ? std::to_string(s.at("duration_ms").get<long long>()) + " ms"
-                                     : "-";
-    std::string result = s.at("output").is_null() ? "" : shown(s.at("output"), 50);
-    // In full: what a step waits for and why one failed are what `show` is read for.
-    if (const json& wait = s.at("output");
-        text_of(s, "kind") == "event" && text_of(s, "status") == "waiting" && wait.is_object()) {
-      result = "event '" + text_of(wait, "event") + "'";
-      if (wait.contains("match") && !wait.at("match").empty()) {
-        result +=
-            " matching " + wait.at("match").dump(-1, ' ', false, json::error_handler_t::replace);
-      }
-    }
-    if (s.contains("error")) {
-      result = text_of(s.at("error"), "type") + ": " + text_of(s.at("error"), "message");
-    }
-    if (s.contains("wake_at"))
-      result += (result.empty() ? "until " : " (until ") + text_of(s, "wake_at") +
-                (result.empty() ? "" : ")");
-    rows.push_back({std::to_string(++n), text_of(s, "id"), text_of(s, "kind"), text_of(s, "status"),
-                    text_of(s, "attempts"), duration, text_of(s, "updated_at"), result});
-  }
-  table(out, rows);
-}
-
-void print_run(std::ostream& out, const json& run) {
-  std::string status = status_of(run);
-  for (char& c : status) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  out << "run " << text_of(run, "id") << " (" << text_of(run, "workflow") << ")  " << status
-      << "\n";
-  std::vector<std::vector<std::string>> rows = {{"correlation", text_of(run, "correlation_id")},
-                                                {"created", text_of(run, "created_at")},
-                                                {"updated", text_of(run, "updated_at")},
-                                                {"invocations", text_of(run, "invocations")},
-                                                {"input", shown(run.at("input"))},
-                                                {"output", shown(run.at("output"))}};
-  if (run.contains("wake_at")) rows.push_back({"next due", text_of(run, "wake_at")});
-  if (run.contains("parent_id")) rows.push_back({"parent", text_of(run, "parent_id")});
-  if (run.contains("worker")) rows.push_back({"held by", text_of(run, "worker")});
-  if (run.contains("lease_until")) {
-    const bool orphaned = run.contains("orphaned") && run.at("orphaned").get<bool>();
-    rows.push_back({"lease until", text_of(run, "lease_until") +
-                                       (orphaned ? " (lapsed: orphaned, the next claim by any "
-                                                   "worker takes the run over)"
-                                                 : "")});
-  }
-  if (!run.at("known").get<bool>()) {
-    rows.push_back({"warning", "no worker has registered workflow '" + text_of(run, "workflow") +
-                                   "': the run waits for one that has it"});
-  }
-  if (run.contains("error")) {
-    const json& e = run.at("error");
-    rows.push_back({"error", text_of(e, "type") + ": " + text_of(e, "message")});
-  }
-  table(out, rows);
-  out << "\nsteps\n";
-  print_steps(out, run.at("steps"));
-  out << "\nhistory\n";
-  std::vector<std::vector<std::string>> history;
-  for (const json& t : run.at("history")) {
-    history.push_back({text_of(t, "at"), text_of(t, "status"), text_of(t, "reason")});
-  }
-  table(out, history);
-  if (run.at("runbook").is_null()) return;
-  const json& book = run.at("runbook");
-  out << "\nrunbook\n  what failed  " << text_of(book, "summary") << "\n  where        "
-      << (text_of(book, "failed_step") == "" ? "the workflow function"
-                                             : "step '" + text_of(book, "failed_step") + "'")
-      << ", failed at " << text_of(book, "failed_at") << "\n  how often    "
-      << text_of(book, "similar_failures")
-      << " other failed run(s) of this workflow at this step in the last 24 h\n  check\n";
-  for (const json& check : book.at("checks")) out << "    - " << check.get<std::string>() << '\n';
-  out << "  retry        " << text_of(book, "retry_command") << '\n';
-}
-
-std::string seconds(double s) {
-  std::ostringstream text;
-  text << std::fixed << std::setprecision(s < 10 ? 3 : 0) << s << " s";
-  return text.str();
-}
-
-void print_stats(std::ostream& out, const json& s) {
-  print_counts(out, s);
-  const json& age = s.at("oldest_pending_age_seconds");
-  table(out, {{"pending depth", text_of(s, "pending_depth")},
-              {"oldest pending", age.is_null() ? "-" : seconds(age.get<double>())},
-              {"steps", text_of(s, "steps")},
-              {"retries", text_of(s, "retries")},
-              {"failed runs", text_of(s, "failed_runs")},
-              {"failed steps", text_of(s, "failed_steps")},
-              {"workers", text_of(s, "workers")},
-              {"workflows", shown(s.at("workflows"))}});
-}
-
-void print_schedules(std::ostream& out, const json& answer) {
-  if (answer.at("schedules").empty()) {
-    out << "  no schedules\n";
-    return;
-  }
-  std::vector<std::vector<std::string>> rows = {
-      {"ID", "WORKFLOW", "EVERY", "CRON", "NEXT", "FIRED", "LEFT"}};
-  for (const json& s : answer.at("schedules")) {
-    const long long every = s.at("every_ms").get<long long>();
-    rows.push_back({text_of(s, "id"), text_of(s, "workflow"),
-                    every == 0 ? "-" : std::to_string(every) + " ms", text_of(s, "cron"),
-                    text_of(s, "next_at"), text_of(s, "fired"), text_of(s, "remaining")});
-  }
-  table(out, rows);
-}
-
 // `durable serve`: the HTTP API, metrics and dashboard until SIGINT or SIGTERM.
-int serve(const std::string& database, const Command& cmd) {
+// "a, b, c": the workflows the application added, for messages.
+std::string added_names(durable::detail::RuntimeCore& core) {
+  std::string names;
+  for (const std::string& name : core.added_names()) names += (names.empty() ? "" : ", ") + name;
+  return names.empty() ? "none" : names;
+}
+
+// `myapp durable serve`: the HTTP API over the program's database, and the program's worker loop
+// (Runtime::serve, which returns on SIGINT or SIGTERM), so that runs started, retried or
+// resolved here run, and a resolve is checked against the program's code.
+int serve_with_workflows(const std::string& database, ops::HttpOptions http,
+                         durable::Runtime& app) {
+  durable::detail::RuntimeCore& core = durable::detail::RuntimeAccess::core(app);
+  if (database != core.options().database) {
+    throw UsageError("serve runs this program's workflows on its runtime's database '" +
+                     durable::detail::shown_database(core.options().database) +
+                     "'; --db names another");
+  }
+  ops::Admin admin(database);
+  admin.set_resolve_check([&core](const durable::detail::RecordedRun& run,
+                                  const std::string& step,
+                                  const json& output) { core.check_resolution(run, step, output); });
+  http.static_responses = ops::static_pages();
+  ops::HttpServer server(http, ops::api_handler(admin));
+  std::cout << "durable: serving " << database << " at " << server.url()
+            << " (dashboard at /, API at /v1, metrics at /metrics), and running this program's "
+               "workflows: "
+            << added_names(core) << std::endl;
+  app.serve();
+  std::cout << "durable: stopped" << std::endl;
+  server.stop();
+  return kOk;
+}
+
+int serve(const std::string& database, const Command& cmd, durable::Runtime* app) {
   ops::HttpOptions http;
   http.address = cmd.flag("address", "127.0.0.1");
   const std::string port = cmd.flag("port", "8080");
@@ -464,6 +289,7 @@ int serve(const std::string& database, const Command& cmd) {
   }
   if (const auto invalid = ops::detail::invalid_token(http.token)) throw UsageError(*invalid);
   require_database(database);
+  if (app != nullptr) return serve_with_workflows(database, http, *app);
   // The signals are taken by sigwait below: block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
@@ -576,36 +402,121 @@ int read_command(const std::string& database, const Answer& answer, const Comman
   return kOk;
 }
 
-int start_run(const std::string& database, const Answer& answer, const Command& cmd) {
+// The command's context: the database, how to answer, and the application whose workflows it
+// knows (null for the standalone durable binary).
+struct Context {
+  std::string database;
+  Answer answer;
+  durable::Runtime* app = nullptr;
+  durable::detail::RuntimeCore* core() const {
+    return app == nullptr ? nullptr : &durable::detail::RuntimeAccess::core(*app);
+  }
+};
+
+int start_run(const Context& at, const Command& cmd) {
   ops::StartRequest start;
   start.workflow = cmd.args[0];
   start.input = parse_json(cmd.flag("input", "{}"), "--input");
   start.idempotency_key = cmd.flag("key");
   start.correlation_id = cmd.flag("correlation");
   start.queue_unknown = true;
-  const json started = open_admin(database, false).start_run(start);
-  if (!started.at("known").get<bool>()) {
+  if (durable::detail::RuntimeCore* core = at.core()) {
+    // In the application's binary, the workflow and its input are checked against its code.
+    const auto workflow = core->added(start.workflow);
+    if (workflow == nullptr) {
+      throw ops::BadRequest("this program has no workflow '" + start.workflow +
+                            "' (it has: " + added_names(*core) + ")");
+    }
+    try {
+      workflow->check_input(start.input);
+    } catch (const durable::InvalidInput& e) {
+      throw ops::BadRequest(e.what());
+    }
+  }
+  const json started = open_admin(at.database, false).start_run(start);
+  if (!started.at("known").get<bool>() && at.app == nullptr) {
     std::cerr << "durable: warning: no worker has registered workflow '" << start.workflow
               << "'; the run is queued and waits for one that has it\n";
   }
-  return answer(started, [](std::ostream& o, const json& j) {
+  return at.answer(started, [](std::ostream& o, const json& j) {
     o << (j.at("created").get<bool>() ? "started run " : "the key names run ") << text_of(j, "id")
       << '\n';
   });
 }
 
-// The commands that write: retry, cancel, send, schedules remove (start above).
-int write_command(const std::string& database, const Answer& answer, const Command& cmd) {
-  if (cmd.name == "start") return start_run(database, answer, cmd);
+// `verify`: Runtime::verify of the database's unfinished runs against the application's code,
+// read-only; exit code 5 when a run would not replay.
+int verify(const Context& at, const Command& cmd) {
+  durable::detail::RuntimeCore* core = at.core();
+  if (core == nullptr) {
+    throw UsageError(
+        "verify replays runs against a program's workflows, and this durable command has none: "
+        "run it from your program, which hands its command line to durable::cli_main "
+        "(docs/versioning.md)");
+  }
+  const ops::RunQuery query = run_query(cmd);
+  durable::RunFilter filter;
+  filter.status = query.status;
+  filter.workflow = query.workflow;
+  filter.correlation_id = query.correlation_id;
+  if (at.database.empty() || at.database == ":memory:") {
+    throw UsageError("verify needs --db DATABASE: the database whose runs to check");
+  }
+  require_database(at.database);
+  const durable::VerifyReport report = core->verify(filter, at.database);
+  json divergences = json::array();
+  for (const durable::Divergence& d : report.divergences) {
+    divergences.push_back({{"run_id", d.run_id},
+                           {"workflow", d.workflow},
+                           {"step", d.step},
+                           {"message", d.message},
+                           {"where", d.where}});
+  }
+  at.answer({{"runs_checked", report.runs_checked},
+             {"ok", report.ok()},
+             {"divergences", std::move(divergences)}},
+            print_verify);
+  return report.ok() ? kOk : kDiverged;
+}
+
+// The repairs: fork an ended run from a step, resolve a failed step by hand.
+int repair(const Context& at, const Command& cmd) {
+  const std::string& id = cmd.args[0];
+  if (cmd.name == "fork") {
+    const json forked = open_admin(at.database, false).fork_run(id, cmd.flag("from"));
+    return at.answer(forked, [](std::ostream& o, const json& j) {
+      o << "forked run " << text_of(j, "forked_from") << ": new run " << text_of(j, "id") << '\n';
+    });
+  }
+  const json output = parse_json(cmd.flag("output"), "--output");
+  ops::Admin admin = open_admin(at.database, false);
+  if (durable::detail::RuntimeCore* core = at.core()) {
+    admin.set_resolve_check([core](const durable::detail::RecordedRun& run,
+                                   const std::string& step, const json& value) {
+      core->check_resolution(run, step, value);
+    });
+  }
+  const json done = admin.resolve_step(id, cmd.args[1], output, cmd.flag("reason"));
+  return at.answer(done, [](std::ostream& o, const json& j) {
+    o << "step '" << text_of(j, "step") << "' of run " << text_of(j, "id")
+      << " resolved; the run is now " << text_of(j, "status") << '\n';
+  });
+}
+
+// The commands that write: retry, cancel, send, schedules remove (start, fork, resolve above).
+int write_command(const Context& at, const Command& cmd) {
+  const Answer& answer = at.answer;
+  if (cmd.name == "start") return start_run(at, cmd);
+  if (cmd.name == "fork" || cmd.name == "resolve") return repair(at, cmd);
   if (cmd.name == "send") {
     const json data = parse_json(cmd.flag("data", "{}"), "--data");
-    const json sent = open_admin(database, false).send_event(cmd.args[0], data);
+    const json sent = open_admin(at.database, false).send_event(cmd.args[0], data);
     return answer(sent, [](std::ostream& o, const json& j) {
       o << "sent event " << text_of(j, "id") << ": woke " << j.at("woken") << " waiting run(s), "
         << "started " << j.at("started").size() << '\n';
     });
   }
-  ops::Admin admin = open_admin(database, false);
+  ops::Admin admin = open_admin(at.database, false);
   if (cmd.name == "schedules") {
     const std::string& id = cmd.args[1];
     admin.remove_schedule(id);
@@ -621,27 +532,32 @@ int write_command(const std::string& database, const Answer& answer, const Comma
   });
 }
 
-int run_command(const std::string& database, bool as_json, const Command& cmd) {
+int run_command(const Context& at, const Command& cmd) {
   check_usage(cmd);
-  const Answer answer{as_json};
   if (cmd.name == "version") {
     std::cout << "durable " << durable::version() << '\n';
     return kOk;
   }
-  if (cmd.name == "serve") return serve(database, cmd);
-  if (cmd.name == "events") return purge_events(database, answer, cmd);
+  if (cmd.name == "serve") return serve(at.database, cmd, at.app);
+  if (cmd.name == "verify") return verify(at, cmd);
+  if (cmd.name == "events") return purge_events(at.database, at.answer, cmd);
   static const std::set<std::string> kReaders = {"runs", "show", "steps", "stats", "metrics"};
   if (kReaders.contains(cmd.name) || (cmd.name == "schedules" && cmd.args.empty())) {
-    return read_command(database, answer, cmd);
+    return read_command(at.database, at.answer, cmd);
   }
-  return write_command(database, answer, cmd);
+  return write_command(at, cmd);
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string database = "durable.db";
-  bool as_json = false;
+namespace durable {
+
+namespace detail {
+
+int cli_main(int argc, char** argv, Runtime* app) {
+  Context at;
+  at.app = app;
+  at.database = app == nullptr ? "durable.db" : RuntimeAccess::core(*app).options().database;
   Command cmd;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -657,12 +573,12 @@ int main(int argc, char** argv) {
         return kOk;
       }
       if (word == "--json") {
-        as_json = true;
+        at.answer.as_json = true;
       } else if (word.starts_with("--")) {
         if (i + 1 >= argc) throw UsageError(word + " needs a value");
         const std::string value = argv[++i];
         if (word == "--db") {
-          database = value;
+          at.database = value;
         } else {
           cmd.flags[word.substr(2)] = value;
         }
@@ -673,11 +589,11 @@ int main(int argc, char** argv) {
       }
     }
     if (cmd.name.empty()) throw UsageError("no command given");
-    return run_command(database, as_json, cmd);
+    return run_command(at, cmd);
   } catch (const UsageError& e) {
     std::cerr << "durable: " << e.what() << "\n(durable --help lists the commands)\n";
     return kUsage;
-  } catch (const durable::NotFound& e) {
+  } catch (const NotFound& e) {
     std::cerr << "durable: " << e.what() << '\n';
     return kNotFound;
   } catch (const ops::Conflict& e) {
@@ -691,3 +607,11 @@ int main(int argc, char** argv) {
     return kFailed;
   }
 }
+
+}  // namespace detail
+
+int cli_main(int argc, char** argv, Runtime& runtime) {
+  return detail::cli_main(argc, argv, &runtime);
+}
+
+}  // namespace durable

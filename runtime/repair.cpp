@@ -32,7 +32,13 @@ void RuntimeCore::resolve(std::string_view run_id, std::string_view step_key, js
   const std::string text = storable_text(
       output, "the output given to resolve step '" + key + "' of run " + std::string(run_id),
       options_.max_output_bytes);
-  check_resolution(run_id, key, output);
+  std::optional<RecordedRun> recorded;
+  {
+    std::lock_guard lock(store_mutex_);
+    recorded = store_->recorded_run(std::string(run_id));
+  }
+  if (!recorded) throw no_such_run(run_id);
+  check_resolution(*recorded, key, output);
   {
     std::lock_guard lock(store_mutex_);
     if (!store_->resolve(std::string(run_id), key, text, utf8_or_replaced(reason), now_ms())) {
@@ -48,18 +54,13 @@ void RuntimeCore::resolve(std::string_view run_id, std::string_view step_key, js
 // Replays the run as the store's resolve() would leave it (the step completed with `output`,
 // the other failed steps to be tried again) against the registered code, running no body: a
 // result that does not convert to the type the step call asks for fails the replay there.
-void RuntimeCore::check_resolution(std::string_view run_id, const std::string& key,
+void RuntimeCore::check_resolution(const RecordedRun& recorded, const std::string& key,
                                    const json& output) {
-  std::optional<RecordedRun> run;
-  {
-    std::lock_guard lock(store_mutex_);
-    run = store_->recorded_run(std::string(run_id));
-  }
-  if (!run) throw no_such_run(run_id);
-  const std::shared_ptr<const Workflow> workflow = find_workflow(run->info.workflow);
-  if (workflow == nullptr || run->unreadable) return;  // not checkable here
+  const std::shared_ptr<const Workflow> workflow = find_workflow(recorded.info.workflow);
+  if (workflow == nullptr || recorded.unreadable) return;  // not checkable here
+  std::vector<JournalEntry> journal = recorded.journal;
   bool found = false;
-  for (JournalEntry& e : run->journal) {
+  for (JournalEntry& e : journal) {
     if (e.key == key) {
       // One the store will refuse is left for the store to name.
       if (e.kind != StepKind::run) return;
@@ -73,13 +74,13 @@ void RuntimeCore::check_resolution(std::string_view run_id, const std::string& k
     }
   }
   if (!found) return;
-  run->info.status = Status::pending;
-  const std::optional<Divergence> divergence =
-      check_replay(*workflow, run->info, std::move(run->journal));
+  RunInfo run = recorded.info;
+  run.status = Status::pending;
+  const std::optional<Divergence> divergence = check_replay(*workflow, run, std::move(journal));
   if (!divergence) return;
-  throw InvalidInput("resolve of step '" + key + "' of run " + std::string(run_id) +
+  throw InvalidInput("resolve of step '" + key + "' of run " + run.id +
                      " refused, nothing written: with that output, the code of workflow '" +
-                     run->info.workflow + "' would not go on: " + divergence->message +
+                     run.workflow + "' would not go on: " + divergence->message +
                      (divergence->where.empty() ? "" : " (at " + divergence->where + ")"));
 }
 

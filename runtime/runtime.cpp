@@ -198,13 +198,14 @@ std::vector<RunInfo> RuntimeCore::list(const RunFilter& filter) {
   return store_->list_runs(filter);
 }
 
-VerifyReport RuntimeCore::verify(const RunFilter& filter) {
+VerifyReport RuntimeCore::verify(const RunFilter& filter, const std::string& database) {
   const std::vector<Status> unfinished = {Status::pending, Status::running, Status::sleeping,
                                           Status::waiting};
   // A connection of its own that cannot write, but for a private database, which no other
   // connection sees: then the runtime's own, a run at a time.
-  const bool own = options_.database.empty() || options_.database == ":memory:";
-  const std::unique_ptr<Store> reader = own ? nullptr : open_store_read_only(options_.database);
+  const bool own = database == options_.database &&
+                   (options_.database.empty() || options_.database == ":memory:");
+  const std::unique_ptr<Store> reader = own ? nullptr : open_store_read_only(database);
   const auto read = [&](const auto& from_store) {
     if (reader) return from_store(*reader);
     std::lock_guard lock(store_mutex_);
@@ -577,7 +578,9 @@ std::string Runtime::start(std::string_view workflow, json input, StartOptions o
 }
 RunInfo Runtime::get(std::string_view run_id) const { return core_->get(run_id); }
 std::vector<RunInfo> Runtime::list(const RunFilter& filter) const { return core_->list(filter); }
-VerifyReport Runtime::verify(const RunFilter& filter) const { return core_->verify(filter); }
+VerifyReport Runtime::verify(const RunFilter& filter) const {
+  return core_->verify(filter, core_->options().database);
+}
 std::vector<StepInfo> Runtime::steps(std::string_view run_id) const { return core_->steps(run_id); }
 void Runtime::cancel(std::string_view run_id, std::string reason) {
   core_->cancel(run_id, std::move(reason));

@@ -35,7 +35,14 @@ class RuntimeCore {
   std::string start(std::string_view workflow, json input, StartOptions opts);
   RunInfo get(std::string_view run_id);
   std::vector<RunInfo> list(const RunFilter& filter);
-  VerifyReport verify(const RunFilter& filter);
+  /// Runtime::verify, of the runs in `database` (RuntimeOptions::database or another: the
+  /// durable command's verify --db).
+  VerifyReport verify(const RunFilter& filter, const std::string& database);
+  const RuntimeOptions& options() const { return options_; }
+  /// The workflow add()ed under this name, or null.
+  std::shared_ptr<const Workflow> added(std::string_view name) { return find_workflow(name); }
+  /// The names of the workflows add()ed, sorted.
+  std::vector<std::string> added_names() { return workflow_names(); }
   std::vector<StepInfo> steps(std::string_view run_id);
   void cancel(std::string_view run_id, const std::string& reason);
   void retry(std::string_view run_id);
@@ -43,10 +50,11 @@ class RuntimeCore {
   std::string fork(std::string_view run_id, std::string_view from_step);
   void resolve(std::string_view run_id, std::string_view step_key, json output,
                const std::string& reason);
-  /// Throws Error when the registered code of the run's workflow would not take `output` as
-  /// the result of its failed step `key` (a result that does not convert, a workflow that then
-  /// fails or parts from its journal); does nothing for a workflow not add()ed here.
-  void check_resolution(std::string_view run_id, const std::string& key, const json& output);
+  /// Throws InvalidInput when the registered code of the run's workflow would not take
+  /// `output` as the result of its failed step `key` (a result that does not convert, a
+  /// workflow that then fails or parts from its journal); does nothing for a workflow not
+  /// add()ed here. The run as read from whichever database it is in (an Admin's too).
+  void check_resolution(const RecordedRun& run, const std::string& key, const json& output);
   std::size_t run_until_idle();
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
   void send_event(std::string_view name, json data);
@@ -360,7 +368,8 @@ class RuntimeCore {
   std::uint64_t wake_generation_ = 0;  // counts starts, retries and cancels
 };
 
-/// Reaches into a Runtime for the tests: its clock and worker id.
+/// Reaches into a Runtime: for the tests (its clock, its hooks) and for durable::cli_main (its
+/// workflows and options).
 struct RuntimeAccess {
   static RuntimeCore& core(Runtime& runtime) { return *runtime.core_; }
 };

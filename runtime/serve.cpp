@@ -123,11 +123,13 @@ struct HttpServing {
 };
 
 HttpServing serve_http(const RuntimeOptions& options, std::function<void()> on_change,
-                       std::function<Clock::time_point()> clock) {
+                       std::function<Clock::time_point()> clock,
+                       ops::Admin::ResolveCheck resolve_check) {
   HttpServing serving;
   if (options.http.address.empty()) return serving;
   serving.admin = std::make_unique<ops::Admin>(options.database, std::move(on_change),
                                                std::move(clock), options.durability);
+  serving.admin->set_resolve_check(std::move(resolve_check));
   ops::HttpOptions listen;
   listen.address = options.http.address;
   listen.port = options.http.port;
@@ -204,7 +206,10 @@ void RuntimeCore::serve() {
     }
   } forget_url{this};
   const HttpServing serving = serve_http(
-      options_, [this] { notify_waiters(); }, [this] { return now_(); });
+      options_, [this] { notify_waiters(); }, [this] { return now_(); },
+      [this](const RecordedRun& run, const std::string& step, const json& output) {
+        check_resolution(run, step, output);  // against this runtime's code
+      });
   const std::unique_ptr<ops::HttpServer>& http = serving.server;
   if (http) {
     std::lock_guard lock(serve_mutex_);

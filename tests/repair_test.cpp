@@ -13,6 +13,12 @@
 using namespace durable;
 using namespace std::chrono_literals;
 
+// The input of a typed workflow (outside the anonymous namespace: its to_json goes unused).
+struct Page {
+  int page = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Page, page)
+
 namespace {
 
 // charge, then ship (which fails while `broken`), then notify; returns what ship returned.
@@ -33,11 +39,6 @@ std::vector<std::string> keys(Runtime& runtime, const std::string& run) {
   for (const StepInfo& s : runtime.steps(run)) out.push_back(s.id);
   return out;
 }
-
-struct Page {
-  int page = 0;
-};
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Page, page)
 
 std::string last_reason(const RunInfo& run) {
   return run.history.empty() ? "" : run.history.back().reason;
@@ -193,10 +194,19 @@ TEST_CASE("fork refuses a step the run never reached, an unknown run and a run t
     step.sleep("nap", 1h);
     return nullptr;
   }));
+  runtime->add(Workflow("outer", [](Step& step, const json&) -> json {
+    return step.run("outer", [&step] { return step.run("inner", [] { return 1; }); });
+  }));
   const std::string failed = runtime->start("order");
   const std::string sleeping = runtime->start("nap");
+  const std::string nesting = runtime->start("outer");
   runtime->run_until_idle();
+  REQUIRE(runtime->get(nesting).status == Status::completed);
   const std::size_t runs = runtime->list().size();
+  CHECK_THROWS_WITH_AS(runtime->fork(nesting, "outer/inner"),
+                       doctest::Contains("is nested in a step body; fork from the step that "
+                                         "contains it"),
+                       Error);
   CHECK_THROWS_WITH_AS(runtime->fork(failed, "notify"),
                        doctest::Contains("has no step 'notify' in its journal (it never reached "
                                          "it); its steps: charge, ship"),

@@ -3,6 +3,7 @@
 /// \file
 /// All of durable's public API: workflows, step tools, the runtime, the client and their errors.
 
+#include <durable/cli.hpp>
 #include <durable/client.hpp>
 #include <durable/errors.hpp>
 #include <durable/info.hpp>

@@ -59,8 +59,8 @@ struct StepInfo {
   /// run: when its last attempt's body began (it ended `duration` later); none for other kinds
   /// and for entries written before durable 0.2.0.
   std::optional<Clock::time_point> started_at{};
-  /// A step an operator completed by hand (Runtime::resolve): the reason they gave; its output
-  /// is theirs. Empty for every other entry.
+  /// A step an operator completed by hand (Runtime::resolve): the reason they gave ("no reason
+  /// given" when none); its output is theirs. Empty for every other entry.
   std::string resolved{};
 };
 

@@ -17,6 +17,10 @@
 // by the path its journal took, and 1 otherwise.
 //
 //   deploys [--db FILE]
+//   deploys durable COMMAND...    the durable command, with release 2's workflows known
+//
+// Between the releases it runs the pre-deploy check (`deploys durable verify`) on release 2 as
+// first drafted, without the patch, which it refuses, and on release 2 as shipped.
 //
 // --db defaults to a new file in the temporary directory, removed at the end; a given file must
 // be new (the checks count what this process did).
@@ -30,6 +34,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -50,13 +55,16 @@ struct World {
   }
 };
 
-durable::Workflow order_workflow(int release, World& world) {
-  return durable::Workflow("order", [release, &world](durable::Step& step, const json& input) {
+// Release 2 as first drafted (`with_patch` false) ships by courier without step.patched: the
+// pre-deploy check refuses it, as it would strand the order already posted.
+durable::Workflow order_workflow(int release, World& world, bool with_patch = true) {
+  return durable::Workflow("order", [release, with_patch, &world](durable::Step& step,
+                                                                  const json& input) {
     const std::string order = input.at("order");
     step.run("charge", [&] { world.did(order, "charged"); });
     step.sleep("warehouse", kWarehouse);
     std::string shipped;
-    if (release >= 2 && step.patched("courier")) {
+    if (release >= 2 && (!with_patch || step.patched("courier"))) {
       const std::string key = step.uuid("booking-key");  // the same on every replay and retry
       step.run("book-courier", [&] { world.did(order, "courier booked (key " + key + ")"); });
       shipped = "courier";
@@ -88,6 +96,22 @@ durable::RuntimeOptions options(const std::string& db) {
   return opts;
 }
 
+// The pre-deploy check of a build, as CI runs it: `deploys durable verify --db FILE`, the
+// durable command embedded in this program (durable::cli_main) with that build's workflows.
+// Returns its exit code: 0 when every unfinished run replays, 5 when one would not.
+int verify_release(const std::string& db, World& world, bool with_patch) {
+  durable::Runtime candidate(options(":memory:"));  // verify reads --db, read-only
+  candidate.add(order_workflow(2, world, with_patch));
+  std::vector<std::string> words = {"deploys", "verify", "--db", db};
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  std::cout << "$ deploys durable verify --db FILE    (release 2"
+            << (with_patch ? "" : " drafted without the patch") << ")\n";
+  const int code = durable::cli_main(static_cast<int>(argv.size()), argv.data(), candidate);
+  std::cout << "exit " << code << "\n";
+  return code;
+}
+
 int play(const std::string& db) {
   World world;
   std::map<std::string, std::string> runs;  // order -> run id
@@ -111,6 +135,10 @@ int play(const std::string& db) {
       return 1;
     }
     std::cout << "release 1 shut down: 'shipped' is in its follow-up, 'waiting' at the warehouse\n";
+  }
+  if (verify_release(db, world, false) != 5 || verify_release(db, world, true) != 0) {
+    std::cerr << "deploys: the pre-deploy check did not tell the two drafts of release 2 apart\n";
+    return 1;
   }
 
   std::cout << "release 2 (ships by courier, under step.patched(\"courier\"))\n";
@@ -149,6 +177,12 @@ int play(const std::string& db) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "durable") {  // the command, with release 2's code
+    World world;
+    durable::Runtime runtime(options(":memory:"));
+    runtime.add(order_workflow(2, world));
+    return durable::cli_main(argc - 1, argv + 1, runtime);
+  }
   std::string db;
   bool temporary = true;
   for (int i = 1; i < argc; ++i) {

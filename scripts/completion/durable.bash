@@ -59,7 +59,8 @@ _durable() {
       mapfile -t COMPREPLY < <(compgen -W "1d 7d 30d" -- "$cur")
       return
       ;;
-    --workflow | --correlation | --limit | --input | --key | --data | --reason | --port | --token)
+    --workflow | --correlation | --limit | --input | --key | --data | --reason | --port | --token | \
+      --from | --output)
       return  # a value of the user's own
       ;;
   esac
@@ -69,6 +70,9 @@ _durable() {
     "") flags="--db --json --help --version" ;;
     runs) flags="--status --workflow --correlation --limit" ;;
     cancel) flags="--reason" ;;
+    fork) flags="--from" ;;
+    resolve) flags="--output --reason" ;;
+    verify) flags="--workflow --status --correlation" ;;
     start) flags="--input --key --correlation" ;;
     send) flags="--data" ;;
     events) flags="--older-than" ;;
@@ -82,11 +86,11 @@ _durable() {
 
   local words=""
   case $command in
-    "") words="runs show steps retry cancel start send stats schedules metrics events serve version" ;;
-    show | steps | cancel)
+    "") words="runs show steps retry cancel fork resolve start send stats schedules metrics events serve verify version" ;;
+    show | steps | cancel | fork)
       ((${#args[@]} == 0)) && words=$(_durable_ids runs "$program" "${db[@]}" runs --limit 50)
       ;;
-    retry)
+    retry | resolve)
       ((${#args[@]} == 0)) &&
         words=$(_durable_ids runs "$program" "${db[@]}" runs --status failed --limit 50)
       ;;

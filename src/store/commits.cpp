@@ -145,6 +145,14 @@ void SqlStore::continue_as(const std::string& id, NewRun successor) {
     }
   }
   if (!successor.parent_id.empty()) {
+    // Held until this transaction ends: a cancel of the parent, where writers run side by side,
+    // either comes first (the parent has ended: no successor, nothing to answer) or after, and
+    // then finds the successor among the children it cancels.
+    const std::optional<Status> parent = locked_status(successor.parent_id);
+    if (!parent || *parent == Status::completed || *parent == Status::failed ||
+        *parent == Status::cancelled) {
+      return;
+    }
     sql::Query waiting(db(),
                        "SELECT output FROM steps WHERE run_id = ? AND key = ? AND "
                        "state = 'waiting'");

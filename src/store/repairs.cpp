@@ -3,6 +3,7 @@
 // new run that starts from a copy of an ended run's journal before a step (fork).
 
 #include <algorithm>
+#include <utility>
 
 #include "errors_internal.hpp"
 #include "store/sql_store.hpp"
@@ -60,29 +61,15 @@ bool SqlStore::resolve(const std::string& id, const std::string& key, const std:
                         "UPDATE steps SET state = 'completed', output = ?, resolved = ?, "
                         "wake_at = NULL, updated_at = ? WHERE run_id = ? AND key = ?");
       update.bind(1, output);
-      update.bind(2, reason.empty() ? "resolved by hand" : reason);
+      update.bind(2, reason.empty() ? "no reason given" : reason);
       update.bind(3, now_ms);
       update.bind(4, id);
       update.bind(5, key);
       update.run();
     }
     // As retry(): the run's other failed steps (parallel to this one) are tried again.
-    sql::Query steps(db(),
-                     "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, "
-                     "updated_at = ? WHERE run_id = ? AND state = 'failed'");
-    steps.bind(1, now_ms);
-    steps.bind(2, id);
-    steps.run();
-    sql::Query update(db(),
-                      "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
-                      "error = NULL, crashes = 0, updated_at = ? WHERE id = ?");
-    update.bind(1, now_ms);
-    update.bind(2, now_ms);
-    update.bind(3, id);
-    update.run();
-    announce_work();
-    add_history(id, now_ms, Status::pending,
-                "step '" + key + "' resolved by hand" + (reason.empty() ? "" : ": " + reason));
+    requeue(id, now_ms,
+            "step '" + key + "' resolved by hand" + (reason.empty() ? "" : ": " + reason));
     tx.commit();
     return true;
   });
@@ -107,13 +94,20 @@ bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
       fork.correlation_id = original.text(1);
       fork.input = original.text(2);
     }
+    unreadable_.reset();
     Journal journal;
     for (JournalEntry& e : load_journal(id)) journal.append(std::move(e));
+    if (unreadable_) {  // a copy would hold the placeholder as if it were the value
+      throw RunStateRefused("run " + id + " cannot be forked: " + *std::exchange(unreadable_, {}));
+    }
     const std::vector<JournalEntry> entries(journal.entries().begin(), journal.entries().end());
-    const auto from = std::find_if(entries.begin(), entries.end(), [&](const JournalEntry& e) {
-      return e.key == from_key && !e.nested;
-    });
+    const auto from = std::find_if(entries.begin(), entries.end(),
+                                   [&](const JournalEntry& e) { return e.key == from_key; });
     if (from == entries.end()) throw no_step(id, from_key, entries);
+    if (from->nested) {
+      throw RunStateRefused("step '" + from_key + "' of run " + id +
+                            " is nested in a step body; fork from the step that contains it");
+    }
     // The entries before it that ended, but those of bodies nested in it (written before it,
     // as its body ran): sleeps not over, waits and children not ended begin again in the fork.
     const std::string nested_prefix = from_key + "/";

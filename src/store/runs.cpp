@@ -329,25 +329,32 @@ bool SqlStore::retry(const std::string& id, std::int64_t now_ms) {
       throw RunStateRefused("run " + id + " is " + std::string(to_string(*current)) +
                             "; only a failed run can be retried");
     }
-    sql::Query steps(db(),
-                     "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, "
-                     "updated_at = ? WHERE run_id = ? AND state = 'failed'");
-    steps.bind(1, now_ms);
-    steps.bind(2, id);
-    const std::int64_t reset = steps.run();
-    sql::Query run(db(),
-                   "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
-                   "error = NULL, crashes = 0, updated_at = ? WHERE id = ?");
-    run.bind(1, now_ms);
-    run.bind(2, now_ms);
-    run.bind(3, id);
-    run.run();
-    announce_work();
-    add_history(id, now_ms, Status::pending,
-                "retry requested; " + std::to_string(reset) + " failed step(s) run again");
+    requeue(id, now_ms, "retry requested; {} failed step(s) run again");
     tx.commit();
     return true;
   });
+}
+
+std::int64_t SqlStore::requeue(const std::string& id, std::int64_t now_ms, std::string reason) {
+  sql::Query steps(db(),
+                   "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, "
+                   "updated_at = ? WHERE run_id = ? AND state = 'failed'");
+  steps.bind(1, now_ms);
+  steps.bind(2, id);
+  const std::int64_t reset = steps.run();
+  sql::Query run(db(),
+                 "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
+                 "error = NULL, crashes = 0, updated_at = ? WHERE id = ?");
+  run.bind(1, now_ms);
+  run.bind(2, now_ms);
+  run.bind(3, id);
+  run.run();
+  announce_work();
+  if (const std::size_t at = reason.find("{}"); at != std::string::npos) {
+    reason.replace(at, 2, std::to_string(reset));
+  }
+  add_history(id, now_ms, Status::pending, reason);
+  return reset;
 }
 
 }  // namespace durable::detail

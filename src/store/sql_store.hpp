@@ -173,6 +173,9 @@ class SqlStore : public Store {
   void announce_work();
   /// The run's status, its row held (Dialect::lock_row) until the transaction ends.
   std::optional<Status> locked_status(const std::string& id);
+  /// Queues a run again, due now: its failed steps with fresh attempts, its output and error
+  /// cleared; `reason` goes into the history, "{}" in it replaced by the count of steps reset.
+  std::int64_t requeue(const std::string& id, std::int64_t now_ms, std::string reason);
 
   // claims.cpp
   struct Candidate;

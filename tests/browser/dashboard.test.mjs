@@ -520,6 +520,49 @@ async function main(ids) {
       if (buttons) throw new CheckFailed('no Retry or Cancel button', `${buttons}`);
     });
 
+    await check('Fork from here on the completed run\'s first step makes a new run forked from it', async () => {
+      stale.once('dialog', (dialog) => dialog.accept());
+      const answer = stale.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith('/fork'));
+      await stale.locator('[data-testid="fork-button"]').first().click();
+      const response = await answer;
+      if (response.status() !== 201) throw new CheckFailed('201 from POST fork', `${response.status()}`);
+      const fork = (await response.json()).id;
+      const notice = await waitFor('the new run named on the page', async () => {
+        const text = await textOf(stale, 'action-ok');
+        return {ok: text !== null && text.includes(fork), seen: json(text), text};
+      });
+      const run = await apiGet(`/v1/runs/${encodeURIComponent(fork)}`);
+      if (run.forked_from !== completedId) throw new CheckFailed(`forked_from ${completedId}`, json(run.forked_from));
+      return notice.text;
+    });
+
+    await check('Resolve on a step waiting out its retry completes it by hand, the reason kept', async () => {
+      const before = await apiGet(`/v1/runs/${encodeURIComponent(failedId)}`);
+      const step = before.steps.find((s) => s.kind === 'run' && s.status === 'retrying');
+      if (!['pending', 'sleeping'].includes(before.status) || !step) {
+        return `skipped: the run is ${before.status}, with no step waiting for its next attempt`;
+      }
+      await page.goto(`${baseUrl}/#/runs/${encodeURIComponent(failedId)}`);
+      const answers = ['{"charged": "by hand"}', 'charged by phone'];
+      const onDialog = (dialog) => dialog.accept(answers.shift());
+      page.on('dialog', onDialog);
+      const answer = page.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith('/resolve'));
+      await page.locator(`[data-testid="step-row"][data-step-id="${step.id}"] [data-testid="resolve-button"]`).click();
+      const response = await answer;
+      page.off('dialog', onDialog);
+      if (response.status() !== 200) throw new CheckFailed('200 from POST resolve', `${response.status()}`);
+      const shown = await waitFor('the reason on the step', async () => {
+        const text = await textOf(page, 'step-resolved');
+        return {ok: text !== null && text.includes('charged by phone'), seen: json(text), text};
+      });
+      const after = await apiGet(`/v1/runs/${encodeURIComponent(failedId)}`);
+      const resolved = after.steps.find((s) => s.id === step.id);
+      if (resolved.status !== 'completed' || resolved.resolved !== 'charged by phone') {
+        throw new CheckFailed('the step completed, resolved', json(resolved));
+      }
+      return shown.text;
+    });
+
     await check('the timeline draws each parallel item from its own start to its own end', async () => {
       if (!ids.fan_out) return 'skipped: no fan-out run (the fixture makes one)';
       const run = await apiGet(`/v1/runs/${encodeURIComponent(ids.fan_out)}`);

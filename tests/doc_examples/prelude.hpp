@@ -60,3 +60,4 @@ durable::json render(durable::Step& step, const durable::json& input);
 durable::Workflow signup_workflow();
 durable::Workflow digest_workflow();
 durable::Workflow order_workflow();
+std::string poll_inbox();
