@@ -19,7 +19,6 @@ namespace durable::ops {
 
 namespace {
 
-constexpr std::size_t kMaxDataBytes = 4u << 20;  // as RuntimeOptions::max_output_bytes
 constexpr std::int64_t kDayMs = 24 * 3600 * 1000;
 // Upper bounds of the step-duration histogram, in ms.
 const std::vector<std::int64_t> kDurationBoundsMs = {1,   5,    10,   25,   50,    100,   250,
@@ -303,7 +302,7 @@ json Admin::start_run(const StartRequest& request) {
   opts.idempotency_key = request.idempotency_key;
   opts.correlation_id = request.correlation_id;
   detail::NewRun run = as_bad_request([&] {
-    return detail::new_run(request.workflow, request.input, opts, now_ms(), kMaxDataBytes);
+    return detail::new_run(request.workflow, request.input, opts, now_ms(), max_data_bytes_);
   });
   const Lease db = lease();
   const bool is_known = known(*db).contains(request.workflow);
@@ -369,21 +368,22 @@ json Admin::resolve_step(std::string_view id, const std::string& step, const jso
   const std::string text = as_bad_request([&] {
     const std::string what =
         "the output given to resolve step '" + step + "' of run " + std::string(id);
-    return detail::storable_text(output, what, kMaxDataBytes);
+    return detail::storable_text(output, what, max_data_bytes_);
   });
   const Lease db = lease();
+  detail::Store::ResolveCheck check;
   if (resolve_check_) {
-    const std::optional<detail::RecordedRun> run = db->store->recorded_run(std::string(id));
-    if (!run) throw NotFound("no run with id '" + std::string(id) + "'");
-    as_bad_request([&] {
-      resolve_check_(*run, step, output);
-      return 0;
-    });
+    check = [&](const detail::RecordedRun& run) {
+      as_bad_request([&] {
+        resolve_check_(run, step, output);
+        return 0;
+      });
+    };
   }
   bool found = false;
   try {
     found = db->store->resolve(std::string(id), step, text, detail::utf8_or_replaced(reason),
-                               now_ms());
+                               now_ms(), check);
   } catch (const detail::RunStateRefused& e) {
     throw Conflict(e.what());
   }
@@ -395,7 +395,7 @@ json Admin::resolve_step(std::string_view id, const std::string& step, const jso
 
 json Admin::send_event(std::string_view name, const json& data) {
   const detail::NewEvent event =
-      as_bad_request([&] { return detail::new_event(name, data, now_ms(), kMaxDataBytes); });
+      as_bad_request([&] { return detail::new_event(name, data, now_ms(), max_data_bytes_); });
   const Lease db = lease();
   const detail::Published published = db->store->publish(event);
   changed();

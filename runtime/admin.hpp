@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What operators do with a database: list and show runs, start, cancel, retry, fork, resolve,
-// send events, stats, schedules and metrics. Shared by the `durable` command and the HTTP API, so that both
-// answer the same question the same way. Every answer is JSON in the shapes the HTTP API
+// send events, stats, schedules and metrics. Shared by the `durable` command and the HTTP API,
+// so that both answer the same question the same way. Every answer is JSON in the shapes the HTTP API
 // returns (docs/operations.md); the command renders it for people or prints it with --json.
 //
 // An Admin opens its own connections to the database file: it works beside serving workers in
@@ -118,6 +118,10 @@ class Admin {
   using ResolveCheck = std::function<void(const detail::RecordedRun& run, const std::string& step,
                                           const json& output)>;
   void set_resolve_check(ResolveCheck check) { resolve_check_ = std::move(check); }
+  /// The largest input, event data or resolved output taken, as JSON text (a Runtime serving
+  /// this API passes its RuntimeOptions::max_output_bytes); 4 MiB by default. Set before any
+  /// call.
+  void set_max_data_bytes(std::size_t bytes) { max_data_bytes_ = bytes; }
   /// {"id", "woken", "started": [run id...]}. Throws BadRequest (no name, data too large).
   json send_event(std::string_view name, const json& data);
   /// {"counts": {status: n}, "total", "pending_depth" (due and unclaimed),
@@ -147,6 +151,7 @@ class Admin {
 
   std::function<void()> on_change_;
   ResolveCheck resolve_check_;
+  std::size_t max_data_bytes_ = 4u << 20;  // as RuntimeOptions::max_output_bytes
   std::function<Clock::time_point()> clock_;
   std::string path_;      // as given: what the connections open
   std::string database_;  // absolute: what the runbook's commands name

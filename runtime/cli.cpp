@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -245,28 +246,36 @@ std::string added_names(durable::detail::RuntimeCore& core) {
   return names.empty() ? "none" : names;
 }
 
-// `myapp durable serve`: the HTTP API over the program's database, and the program's worker loop
+// `myapp durable serve`: the HTTP API over the database, and the program's worker loop on it
 // (Runtime::serve, which returns on SIGINT or SIGTERM), so that runs started, retried or
-// resolved here run, and a resolve is checked against the program's code.
+// resolved here run, and a resolve is checked against the program's code. The program's own
+// runtime serves when it is on that database; for another (a runtime on ":memory:", as the
+// command's runtime should be), a runtime of the same options and workflows is made on it.
 int serve_with_workflows(const std::string& database, ops::HttpOptions http,
                          durable::Runtime& app) {
   durable::detail::RuntimeCore& core = durable::detail::RuntimeAccess::core(app);
+  std::unique_ptr<durable::Runtime> own;
+  durable::Runtime* worker = &app;
   if (database != core.options().database) {
-    throw UsageError("serve runs this program's workflows on its runtime's database '" +
-                     durable::detail::shown_database(core.options().database) +
-                     "'; --db names another");
+    durable::RuntimeOptions options = core.options();
+    options.database = database;
+    own = std::make_unique<durable::Runtime>(options);
+    for (const std::string& name : core.added_names()) own->add(*core.added(name));
+    worker = own.get();
   }
-  ops::Admin admin(database);
-  admin.set_resolve_check([&core](const durable::detail::RecordedRun& run,
-                                  const std::string& step,
-                                  const json& output) { core.check_resolution(run, step, output); });
+  durable::detail::RuntimeCore& serving = durable::detail::RuntimeAccess::core(*worker);
+  ops::Admin admin(database, [&serving] { serving.wake(); });  // its writes wake the worker loop
+  admin.set_max_data_bytes(core.options().max_output_bytes);
+  admin.set_resolve_check(
+      [&core](const durable::detail::RecordedRun& run, const std::string& step,
+              const json& output) { core.check_resolution(run, step, output); });
   http.static_responses = ops::static_pages();
   ops::HttpServer server(http, ops::api_handler(admin));
   std::cout << "durable: serving " << database << " at " << server.url()
             << " (dashboard at /, API at /v1, metrics at /metrics), and running this program's "
                "workflows: "
             << added_names(core) << std::endl;
-  app.serve();
+  worker->serve();
   std::cout << "durable: stopped" << std::endl;
   server.stop();
   return kOk;

@@ -109,14 +109,20 @@ void print_runs(std::ostream& out, const json& answer) {
     out << "  no runs match\n";
     return;
   }
+  // A VERSION column once some run has one (RuntimeOptions::version).
+  const json& runs = answer.at("runs");
+  const bool versions = std::any_of(runs.begin(), runs.end(),
+                                    [](const json& run) { return run.contains("version"); });
   std::vector<std::vector<std::string>> rows = {
       {"ID", "WORKFLOW", "STATUS", "WORKER", "UPDATED", "INVOCATIONS", ""}};
-  for (const json& run : answer.at("runs")) {
+  if (versions) rows[0].insert(rows[0].begin() + 3, "VERSION");
+  for (const json& run : runs) {
     std::string note = run.at("known").get<bool>() ? "" : "no worker has this workflow";
     if (run.contains("error")) note = text_of(run.at("error"), "message");
     rows.push_back({text_of(run, "id"), text_of(run, "workflow"), status_of(run),
                     text_of(run, "worker"), text_of(run, "updated_at"), text_of(run, "invocations"),
                     note});
+    if (versions) rows.back().insert(rows.back().begin() + 3, text_of(run, "version"));
   }
   std::size_t before_note = 2;  // table()'s indent, then each column and its gap
   for (std::size_t col = 0; col + 1 < rows[0].size(); ++col) {

@@ -32,16 +32,11 @@ void RuntimeCore::resolve(std::string_view run_id, std::string_view step_key, js
   const std::string text = storable_text(
       output, "the output given to resolve step '" + key + "' of run " + std::string(run_id),
       options_.max_output_bytes);
-  std::optional<RecordedRun> recorded;
   {
     std::lock_guard lock(store_mutex_);
-    recorded = store_->recorded_run(std::string(run_id));
-  }
-  if (!recorded) throw no_such_run(run_id);
-  check_resolution(*recorded, key, output);
-  {
-    std::lock_guard lock(store_mutex_);
-    if (!store_->resolve(std::string(run_id), key, text, utf8_or_replaced(reason), now_ms())) {
+    const auto check = [&](const RecordedRun& run) { check_resolution(run, key, output); };
+    if (!store_->resolve(std::string(run_id), key, text, utf8_or_replaced(reason), now_ms(),
+                         check)) {
       throw no_such_run(run_id);
     }
   }
@@ -51,9 +46,10 @@ void RuntimeCore::resolve(std::string_view run_id, std::string_view step_key, js
   notify_waiters();
 }
 
-// Replays the run as the store's resolve() would leave it (the step completed with `output`,
-// the other failed steps to be tried again) against the registered code, running no body: a
-// result that does not convert to the type the step call asks for fails the replay there.
+// Replays the run (as the store's resolve() reads it, in its transaction) as resolve() would
+// leave it (the step completed with `output`, the other failed steps to be tried again) against
+// the registered code, running no body: a result that does not convert to the type the step
+// call asks for fails the replay there.
 void RuntimeCore::check_resolution(const RecordedRun& recorded, const std::string& key,
                                    const json& output) {
   const std::shared_ptr<const Workflow> workflow = find_workflow(recorded.info.workflow);

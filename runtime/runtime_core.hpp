@@ -43,6 +43,9 @@ class RuntimeCore {
   std::shared_ptr<const Workflow> added(std::string_view name) { return find_workflow(name); }
   /// The names of the workflows add()ed, sorted.
   std::vector<std::string> added_names() { return workflow_names(); }
+  /// Wakes wait(), the worker loops and serve() to look at the store now: another writer in
+  /// this process (an Admin's HTTP API) made work due.
+  void wake() { notify_waiters(); }
   std::vector<StepInfo> steps(std::string_view run_id);
   void cancel(std::string_view run_id, const std::string& reason);
   void retry(std::string_view run_id);

@@ -75,7 +75,12 @@ void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* ent
   switch (*write->status) {
     case Status::completed:
       ++counters_.runs_completed;
-      log(LogLevel::info, "run.completed", write->reason, nullptr);
+      if (write->successor) ++counters_.runs_started;  // step.continue_as_new
+      if (logger_.enabled(LogLevel::info)) {
+        json fields = fields_of(nullptr);
+        if (write->successor) fields["continued_as"] = write->successor->id;
+        logger_.write(LogLevel::info, "run.completed", write->reason, fields, now);
+      }
       break;
     case Status::failed:
       ++counters_.runs_failed;

@@ -130,6 +130,7 @@ HttpServing serve_http(const RuntimeOptions& options, std::function<void()> on_c
   serving.admin = std::make_unique<ops::Admin>(options.database, std::move(on_change),
                                                std::move(clock), options.durability);
   serving.admin->set_resolve_check(std::move(resolve_check));
+  serving.admin->set_max_data_bytes(options.max_output_bytes);
   ops::HttpOptions listen;
   listen.address = options.http.address;
   listen.port = options.http.port;

@@ -332,7 +332,9 @@ bool Invocation::settle() {
       if (!p.written) outcome.entries.push_back(std::move(write));
     }
     pending_.clear();
-    if (lost) end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused", {}});
+    if (lost) {
+      end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused", {}});
+    }
     if (!journaled && !wake) return true;  // only failures: StepFailed reaches the workflow now
     for (EntryWrite& f : failed_) outcome.entries.push_back(std::move(f));
     failed_.clear();

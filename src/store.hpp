@@ -225,9 +225,13 @@ class Store {
   /// fresh attempts). The step must be a step.run that failed for good in a failed run, or is
   /// waiting out a backoff in a run no worker holds now. False for an unknown run; throws
   /// NotFound for a step the run's journal does not hold, and RunStateRefused for a step or run
-  /// in another state.
+  /// in another state. `check`, when set, is called in the same transaction, once the step is
+  /// found resolvable, with the run as it is before the write; a throw refuses the resolve, with
+  /// nothing written, so that what was checked is what is changed.
+  using ResolveCheck = std::function<void(const RecordedRun& run)>;
   virtual bool resolve(const std::string& id, const std::string& key, const std::string& output,
-                       const std::string& reason, std::int64_t now_ms) = 0;
+                       const std::string& reason, std::int64_t now_ms,
+                       const ResolveCheck& check) = 0;
   /// Creates `fork` (its id, workflow, input and correlation id given) as a pending run whose
   /// journal is a copy of the entries run `fork.forked_from` wrote before step `from_key`,
   /// those that had ended (completed or failed) and are not nested in that step. False for an

@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Deploying and repairing from the outside: the durable command embedded in an application
-// (durable::cli_main: verify, start), fork and resolve from the command and the HTTP API, and
+// (durable::cli_main: verify, start, serve), fork and resolve from the command and the HTTP API, and
 // a run's version, origin and successor where operators look.
 
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <thread>
 
 #include "admin.hpp"
 #include "api.hpp"
@@ -143,6 +148,12 @@ TEST_CASE("durable fork and resolve: exit codes, and what show prints of a run's
   CHECK(out.find("version      r1") != std::string::npos);
   CHECK(out.find("(resolved by hand: shipped by hand (OPS-12))") != std::string::npos);
   CHECK(out.find("step 'ship' resolved by hand: shipped by hand (OPS-12)") != std::string::npos);
+  std::tie(code, out) = orders.command(0, "runs");  // a VERSION column: r1, the fork's "-"
+  CHECK(out.find("STATUS ") < out.find(" VERSION "));
+  const std::size_t row = out.find(orders.failed);
+  REQUIRE(row != std::string::npos);
+  const std::string line = out.substr(row, out.find('\n', row) - row);
+  CHECK(line.find(" pending ") < line.find(" r1 "));
 }
 
 TEST_CASE("http api: POST fork and resolve, their refusals, and the fields a run shows "
@@ -186,4 +197,38 @@ TEST_CASE("http api: POST fork and resolve, their refusals, and the fields a run
   CHECK(shown.at("steps")[2].at("resolved") == "by hand");
   CHECK(client::json_of(http.exchange(client::get("/v1/runs/" + fork))).at("forked_from") ==
         orders.failed);
+}
+
+TEST_CASE("myapp durable serve: the API over the database, its runs executed by the program's "
+          "code, and a resolve checked against it (on each store)") {
+  Orders orders;
+  test::ServeProcess serve(DURABLE_CLI_APP, orders.db, {"1", "durable"});
+  std::array<char, 512> first{};
+  REQUIRE(std::fgets(first.data(), first.size(), serve.out()) != nullptr);
+  const std::string line(first.data());
+  CHECK(line.find("running this program's workflows: order") != std::string::npos);
+  const std::size_t at = line.find("http://127.0.0.1:");
+  REQUIRE(at != std::string::npos);
+  client::Connection http(static_cast<unsigned short>(std::stoi(line.substr(at + 17))));
+  const auto post = [&](const std::string& target, const std::string& body) {
+    return http.exchange(client::request_text("POST", target, body));
+  };
+  const auto status_of = [&](const std::string& id) {
+    return client::json_of(http.exchange(client::get("/v1/runs/" + id))).at("status");
+  };
+  const auto reaches = [&](const std::string& id, const std::string& status) {
+    for (int i = 0; i < 500 && status_of(id) != status; ++i) std::this_thread::sleep_for(20ms);
+    return status_of(id) == status;
+  };
+
+  const std::string runs = "/v1/runs/" + orders.failed;
+  CHECK(post(runs + "/resolve", R"({"step": "ship", "output": "x"})").result_int() == 400);
+  CHECK(post(runs + "/resolve", R"({"step": "ship", "output": 9})").result_int() == 200);
+  CHECK(reaches(orders.failed, "sleeping"));  // replayed past "ship" into its follow-up
+  auto answer = post("/v1/runs", R"({"workflow": "order", "input": {"sku": "D-4"}})");
+  REQUIRE(answer.result_int() == 201);
+  CHECK(reaches(client::json_of(answer).at("id"), "sleeping"));  // charged, at the warehouse
+  const int status = serve.stop();
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

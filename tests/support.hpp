@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "runtime_core.hpp"
 
@@ -174,16 +175,23 @@ inline std::pair<int, std::string> shell(const std::string& command) {
   return run_shell(command + " 2>&1");
 }
 
-/// `cli --db db serve --port 0` (the durable command) in a child process, its stdout on a pipe
-/// the test reads: through out() or through fd(), not both (out() buffers). stop() sends SIGTERM,
-/// waits and returns the wait status; the end of the scope stops it if the test did not, then
-/// closes the pipe.
+/// `cli [before...] --db db serve --port 0` (the durable command; `before`: the words an
+/// application that embeds it takes first) in a child process, its stdout on a pipe the test
+/// reads: through out() or through fd(), not both (out() buffers). stop() sends SIGTERM, waits
+/// and returns the wait status; the end of the scope stops it if the test did not, then closes
+/// the pipe.
 class ServeProcess {
  public:
-  ServeProcess(const std::string& cli, const std::string& db) {
+  ServeProcess(const std::string& cli, const std::string& db,
+               const std::vector<std::string>& before = {}) {
     int pipe_fds[2];
     if (::pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
-    const char* path = cli.c_str();
+    std::vector<std::string> words = {cli};
+    words.insert(words.end(), before.begin(), before.end());
+    for (const char* word : {"--db", db.c_str(), "serve", "--port", "0"}) words.emplace_back(word);
+    std::vector<char*> argv;
+    for (std::string& word : words) argv.push_back(word.data());
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ < 0) {
       ::close(pipe_fds[0]);
@@ -193,7 +201,7 @@ class ServeProcess {
     if (pid_ == 0) {
       ::dup2(pipe_fds[1], STDOUT_FILENO);
       ::close(pipe_fds[0]);
-      ::execl(path, path, "--db", db.c_str(), "serve", "--port", "0", nullptr);
+      ::execv(argv[0], argv.data());
       ::_exit(127);
     }
     ::close(pipe_fds[1]);

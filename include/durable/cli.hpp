@@ -11,12 +11,14 @@ namespace durable {
 /// application add()ed to `runtime` known: `verify` replays the database's unfinished runs
 /// against them (exit code 5 when one would not replay: a CI step before a deploy), `start`
 /// refuses a workflow the program does not have or an input it cannot take, `resolve` checks
-/// the output against the step's call, and `serve` runs the program's worker loop beside the
-/// HTTP API and dashboard. `--db` defaults to RuntimeOptions::database (verify refuses to go
-/// without it when that is ":memory:"). argv[0] is the program's name, as main's; the command
-/// follows. Make the command's runtime on ":memory:": a Runtime on a database file opens it
-/// for writing (migrating it, recording its workflows), which a check before a deploy must not
-/// do to the live database, while verify reads --db read-only:
+/// the output against the step's call, and `serve` runs the program's workflows on the database
+/// beside the HTTP API and dashboard (on `runtime`, or on a runtime made with its options and
+/// workflows when `runtime` is on another database). `--db` defaults to
+/// RuntimeOptions::database (verify refuses to go without it when that is ":memory:"). argv[0]
+/// is the program's name, as main's; the command follows. Make the command's runtime on
+/// ":memory:": a Runtime on a database file opens it for writing (migrating it, recording its
+/// workflows), which a check before a deploy must not do to the live database, while verify
+/// reads --db read-only:
 ///
 ///     int main(int argc, char** argv) {
 ///       if (argc > 1 && std::string_view(argv[1]) == "durable") {  // myapp durable verify --db F

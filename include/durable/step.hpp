@@ -180,8 +180,8 @@ class Step {
   /// parent when the last run of its line ends. Throws Error, starting nothing, for an input the
   /// workflow cannot take or whose JSON text is larger than max_output_bytes. Not callable
   /// inside a step body.
-  [[noreturn]] void continue_as_new(json input,
-                                    detail::SourceLocation where = detail::SourceLocation::current());
+  [[noreturn]] void continue_as_new(
+      json input, detail::SourceLocation where = detail::SourceLocation::current());
 
   /// The time by the runtime's clock, journaled at the first call: every replay of the run gets
   /// that same time back (a Clock::now() in workflow code would differ on each replay).

@@ -32,11 +32,12 @@ NotFound no_step(const std::string& id, const std::string& key,
 }  // namespace
 
 bool SqlStore::resolve(const std::string& id, const std::string& key, const std::string& output,
-                       const std::string& reason, std::int64_t now_ms) {
+                       const std::string& reason, std::int64_t now_ms, const ResolveCheck& check) {
   return guarded([&] {
     sql::Transaction tx(db());
     const std::optional<Status> run = locked_status(id);
     if (!run) return false;
+    unreadable_.reset();
     std::vector<JournalEntry> journal = load_journal(id);
     const auto entry = std::find_if(journal.begin(), journal.end(),
                                     [&](const JournalEntry& e) { return e.key == key; });
@@ -55,6 +56,10 @@ bool SqlStore::resolve(const std::string& id, const std::string& key, const std:
           std::string(to_string(*run)) +
           "; only a step that failed (for good, in a failed run) or waits out a retry backoff "
           "(in a run no worker holds now) can be resolved");
+    }
+    if (check) {
+      std::optional<RunInfo> info = find_run(id, false);
+      check(RecordedRun{std::move(*info), journal, std::exchange(unreadable_, std::nullopt)});
     }
     {
       sql::Query update(db(),

@@ -240,17 +240,10 @@ std::vector<RunInfo> SqlStore::list_runs(const RunFilter& filter) {
     if (!findable(filter.workflow) || !findable(filter.correlation_id)) {
       return std::vector<RunInfo>{};
     }
-    std::string sql = run_columns() + " WHERE true";
-    if (filter.status) sql += " AND r.status = ?";
-    if (!filter.workflow.empty()) sql += " AND r.workflow = ?";
-    if (!filter.correlation_id.empty()) sql += " AND r.correlation_id = ?";
-    sql +=
-        " ORDER BY r.created_at DESC, " + std::string(db().dialect().run_order) + " DESC LIMIT ?";
-    sql::Query query(db(), sql);
-    int i = 1;
-    if (filter.status) query.bind(i++, to_string(*filter.status));
-    if (!filter.workflow.empty()) query.bind(i++, filter.workflow);
-    if (!filter.correlation_id.empty()) query.bind(i++, filter.correlation_id);
+    sql::Query query(db(), run_columns() + " WHERE true" + filtered(filter) +
+                               " ORDER BY r.created_at DESC, " +
+                               std::string(db().dialect().run_order) + " DESC LIMIT ?");
+    const int i = bind_filter(query, 1, filter);
     query.bind(i, static_cast<std::int64_t>(std::min<std::size_t>(filter.limit, INT64_MAX)));
     std::vector<RunInfo> runs;
     while (query.next()) runs.push_back(read_run(query));
@@ -263,27 +256,36 @@ std::vector<std::string> SqlStore::run_ids(const RunFilter& filter,
   return guarded([&] {
     std::vector<std::string> ids;
     if (!findable(filter.workflow) || !findable(filter.correlation_id)) return ids;
-    std::string sql = "SELECT r.id FROM runs r WHERE true";
-    if (filter.status) {
-      sql += " AND r.status = ?";
-    } else if (!statuses.empty()) {
-      sql += " AND r.status IN (" + sql::placeholders(statuses.size()) + ")";
-    }
-    if (!filter.workflow.empty()) sql += " AND r.workflow = ?";
-    if (!filter.correlation_id.empty()) sql += " AND r.correlation_id = ?";
-    sql += " ORDER BY r.created_at, " + std::string(db().dialect().run_order);
-    sql::Query query(db(), sql);
+    const bool any_of = !filter.status && !statuses.empty();
+    sql::Query query(
+        db(), "SELECT r.id FROM runs r WHERE true" +
+                  (any_of ? " AND r.status IN (" + sql::placeholders(statuses.size()) + ")" : "") +
+                  filtered(filter) + " ORDER BY r.created_at, " +
+                  std::string(db().dialect().run_order));
     int i = 1;
-    if (filter.status) {
-      query.bind(i++, to_string(*filter.status));
-    } else {
+    if (any_of) {
       for (const Status status : statuses) query.bind(i++, to_string(status));
     }
-    if (!filter.workflow.empty()) query.bind(i++, filter.workflow);
-    if (!filter.correlation_id.empty()) query.bind(i++, filter.correlation_id);
+    bind_filter(query, i, filter);
     while (query.next()) ids.push_back(query.text(0));
     return ids;
   });
+}
+
+// The conditions of a RunFilter but its limit, on `runs r`; bind_filter() binds them.
+std::string SqlStore::filtered(const RunFilter& filter) {
+  std::string sql;
+  if (filter.status) sql += " AND r.status = ?";
+  if (!filter.workflow.empty()) sql += " AND r.workflow = ?";
+  if (!filter.correlation_id.empty()) sql += " AND r.correlation_id = ?";
+  return sql;
+}
+
+int SqlStore::bind_filter(sql::Query& query, int index, const RunFilter& filter) {
+  if (filter.status) query.bind(index++, to_string(*filter.status));
+  if (!filter.workflow.empty()) query.bind(index++, filter.workflow);
+  if (!filter.correlation_id.empty()) query.bind(index++, filter.correlation_id);
+  return index;
 }
 
 std::optional<RecordedRun> SqlStore::recorded_run(const std::string& id) {
@@ -292,7 +294,8 @@ std::optional<RecordedRun> SqlStore::recorded_run(const std::string& id) {
     std::optional<RunInfo> info = find_run(id, false);
     if (!info) return std::nullopt;
     std::vector<JournalEntry> journal = load_journal(id);
-    return RecordedRun{std::move(*info), std::move(journal), std::exchange(unreadable_, std::nullopt)};
+    return RecordedRun{std::move(*info), std::move(journal),
+                       std::exchange(unreadable_, std::nullopt)};
   });
 }
 

@@ -74,7 +74,7 @@ class SqlStore : public Store {
                                const std::string& reason) override;
   bool retry(const std::string& id, std::int64_t now_ms) override;
   bool resolve(const std::string& id, const std::string& key, const std::string& output,
-               const std::string& reason, std::int64_t now_ms) override;
+               const std::string& reason, std::int64_t now_ms, const ResolveCheck& check) override;
   bool fork(NewRun& fork, const std::string& from_key) override;
   void set_version(const std::string& version, bool only_own) override {
     version_ = version;
@@ -164,6 +164,8 @@ class SqlStore : public Store {
   void add_history(const std::string& id, std::int64_t at, Status status,
                    const std::string& reason);
   RunInfo read_run(sql::Query& query);
+  static std::string filtered(const RunFilter& filter);
+  static int bind_filter(sql::Query& query, int index, const RunFilter& filter);
   std::string run_columns() const;
   /// Where writers run side by side, waits until no other transaction holds `key`, and holds it
   /// until this one ends (Dialect::lock_key); the transactions that decide on the same thing
