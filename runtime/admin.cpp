@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "durations.hpp"
-#include "ids.hpp"
 #include "ops_queries.hpp"
 #include "run_requests.hpp"
 #include "serialization.hpp"
@@ -347,10 +346,7 @@ json Admin::retry_run(std::string_view id) {
 }
 
 json Admin::fork_run(std::string_view id, const std::string& from_step) {
-  detail::NewRun fork;
-  fork.id = detail::new_id();
-  fork.forked_from = std::string(id);
-  fork.now_ms = fork.due_ms = now_ms();
+  detail::NewRun fork = detail::new_fork(id, now_ms());
   const Lease db = lease();
   bool found = false;
   try {
@@ -358,18 +354,15 @@ json Admin::fork_run(std::string_view id, const std::string& from_step) {
   } catch (const detail::RunStateRefused& e) {
     throw Conflict(e.what());
   }
-  if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
+  if (!found) throw detail::no_such_run(id);
   changed();
   return {{"id", fork.id}, {"forked_from", id}};
 }
 
 json Admin::resolve_step(std::string_view id, const std::string& step, const json& output,
                          const std::string& reason) {
-  const std::string text = as_bad_request([&] {
-    const std::string what =
-        "the output given to resolve step '" + step + "' of run " + std::string(id);
-    return detail::storable_text(output, what, max_data_bytes_);
-  });
+  const std::string text =
+      as_bad_request([&] { return detail::resolution_text(id, step, output, max_data_bytes_); });
   const Lease db = lease();
   detail::Store::ResolveCheck check;
   if (resolve_check_) {
@@ -387,7 +380,7 @@ json Admin::resolve_step(std::string_view id, const std::string& step, const jso
   } catch (const detail::RunStateRefused& e) {
     throw Conflict(e.what());
   }
-  if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
+  if (!found) throw detail::no_such_run(id);
   changed();
   const auto run = db->store->get_run(std::string(id), false);
   return {{"id", id}, {"step", step}, {"status", run ? to_string(run->status) : "pending"}};

@@ -3,7 +3,6 @@
 // step, so that a fixed build runs it again from there; resolve a failed step by hand, so that
 // the run goes on with the output the step should have returned.
 
-#include "ids.hpp"
 #include "replay_check.hpp"
 #include "run_requests.hpp"
 #include "runtime_core.hpp"
@@ -12,10 +11,7 @@
 namespace durable::detail {
 
 std::string RuntimeCore::fork(std::string_view run_id, std::string_view from_step) {
-  NewRun fork;
-  fork.id = new_id();
-  fork.forked_from = std::string(run_id);
-  fork.now_ms = fork.due_ms = now_ms();
+  NewRun fork = new_fork(run_id, now_ms());
   {
     std::lock_guard lock(store_mutex_);
     if (!store_->fork(fork, std::string(from_step))) throw no_such_run(run_id);
@@ -29,9 +25,7 @@ std::string RuntimeCore::fork(std::string_view run_id, std::string_view from_ste
 void RuntimeCore::resolve(std::string_view run_id, std::string_view step_key, json output,
                           const std::string& reason) {
   const std::string key(step_key);
-  const std::string text = storable_text(
-      output, "the output given to resolve step '" + key + "' of run " + std::string(run_id),
-      options_.max_output_bytes);
+  const std::string text = resolution_text(run_id, key, output, options_.max_output_bytes);
   {
     std::lock_guard lock(store_mutex_);
     const auto check = [&](const RecordedRun& run) { check_resolution(run, key, output); };

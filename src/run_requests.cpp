@@ -45,6 +45,22 @@ NewEvent new_event(std::string_view name, const json& data, std::int64_t now_ms,
   return event;
 }
 
+NewRun new_fork(std::string_view run_id, std::int64_t now_ms) {
+  NewRun fork;
+  fork.id = new_id();
+  fork.forked_from = std::string(run_id);
+  fork.now_ms = fork.due_ms = now_ms;
+  return fork;
+}
+
+std::string resolution_text(std::string_view run_id, std::string_view key, const json& output,
+                            std::size_t max_bytes) {
+  return storable_text(output,
+                       "the output given to resolve step '" + std::string(key) + "' of run " +
+                           std::string(run_id),
+                       max_bytes);
+}
+
 NotFound no_such_run(std::string_view run_id) {
   return NotFound("no run with id '" + std::string(run_id) + "'");
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// What a start or an event sent writes, built and checked the same way whoever asks: a Runtime,
-// a Client or the admin layer (the command and the HTTP API). One rule each, so that the same
-// bad input gets the same error from all of them.
+// What a start, an event sent, a fork or a resolve writes, built and checked the same way
+// whoever asks: a Runtime, a Client or the admin layer (the command and the HTTP API). One rule
+// each, so that the same bad input gets the same error from all of them.
 
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +30,15 @@ void mark_unregistered(NewRun& run);
 /// storable_text) for data that cannot be stored or whose text is longer than `max_bytes`.
 NewEvent new_event(std::string_view name, const json& data, std::int64_t now_ms,
                    std::size_t max_bytes);
+
+/// The new run of a fork of `run_id` (Runtime::fork): a new id, due now; Store::fork fills in
+/// the rest from the original.
+NewRun new_fork(std::string_view run_id, std::int64_t now_ms);
+
+/// The stored text of the output an operator gives to resolve step `key` of `run_id`. Throws
+/// Error (from storable_text) for an output that cannot be stored or is longer than `max_bytes`.
+std::string resolution_text(std::string_view run_id, std::string_view key, const json& output,
+                            std::size_t max_bytes);
 
 /// The NotFound for a run id the database does not hold.
 NotFound no_such_run(std::string_view run_id);

@@ -40,6 +40,18 @@ std::vector<std::string> keys(Runtime& runtime, const std::string& run) {
   return out;
 }
 
+// A runtime on a store of its own with the order workflow added, shipping broken until a test
+// fixes it.
+struct Shop {
+  test::TempDir dir;
+  test::ManualClock clock;
+  std::string db = test::database(dir, "db");
+  std::atomic<bool> broken{true};
+  std::atomic<int> charges{0};
+  std::unique_ptr<Runtime> runtime = test::runtime_on(db, clock, test::quiet(db));
+  Shop() { runtime->add(order(broken, charges)); }
+};
+
 std::string last_reason(const RunInfo& run) {
   return run.history.empty() ? "" : run.history.back().reason;
 }
@@ -138,23 +150,17 @@ TEST_CASE("only_own_version without a version, or a version that is not UTF-8, i
 
 TEST_CASE("fork: a failed run runs again from its failed step on fixed code, its earlier steps "
           "copied, not run again; the original left as it was (on each store)") {
-  test::TempDir dir;
-  test::ManualClock clock;
-  const std::string db = test::database(dir, "db");
-  std::atomic<bool> broken{true};
-  std::atomic<int> charges{0};
-  auto runtime = test::runtime_on(db, clock, test::quiet(db));
-  runtime->add(order(broken, charges));
+  Shop shop;
   StartOptions start;
   start.correlation_id = "order-17";
-  const std::string failed = runtime->start("order", {{"sku", "B-2"}}, start);
-  runtime->run_until_idle();
-  REQUIRE(runtime->get(failed).status == Status::failed);
-  const RunInfo before = runtime->get(failed);
+  const std::string failed = shop.runtime->start("order", {{"sku", "B-2"}}, start);
+  shop.runtime->run_until_idle();
+  REQUIRE(shop.runtime->get(failed).status == Status::failed);
+  const RunInfo before = shop.runtime->get(failed);
 
-  broken = false;  // the fix is deployed
-  const std::string fork = runtime->fork(failed, "ship");
-  RunInfo forked = runtime->get(fork);
+  shop.broken = false;  // the fix is deployed
+  const std::string fork = shop.runtime->fork(failed, "ship");
+  RunInfo forked = shop.runtime->get(fork);
   CHECK(forked.forked_from == failed);
   CHECK(forked.workflow == "order");
   CHECK(forked.input == json{{"sku", "B-2"}});
@@ -162,85 +168,73 @@ TEST_CASE("fork: a failed run runs again from its failed step on fixed code, its
   CHECK(forked.status == Status::pending);
   CHECK(last_reason(forked).find("forked from run " + failed + " at step 'ship' (1 journal entry "
                                  "copied)") != std::string::npos);
-  CHECK(keys(*runtime, fork) == std::vector<std::string>{"charge"});
-  runtime->run_until_idle();
-  forked = runtime->get(fork);
+  CHECK(keys(*shop.runtime, fork) == std::vector<std::string>{"charge"});
+  shop.runtime->run_until_idle();
+  forked = shop.runtime->get(fork);
   CHECK(forked.status == Status::completed);
   CHECK(forked.output == 7);
-  CHECK(charges == 1);  // charged once, by the original: the fork's charge is the copy
-  CHECK(runtime->steps(fork).front().output == 1);
-  const RunInfo after = runtime->get(failed);
+  CHECK(shop.charges == 1);  // charged once, by the original: the fork's charge is the copy
+  CHECK(shop.runtime->steps(fork).front().output == 1);
+  const RunInfo after = shop.runtime->get(failed);
   CHECK(after.status == Status::failed);
   CHECK(after.history.size() == before.history.size());
 
   // A completed run forks from its first step: everything runs again.
-  const std::string again = runtime->fork(fork, "charge");
-  CHECK(keys(*runtime, again).empty());
-  runtime->run_until_idle();
-  CHECK(runtime->get(again).status == Status::completed);
-  CHECK(charges == 2);
+  const std::string again = shop.runtime->fork(fork, "charge");
+  CHECK(keys(*shop.runtime, again).empty());
+  shop.runtime->run_until_idle();
+  CHECK(shop.runtime->get(again).status == Status::completed);
+  CHECK(shop.charges == 2);
 }
 
 TEST_CASE("fork refuses a step the run never reached, an unknown run and a run that has not "
           "ended, writing nothing (on each store)") {
-  test::TempDir dir;
-  test::ManualClock clock;
-  const std::string db = test::database(dir, "db");
-  std::atomic<bool> broken{true};
-  std::atomic<int> charges{0};
-  auto runtime = test::runtime_on(db, clock, test::quiet(db));
-  runtime->add(order(broken, charges));
-  runtime->add(Workflow("nap", [](Step& step, const json&) -> json {
+  Shop shop;
+  shop.runtime->add(Workflow("nap", [](Step& step, const json&) -> json {
     step.sleep("nap", 1h);
     return nullptr;
   }));
-  runtime->add(Workflow("outer", [](Step& step, const json&) -> json {
+  shop.runtime->add(Workflow("outer", [](Step& step, const json&) -> json {
     return step.run("outer", [&step] { return step.run("inner", [] { return 1; }); });
   }));
-  const std::string failed = runtime->start("order");
-  const std::string sleeping = runtime->start("nap");
-  const std::string nesting = runtime->start("outer");
-  runtime->run_until_idle();
-  REQUIRE(runtime->get(nesting).status == Status::completed);
-  const std::size_t runs = runtime->list().size();
-  CHECK_THROWS_WITH_AS(runtime->fork(nesting, "outer/inner"),
+  const std::string failed = shop.runtime->start("order");
+  const std::string sleeping = shop.runtime->start("nap");
+  const std::string nesting = shop.runtime->start("outer");
+  shop.runtime->run_until_idle();
+  REQUIRE(shop.runtime->get(nesting).status == Status::completed);
+  const std::size_t runs = shop.runtime->list().size();
+  CHECK_THROWS_WITH_AS(shop.runtime->fork(nesting, "outer/inner"),
                        doctest::Contains("is nested in a step body; fork from the step that "
                                          "contains it"),
                        Error);
-  CHECK_THROWS_WITH_AS(runtime->fork(failed, "notify"),
+  CHECK_THROWS_WITH_AS(shop.runtime->fork(failed, "notify"),
                        doctest::Contains("has no step 'notify' in its journal (it never reached "
                                          "it); its steps: charge, ship"),
                        NotFound);
-  CHECK_THROWS_AS(runtime->fork("no-such-run", "charge"), NotFound);
-  CHECK_THROWS_WITH_AS(runtime->fork(sleeping, "nap"),
+  CHECK_THROWS_AS(shop.runtime->fork("no-such-run", "charge"), NotFound);
+  CHECK_THROWS_WITH_AS(shop.runtime->fork(sleeping, "nap"),
                        doctest::Contains("is sleeping; only a run that ended"), Error);
-  CHECK(runtime->list().size() == runs);
+  CHECK(shop.runtime->list().size() == runs);
 }
 
 TEST_CASE("resolve: an operator completes a failed step by hand, the reason kept on the step and "
           "in the history, and the run goes on from there (on each store)") {
-  test::TempDir dir;
-  test::ManualClock clock;
-  const std::string db = test::database(dir, "db");
-  std::atomic<bool> broken{true};
-  std::atomic<int> charges{0};
-  auto runtime = test::runtime_on(db, clock, test::quiet(db));
-  runtime->add(order(broken, charges));
-  const std::string id = runtime->start("order");
-  runtime->run_until_idle();
-  REQUIRE(runtime->get(id).status == Status::failed);
+  Shop shop;
+  const std::string id = shop.runtime->start("order");
+  shop.runtime->run_until_idle();
+  REQUIRE(shop.runtime->get(id).status == Status::failed);
 
-  runtime->resolve(id, "ship", 99, "shipped by hand, label 99 (ticket OPS-12)");
-  RunInfo run = runtime->get(id);
+  shop.runtime->resolve(id, "ship", 99, "shipped by hand, label 99 (ticket OPS-12)");
+  RunInfo run = shop.runtime->get(id);
   CHECK(run.status == Status::pending);
   CHECK(last_reason(run) == "step 'ship' resolved by hand: shipped by hand, label 99 (ticket "
                             "OPS-12)");
-  runtime->run_until_idle();
-  run = runtime->get(id);
+  shop.runtime->run_until_idle();
+  run = shop.runtime->get(id);
   CHECK(run.status == Status::completed);
   CHECK(run.output == 99);
-  CHECK(charges == 1);
-  const std::vector<StepInfo> steps = runtime->steps(id);
+  CHECK(shop.charges == 1);
+  const std::vector<StepInfo> steps = shop.runtime->steps(id);
   REQUIRE(steps.size() == 3);
   CHECK(steps[1].status == "completed");
   CHECK(steps[1].output == 99);
@@ -250,34 +244,29 @@ TEST_CASE("resolve: an operator completes a failed step by hand, the reason kept
 
 TEST_CASE("resolve refuses an output the step's call cannot take, a step that did not fail, an "
           "unknown step or run, writing nothing (on each store)") {
-  test::TempDir dir;
-  test::ManualClock clock;
-  const std::string db = test::database(dir, "db");
-  std::atomic<bool> broken{true};
-  std::atomic<int> charges{0};
-  auto runtime = test::runtime_on(db, clock, test::quiet(db));
-  runtime->add(order(broken, charges));
-  const std::string id = runtime->start("order");
-  runtime->run_until_idle();
+  Shop shop;
+  const std::string id = shop.runtime->start("order");
+  shop.runtime->run_until_idle();
   const auto snapshot = [&] {
     json state = json::array();
-    for (const StepInfo& s : runtime->steps(id)) state.push_back({s.id, s.status, s.output});
-    return json{to_string(runtime->get(id).status), runtime->get(id).history.size(), state};
+    for (const StepInfo& s : shop.runtime->steps(id)) state.push_back({s.id, s.status, s.output});
+    const RunInfo run = shop.runtime->get(id);
+    return json{to_string(run.status), run.history.size(), state};
   };
   const json before = snapshot();
   // ship returns int: a string does not convert.
   const std::string refused = "resolve of step 'ship' of run " + id + " refused, nothing written";
-  CHECK_THROWS_WITH_AS(runtime->resolve(id, "ship", "label-99", "by hand"),
+  CHECK_THROWS_WITH_AS(shop.runtime->resolve(id, "ship", "label-99", "by hand"),
                        doctest::Contains(refused.c_str()), InvalidInput);
   const std::string completed = "step 'charge' of run " + id + " is completed";
-  CHECK_THROWS_WITH_AS(runtime->resolve(id, "charge", 5, "r"),
+  CHECK_THROWS_WITH_AS(shop.runtime->resolve(id, "charge", 5, "r"),
                        doctest::Contains(completed.c_str()), Error);
-  CHECK_THROWS_WITH_AS(runtime->resolve(id, "notify", true, "r"),
+  CHECK_THROWS_WITH_AS(shop.runtime->resolve(id, "notify", true, "r"),
                        doctest::Contains("has no step 'notify'"), NotFound);
-  CHECK_THROWS_AS(runtime->resolve("no-such-run", "ship", 1, "r"), NotFound);
+  CHECK_THROWS_AS(shop.runtime->resolve("no-such-run", "ship", 1, "r"), NotFound);
   json deep = json::array();
   for (int i = 0; i < 600; ++i) deep = json::array({deep});
-  CHECK_THROWS_WITH_AS(runtime->resolve(id, "ship", deep, "r"),
+  CHECK_THROWS_WITH_AS(shop.runtime->resolve(id, "ship", deep, "r"),
                        doctest::Contains("cannot be stored"), Error);
   CHECK(snapshot() == before);
 }
