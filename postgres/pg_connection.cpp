@@ -39,6 +39,7 @@ std::string json_field(std::string_view column, std::string_view field) {
 const sql::Dialect kDialect = {
     .greatest = "greatest",
     .claimable_runs_index = "",
+    .prioritized_runs_index = "",
     .lock_claimable = " FOR UPDATE SKIP LOCKED",
     .lock_row = " FOR UPDATE",
     // On a 64-bit hash of the key: two keys whose hashes collide only wait for each other.

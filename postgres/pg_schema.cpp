@@ -121,6 +121,31 @@ ALTER TABLE runs ADD COLUMN version TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN forked_from TEXT;
 ALTER TABLE runs ADD COLUMN continued_as TEXT;
 ALTER TABLE steps ADD COLUMN resolved TEXT;
+)sql",
+                                                                 R"sql(
+-- As the SQLite schema's version 10: priorities, deadlines, tags, paused runs and workflows.
+ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN deadline_at BIGINT;
+ALTER TABLE runs ADD COLUMN tags TEXT;
+ALTER TABLE runs ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN paused_from TEXT;
+CREATE INDEX runs_prioritized ON runs (priority DESC, due_at)
+  WHERE priority != 0 AND status IN ('pending', 'sleeping', 'waiting', 'running');
+CREATE INDEX runs_deadline ON runs (deadline_at)
+  WHERE deadline_at IS NOT NULL AND
+        status IN ('pending', 'sleeping', 'waiting', 'running', 'paused');
+CREATE INDEX runs_paused ON runs (workflow) WHERE status = 'paused';
+CREATE TABLE run_tags (
+  run_id TEXT NOT NULL,
+  key    TEXT NOT NULL,
+  value  TEXT NOT NULL,
+  PRIMARY KEY (run_id, key)
+);
+CREATE INDEX run_tags_value ON run_tags (key, value);
+CREATE TABLE paused_workflows (
+  name TEXT PRIMARY KEY,
+  at   BIGINT NOT NULL
+);
 )sql"};
 
 }  // namespace durable::detail::pg

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "admin_pool.hpp"
 #include "durations.hpp"
 #include "ops_queries.hpp"
 #include "run_requests.hpp"
@@ -22,8 +23,9 @@ constexpr std::int64_t kDayMs = 24 * 3600 * 1000;
 // Upper bounds of the step-duration histogram, in ms.
 const std::vector<std::int64_t> kDurationBoundsMs = {1,   5,    10,   25,   50,    100,   250,
                                                      500, 1000, 2500, 5000, 10000, 30000, 60000};
-const Status kStatuses[] = {Status::pending,   Status::running, Status::sleeping, Status::waiting,
-                            Status::completed, Status::failed,  Status::cancelled};
+const Status kStatuses[] = {Status::pending,   Status::running, Status::sleeping,
+                            Status::waiting,   Status::paused,  Status::completed,
+                            Status::failed,    Status::cancelled};
 
 std::string iso(std::int64_t ms) { return detail::utc_text(ms); }
 std::string iso(Clock::time_point t) { return iso(detail::to_ms(t)); }
@@ -49,6 +51,10 @@ json summary(const RunInfo& run, const std::set<std::string>& known, std::int64_
   if (!run.version.empty()) j["version"] = run.version;
   if (!run.forked_from.empty()) j["forked_from"] = run.forked_from;
   if (!run.continued_as.empty()) j["continued_as"] = run.continued_as;
+  if (run.priority != 0) j["priority"] = run.priority;
+  if (run.deadline) j["deadline"] = iso(*run.deadline);
+  if (!run.tags.empty()) j["tags"] = run.tags;
+  if (run.pausing) j["pausing"] = true;
   if (run.error) j["error"] = detail::error_to_json(*run.error);
   if (!run.worker.empty()) j["worker"] = run.worker;
   if (run.lease_until) j["lease_until"] = iso(*run.lease_until);
@@ -95,26 +101,6 @@ auto as_bad_request(F&& body) {
 }
 
 }  // namespace
-
-struct Admin::Connection {
-  std::unique_ptr<detail::Store> store;
-  std::unique_ptr<detail::OpsQueries> queries;
-};
-
-class Admin::Lease {
- public:
-  Lease(Admin& admin, std::unique_ptr<Connection> connection)
-      : admin_(admin), connection_(std::move(connection)) {}
-  ~Lease() { admin_.give_back(std::move(connection_)); }
-  Lease(const Lease&) = delete;
-  Lease& operator=(const Lease&) = delete;
-  Connection& operator*() const { return *connection_; }
-  Connection* operator->() const { return connection_.get(); }
-
- private:
-  Admin& admin_;
-  std::unique_ptr<Connection> connection_;
-};
 
 Admin::Admin(const std::string& database, std::function<void()> on_change,
              std::function<Clock::time_point()> clock, Durability durability,
@@ -199,6 +185,7 @@ json Admin::list_runs(const RunQuery& query) {
   filter.workflow = query.workflow;
   filter.limit = query.limit;
   filter.correlation_id = query.correlation_id;
+  filter.tags = query.tags;
   const std::set<std::string> names = known(*db);
   json runs = json::array();
   const std::int64_t now = now_ms();
@@ -300,7 +287,13 @@ json Admin::start_run(const StartRequest& request) {
   StartOptions opts;
   opts.idempotency_key = request.idempotency_key;
   opts.correlation_id = request.correlation_id;
+  opts.priority = request.priority;
+  opts.tags = request.tags;
   detail::NewRun run = as_bad_request([&] {
+    if (!request.deadline.empty()) {
+      opts.deadline = Clock::time_point(
+          std::chrono::milliseconds(detail::deadline_from_text(request.deadline, now_ms())));
+    }
     return detail::new_run(request.workflow, request.input, opts, now_ms(), max_data_bytes_);
   });
   const Lease db = lease();
@@ -412,6 +405,7 @@ json Admin::stats() {
   j["failed_runs"] = j["counts"]["failed"];
   j["workers"] = db->queries->live_workers(now);
   j["workflows"] = db->queries->known_workflows();
+  j["paused_workflows"] = db->store->paused_workflows();
   return j;
 }
 

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <durable/durable.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,6 +48,7 @@ struct RunQuery {
   std::string workflow{};  ///< empty: any
   std::size_t limit = 50;
   std::string correlation_id{};  ///< empty: any
+  std::map<std::string, std::string> tags{};  ///< RunFilter::tags
 };
 
 /// What start_run() is asked to start.
@@ -58,6 +60,11 @@ struct StartRequest {
   /// False (the HTTP API): a workflow no worker has registered is refused with UnknownWorkflow.
   /// True (the command): the run is queued for a worker that will have it, and flagged.
   bool queue_unknown = false;
+  int priority = 0;                           ///< StartOptions::priority
+  std::map<std::string, std::string> tags{};  ///< StartOptions::tags
+  /// StartOptions::deadline, as a UTC time ("2026-11-27T18:00:00Z") or a duration from now
+  /// ("30m"); empty: none.
+  std::string deadline{};
 };
 
 class Admin {
@@ -104,6 +111,16 @@ class Admin {
   json cancel_run(std::string_view id, const std::string& reason = {});
   /// {"id", "status"} after the retry. Throws NotFound, Conflict (not failed).
   json retry_run(std::string_view id);
+  // In runtime/admin_control.cpp: Runtime::pause, resume, pause_workflow, resume_workflow.
+  /// {"id", "status"} after the pause (still "running" for a running run, which pauses at its
+  /// next step boundary). Throws NotFound, Conflict (ended).
+  json pause_run(std::string_view id);
+  /// {"id", "status"} after the resume. Throws NotFound, Conflict (not paused or pausing).
+  json resume_run(std::string_view id);
+  /// {"workflow", "paused": runs paused}. Throws BadRequest (an empty name).
+  json pause_workflow(std::string_view workflow);
+  /// {"workflow", "resumed": runs resumed}. Throws BadRequest (an empty name).
+  json resume_workflow(std::string_view workflow);
   /// {"id": the new run's, "forked_from": id}: Runtime::fork. Throws NotFound (an unknown run,
   /// or a step its journal does not hold), Conflict (a run that has not ended).
   json fork_run(std::string_view id, const std::string& from_step);
@@ -127,7 +144,7 @@ class Admin {
   /// {"counts": {status: n}, "total", "pending_depth" (due and unclaimed),
   ///  "oldest_pending_age_seconds" (null when none), "steps", "retries", "failed_runs",
   ///  "failed_steps", "workers" (live ones: see OpsQueries::live_workers), "workflows": [known
-  ///  names]}.
+  ///  names], "paused_workflows": [names]}.
   json stats();
   /// {"schedules": [{"id", "workflow", "input", "every_ms", "cron", "remaining", "next_at",
   /// "fired"}]}.

@@ -59,8 +59,19 @@ RunQuery run_query(const HttpRequest& request) {
     query.status = status_from_string(it->second);
     if (!query.status) {
       throw BadRequest("unknown status '" + it->second +
-                       "': pending, running, sleeping, waiting, completed, failed or cancelled");
+                       "': pending, running, sleeping, waiting, paused, completed, failed or "
+                       "cancelled");
     }
+  }
+  // tag.KEY=VALUE: runs that have the tag.
+  constexpr std::string_view kTag = "tag.";
+  for (const auto& [name, value] : request.query) {
+    if (!name.starts_with(kTag)) continue;
+    if (name.size() == kTag.size() || value.empty()) {
+      throw BadRequest("a tag filter is tag.KEY=VALUE, with a key and a value: not '" + name +
+                       "=" + value + "'");
+    }
+    query.tags[name.substr(kTag.size())] = value;
   }
   if (const auto it = request.query.find("workflow"); it != request.query.end()) {
     query.workflow = it->second;
@@ -96,11 +107,28 @@ HttpResponse runs_route(Admin& admin, const HttpRequest& request) {
   start.input = body.value("input", json::object());
   start.idempotency_key = string_field(body, "idempotency_key", false);
   start.correlation_id = string_field(body, "correlation_id", false);
+  start.deadline = string_field(body, "deadline", false);
+  if (const auto it = body.find("priority"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer() || *it < json(-1'000'000) || *it > json(1'000'000)) {
+      throw BadRequest("\"priority\" must be a whole number from -1000000 to 1000000");
+    }
+    start.priority = it->get<int>();
+  }
+  if (const auto it = body.find("tags"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) throw BadRequest("\"tags\" must be an object of strings");
+    for (const auto& [key, value] : it->items()) {
+      if (!value.is_string()) {
+        throw BadRequest("\"tags\" must be an object of strings: \"" + key + "\" is not");
+      }
+      start.tags[key] = value.get<std::string>();
+    }
+  }
   const json started = admin.start_run(start);
   return json_response(started.at("created").get<bool>() ? 201 : 200, started);
 }
 
-// /v1/runs/{id}, /v1/runs/{id}/steps, and POST /v1/runs/{id}/ cancel, retry, fork, resolve
+// /v1/runs/{id}, /v1/runs/{id}/steps, and POST /v1/runs/{id}/ cancel, retry, pause, resume,
+// fork, resolve
 HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_view rest) {
   const std::size_t slash = rest.find('/');
   const std::string id(rest.substr(0, slash));
@@ -114,9 +142,12 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
     if (request.method != "GET") return method_not_allowed("GET");
     return json_response(200, admin.run_steps(id));
   }
-  if (action == "cancel" || action == "retry" || action == "fork" || action == "resolve") {
+  if (action == "cancel" || action == "retry" || action == "pause" || action == "resume" ||
+      action == "fork" || action == "resolve") {
     if (request.method != "POST") return method_not_allowed("POST");
     if (action == "retry") return json_response(200, admin.retry_run(id));
+    if (action == "pause") return json_response(200, admin.pause_run(id));
+    if (action == "resume") return json_response(200, admin.resume_run(id));
     const json body = object_body(request);
     if (action == "fork") {
       return json_response(201, admin.fork_run(id, string_field(body, "from_step", true)));
@@ -134,6 +165,19 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
   return json_error(404, "not_found", "no route " + request.path);
 }
 
+// POST /v1/workflows/{name}/pause and /resume
+HttpResponse workflow_route(Admin& admin, const HttpRequest& request, std::string_view rest) {
+  const std::size_t slash = rest.rfind('/');
+  const std::string_view action = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
+  if (slash == 0 || (action != "pause" && action != "resume")) {
+    return json_error(404, "not_found", "no route " + request.path);
+  }
+  if (request.method != "POST") return method_not_allowed("POST");
+  const std::string_view name = rest.substr(0, slash);
+  return json_response(200, action == "pause" ? admin.pause_workflow(name)
+                                              : admin.resume_workflow(name));
+}
+
 HttpResponse dashboard_response() {
   HttpResponse page;
   page.content_type = "text/html; charset=utf-8";
@@ -144,7 +188,8 @@ HttpResponse dashboard_response() {
 
 HttpResponse dispatch(Admin& admin, const HttpRequest& request) {
   const std::string_view path = request.path;
-  constexpr std::string_view kRun = "/v1/runs/", kSchedule = "/v1/schedules/";
+  constexpr std::string_view kRun = "/v1/runs/", kSchedule = "/v1/schedules/",
+                             kWorkflow = "/v1/workflows/";
   if (path == "/") {
     if (request.method != "GET") return method_not_allowed("GET");
     return dashboard_response();
@@ -158,6 +203,9 @@ HttpResponse dispatch(Admin& admin, const HttpRequest& request) {
   }
   if (path == "/v1/runs") return runs_route(admin, request);
   if (path.starts_with(kRun)) return run_route(admin, request, path.substr(kRun.size()));
+  if (path.starts_with(kWorkflow)) {
+    return workflow_route(admin, request, path.substr(kWorkflow.size()));
+  }
   if (path == "/v1/events") {
     if (request.method != "POST") return method_not_allowed("POST");
     const json body = object_body(request);

@@ -21,6 +21,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <durable/cli.hpp>
@@ -42,6 +43,7 @@
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
 #include "http_server.hpp"
+#include "run_requests.hpp"
 #include "runtime_core.hpp"
 #include "store.hpp"
 
@@ -62,17 +64,21 @@ enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNotFound = 3, kConflict = 4, kDiv
 
 constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] COMMAND [ARGS]
 
-  runs [--status S] [--workflow W] [--correlation C] [--limit N]
+  runs [--status S] [--workflow W] [--correlation C] [--tag K=V,...] [--limit N]
                                                  runs, newest first, with counts by status
   show RUN                                       a run: history, step timeline, runbook if failed
   steps RUN                                      a run's journal
   retry RUN                                      run a failed run again (completed steps stay done)
   cancel RUN [--reason R]                        cancel a run that has not ended, or close a
                                                  failed one
+  pause RUN | --workflow W                       hold a run, or every run of a workflow (a
+                                                 running step finishes first)
+  resume RUN | --workflow W                      let a paused run, or workflow, go on
   fork RUN --from STEP                           run an ended run again from a step: a new run
                                                  with the journal before STEP copied
   resolve RUN STEP --output JSON [--reason R]    complete a failed step by hand; the run goes on
-  start WORKFLOW [--input JSON] [--key K] [--correlation C]
+  start WORKFLOW [--input JSON] [--key K] [--correlation C] [--priority N]
+        [--tag K=V,...] [--deadline TIME|DURATION]
                                                  queue a run for a worker that has the workflow
   send EVENT [--data JSON]                       send an event (wakes waits, starts triggered runs)
   stats                                          counts, pending depth and age, retries, failures
@@ -119,14 +125,17 @@ struct Syntax {
 
 const std::vector<Syntax>& syntaxes() {
   static const std::vector<Syntax> kSyntax = {
-      {"runs", {"status", "workflow", "correlation", "limit"}},
+      {"runs", {"status", "workflow", "correlation", "tag", "limit"}},
       {"show", {}, 1, 1, "a run id"},
       {"steps", {}, 1, 1, "a run id"},
       {"retry", {}, 1, 1, "a run id"},
       {"cancel", {"reason"}, 1, 1, "a run id"},
+      {"pause", {"workflow"}, 0, 1},
+      {"resume", {"workflow"}, 0, 1},
       {"fork", {"from"}, 1, 1, "a run id"},
       {"resolve", {"output", "reason"}, 2, 2, "a run id and a step"},
-      {"start", {"input", "key", "correlation"}, 1, 1, "a workflow name"},
+      {"start", {"input", "key", "correlation", "priority", "tag", "deadline"}, 1, 1,
+       "a workflow name"},
       {"send", {"data"}, 1, 1, "an event name"},
       {"stats", {}},
       {"schedules", {}, 0, 2},
@@ -367,13 +376,22 @@ ops::Admin open_admin(const std::string& database, bool read_only) {
   return ops::Admin(database, {}, {}, durable::Durability::normal, 8, read_only);
 }
 
+// --tag K=V,K=V.
+std::map<std::string, std::string> tags_of(const std::string& text) {
+  try {
+    return durable::detail::tags_from_text(text);
+  } catch (const durable::Error& e) {
+    throw UsageError(std::string("--tag: ") + e.what());
+  }
+}
+
 ops::RunQuery run_query(const Command& cmd) {
   ops::RunQuery query;
   if (const std::string s = cmd.flag("status"); !s.empty()) {
     query.status = durable::status_from_string(s);
     if (!query.status) {
       std::vector<std::string_view> names;
-      for (int i = 0; i <= static_cast<int>(durable::Status::cancelled); ++i) {
+      for (int i = 0; i <= static_cast<int>(durable::Status::paused); ++i) {
         names.push_back(durable::to_string(static_cast<durable::Status>(i)));
       }
       throw UsageError("unknown status '" + s + "'" + did_you_mean(s, names) +
@@ -382,6 +400,7 @@ ops::RunQuery run_query(const Command& cmd) {
   }
   query.workflow = cmd.flag("workflow");
   query.correlation_id = cmd.flag("correlation");
+  if (const std::string tags = cmd.flag("tag"); !tags.empty()) query.tags = tags_of(tags);
   const std::string limit = cmd.flag("limit", "50");
   try {
     const int value = std::stoi(limit);
@@ -428,6 +447,17 @@ int start_run(const Context& at, const Command& cmd) {
   start.input = parse_json(cmd.flag("input", "{}"), "--input");
   start.idempotency_key = cmd.flag("key");
   start.correlation_id = cmd.flag("correlation");
+  start.deadline = cmd.flag("deadline");
+  if (const std::string tags = cmd.flag("tag"); !tags.empty()) start.tags = tags_of(tags);
+  if (const std::string priority = cmd.flag("priority"); !priority.empty()) {
+    int value = 0;
+    const auto [end, error] =
+        std::from_chars(priority.data(), priority.data() + priority.size(), value);
+    if (error != std::errc() || end != priority.data() + priority.size()) {
+      throw UsageError("--priority takes a whole number, not '" + priority + "'");
+    }
+    start.priority = value;
+  }
   start.queue_unknown = true;
   if (durable::detail::RuntimeCore* core = at.core()) {
     // In the application's binary, the workflow and its input are checked against its code.
@@ -512,7 +542,33 @@ int repair(const Context& at, const Command& cmd) {
   });
 }
 
-// The commands that write: retry, cancel, send, schedules remove (start, fork, resolve above).
+// pause RUN, pause --workflow W, and the same of resume.
+int pause_or_resume(const Context& at, ops::Admin& admin, const Command& cmd) {
+  const std::string workflow = cmd.flag("workflow");
+  if (cmd.args.empty() == workflow.empty()) {
+    throw UsageError(cmd.name + " needs a run id or --workflow NAME (one of the two)");
+  }
+  const bool pause = cmd.name == "pause";
+  if (!workflow.empty()) {
+    const json done = pause ? admin.pause_workflow(workflow) : admin.resume_workflow(workflow);
+    return at.answer(done, [](std::ostream& o, const json& j) {
+      const bool paused = j.contains("paused");
+      o << "workflow " << text_of(j, "workflow") << (paused ? " paused: " : " resumed: ")
+        << j.at(paused ? "paused" : "resumed") << " run(s)\n";
+    });
+  }
+  const std::string& id = cmd.args[0];
+  json done = pause ? admin.pause_run(id) : admin.resume_run(id);
+  if (pause && text_of(done, "status") == "running") done["pausing"] = true;
+  return at.answer(done, [](std::ostream& o, const json& j) {
+    o << "run " << text_of(j, "id") << " is now " << text_of(j, "status");
+    if (j.value("pausing", false)) o << "; it pauses at its next step";
+    o << '\n';
+  });
+}
+
+// The commands that write: retry, cancel, pause, resume, send, schedules remove (start, fork,
+// resolve above).
 int write_command(const Context& at, const Command& cmd) {
   const Answer& answer = at.answer;
   if (cmd.name == "start") return start_run(at, cmd);
@@ -533,6 +589,7 @@ int write_command(const Context& at, const Command& cmd) {
       o << "removed schedule " << text_of(j, "id") << '\n';
     });
   }
+  if (cmd.name == "pause" || cmd.name == "resume") return pause_or_resume(at, admin, cmd);
   const std::string& id = cmd.args[0];
   const json done =
       cmd.name == "retry" ? admin.retry_run(id) : admin.cancel_run(id, cmd.flag("reason"));

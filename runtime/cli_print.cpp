@@ -195,6 +195,18 @@ void print_run(std::ostream& out, const json& run) {
   if (run.contains("continued_as")) {
     rows.push_back({"continued as", text_of(run, "continued_as")});
   }
+  if (run.contains("priority")) rows.push_back({"priority", text_of(run, "priority")});
+  if (run.contains("deadline")) rows.push_back({"deadline", text_of(run, "deadline")});
+  if (run.contains("tags")) {
+    std::string tags;
+    for (const auto& [key, value] : run.at("tags").items()) {
+      tags += (tags.empty() ? "" : ", ") + key + "=" + value.get<std::string>();
+    }
+    rows.push_back({"tags", tags});
+  }
+  if (run.value("pausing", false)) {
+    rows.push_back({"pausing", "pauses once the steps running now are journaled"});
+  }
   if (run.contains("worker")) rows.push_back({"held by", text_of(run, "worker")});
   if (run.contains("lease_until")) {
     const bool orphaned = run.contains("orphaned") && run.at("orphaned").get<bool>();

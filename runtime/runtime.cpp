@@ -157,9 +157,17 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
   const std::shared_ptr<const Workflow> wf = find_workflow(workflow);
   if (!wf) unknown_workflow(workflow);
   // Stored form first: it refuses a value nested too deep before anything copies it.
-  const NewRun run = new_run(workflow, input, opts, now_ms(), options_.max_output_bytes);
+  NewRun run = new_run(workflow, input, opts, now_ms(), options_.max_output_bytes);
   wf->check_input(input);
+  if (const std::int64_t limit = wf->options().deadline.count(); limit > 0) {
+    const std::int64_t own = run.now_ms + limit;
+    run.deadline_ms = run.deadline_ms > 0 ? std::min(run.deadline_ms, own) : own;
+  }
   const std::string id = starts_.create(run);
+  if (run.deadline_ms > 0) {
+    std::lock_guard lock(store_mutex_);
+    forget_next_deadline();
+  }
   if (id == run.id) {
     ++counters_.runs_started;
     logger_.write(LogLevel::info, "run.started", "run started",
@@ -385,8 +393,9 @@ void RuntimeCore::RunHost::write_ended(const EntryWrite& entry, const WriteDone&
 }
 
 bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
-  // Entries the step threads wrote as their bodies ended are in the journal already.
-  if (!entries.empty()) {
+  // Entries the step threads wrote as their bodies ended are in the journal already; a pause
+  // asked for meanwhile is made by a write at this boundary, with or without entries.
+  if (!entries.empty() || run_->pausing) {
     RunWrite write;
     write.run_id = run_->id;
     write.owner = core_->worker_.id;
@@ -394,9 +403,18 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
     write.now_ms = core_->now_ms();
     write.invocations = run_->invocations + 1;
     write.first_seq = run_->next_seq;  // no body of the run is running: none writes beside it
-    if (!core_->commit(write)) return false;  // with other runs' writes, when there are any
+    write.boundary = true;
+    // With other runs' writes, when there are any.
+    const Written written = core_->commit(write);
+    if (written == Written::refused) return false;
     run_->next_seq += write.new_entries();
     core_->record(*run_, &entries, nullptr);
+    if (written == Written::paused) {
+      core_->logger_.write(LogLevel::info, "run.paused", "paused at a step boundary, as asked",
+                           core_->run_fields(*run_), write.now_ms);
+      adopt(*run_, entries);
+      return false;
+    }
   }
   adopt(*run_, entries);
   // Stopping, or yielding its turn: the invocation ends here and the run is handed back.
@@ -465,6 +483,7 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
   write.invocations = run.invocations;
   write.now_ms = now_ms();
   write.reason = outcome.reason;
+  write.boundary = true;  // the invocation ended: no body of the run is running
   switch (outcome.kind) {
     case Outcome::Kind::step_done:
       // Renew the claim once half of it is used, so a long run keeps it.

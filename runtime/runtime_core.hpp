@@ -49,6 +49,12 @@ class RuntimeCore {
   std::vector<StepInfo> steps(std::string_view run_id);
   void cancel(std::string_view run_id, const std::string& reason);
   void retry(std::string_view run_id);
+  // In runtime/run_control.cpp: pausing runs and workflows.
+  void pause(std::string_view run_id);
+  void resume(std::string_view run_id);
+  std::size_t pause_workflow(std::string_view workflow);
+  std::size_t resume_workflow(std::string_view workflow);
+  std::vector<std::string> paused_workflows();
   // In runtime/repair.cpp: an operator's repairs of a run.
   std::string fork(std::string_view run_id, std::string_view from_step);
   void resolve(std::string_view run_id, std::string_view step_key, json output,
@@ -138,13 +144,19 @@ class RuntimeCore {
   void start_heartbeat();
   void beat();
   void watch_for_work();
-  bool commit(const RunWrite& write);
+  Written commit(const RunWrite& write);
+  // Fails the runs past their deadlines (runtime/run_control.cpp); returns how many.
+  std::size_t expire_deadlines();
+  /// The earliest deadline of a run that has not ended, from the last reading while it holds
+  /// (store_mutex_ held).
+  std::optional<std::int64_t> next_deadline();
+  void forget_next_deadline() { next_deadline_.forget(); }
   // Starts the runs of due schedules (runtime/schedule.cpp); returns how many.
   std::size_t fire_schedules();
   /// When a schedule fires next, from the last reading while it holds (store_mutex_ held).
   std::optional<std::int64_t> next_fire();
   /// The next fire time is read again at the next look (store_mutex_ held).
-  void forget_next_fire() { next_fire_known_until_ = {}; }
+  void forget_next_fire() { next_fire_.forget(); }
   // Logs the backlog signals when a threshold is crossed (runtime/serve.cpp).
   void check_backlog();
   // serve() was asked to stop: runs are handed back at their next step boundary.
@@ -167,8 +179,8 @@ class RuntimeCore {
   };
   // Commits `writes` and then the batch in one transaction (store_mutex_ held); whether each
   // was written, in that order. A run's journal position moves past its entries written.
-  std::vector<bool> commit_with(std::vector<const RunWrite*> writes,
-                                const std::vector<EntriesWrite*>& batch);
+  std::vector<Written> commit_with(std::vector<const RunWrite*> writes,
+                                   const std::vector<EntriesWrite*>& batch);
   // One was written: it is counted and logged. A failure to log is returned, not thrown: the
   // entries are in the store all the same.
   std::exception_ptr wrote(EntriesWrite& w);
@@ -185,7 +197,7 @@ class RuntimeCore {
     /// The group of the worker loop on this thread, if any.
     static CommitGroup* current();
     bool flush();                      // the scheduler's idle hook
-    bool wait(const RunWrite& write);  // from a run's fiber
+    Written wait(const RunWrite& write);  // from a run's fiber
     /// From a step thread: queues the entry of a body of `run` that ended, for the next flush;
     /// `done` is called then, and `left` (counting the run's queued entries) counts it off.
     void queue(RunState& run, const EntryWrite& entry, Host::WriteDone done,
@@ -197,7 +209,7 @@ class RuntimeCore {
     struct Waiter {
       const RunWrite* write;
       FiberScheduler::Handle task;
-      bool written = false;
+      Written written = Written::refused;
       std::exception_ptr error;
     };
     struct Queued {
@@ -209,8 +221,8 @@ class RuntimeCore {
       const std::atomic<std::size_t>* left;
       FiberScheduler::Handle task;
     };
-    void report(std::vector<Queued>& queued, const std::vector<bool>& written, std::size_t from,
-                std::exception_ptr error);
+    void report(std::vector<Queued>& queued, const std::vector<Written>& written,
+                std::size_t from, std::exception_ptr error);
     RuntimeCore* core_;
     FiberScheduler* scheduler_;
     CommitGroup* outer_;
@@ -309,8 +321,25 @@ class RuntimeCore {
   // The next fire time of any schedule as last read, and until when that reading is used: this
   // runtime's own schedule changes and each run_until_idle(), wait() or serve() pass read it
   // afresh, and other processes' changes are seen after poll_interval, as their runs are.
-  std::optional<std::int64_t> next_fire_ms_;
-  std::chrono::steady_clock::time_point next_fire_known_until_{};
+  struct Lookahead {
+    std::optional<std::int64_t> ms;  // the time read; none: nothing is coming
+    std::chrono::steady_clock::time_point known_until{};
+    // The time, read again with `read` once poll_interval passed or the time came.
+    template <class Read>
+    std::optional<std::int64_t> get(std::int64_t now_ms, std::chrono::milliseconds poll,
+                                    Read&& read) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= known_until || (ms && *ms <= now_ms)) {
+        ms = read();
+        known_until = now + poll;
+      }
+      return ms;
+    }
+    void forget() { known_until = {}; }
+  };
+  Lookahead next_fire_;
+  // The same for the earliest deadline of a run (runtime/run_control.cpp).
+  Lookahead next_deadline_;
   std::vector<std::string> dead_owners_;  // found by the last look
   std::set<std::string> executing_;       // runs this runtime claimed and has not yet let go
 

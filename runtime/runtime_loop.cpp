@@ -27,6 +27,7 @@ class RuntimeCore::Admission {
     for (const auto& [name, wf] : core.workflows_) {
       names_.push_back(name);
       if (wf->options().concurrency > 0) limits_[name] = wf->options().concurrency;
+      if (wf->options().deadline.count() > 0) deadlines_[name] = wf->options().deadline.count();
     }
   }
 
@@ -76,6 +77,7 @@ class RuntimeCore::Admission {
       return false;
     }
     core_->fire_schedules();  // also while a steady stream of work keeps this loop busy
+    core_->expire_deadlines();
     if (core_->serving_) core_->check_backlog();
     // Quick bodies: a whole batch at once, whose commits go together. Slow ones: a run per free
     // thread, so that no claimed run waits for a thread while the runs due after it wait too.
@@ -109,6 +111,7 @@ class RuntimeCore::Admission {
     request.dead_owners = core_->dead_owners();
     request.executing.assign(core_->executing_.begin(), core_->executing_.end());
     request.limits = limits_;
+    request.deadlines = deadlines_;
     request.quarantine_after = core_->options_.quarantine_after;
     Claimed claimed = core_->store_->claim(request);
     for (const Claim& c : claimed.runs) {
@@ -125,16 +128,19 @@ class RuntimeCore::Admission {
     const auto now = std::chrono::steady_clock::now();
     auto wait = core_->options_.poll_interval;
     std::optional<std::int64_t> due = claimed.next_due;
-    std::optional<std::int64_t> fire;
+    std::optional<std::int64_t> fire, deadline;
     {
       std::lock_guard lock(core_->store_mutex_);
       if (!claimed.next_due_read) {
         due = core_->store_->next_due(names_, {core_->executing_.begin(), core_->executing_.end()});
       }
-      fire = core_->next_fire();  // read by fire_schedules() just before: no read, mostly
+      // Read by fire_schedules() and expire_deadlines() just before: no read, mostly.
+      fire = core_->next_fire();
+      deadline = core_->next_deadline();
     }
     const std::int64_t now_ms = core_->now_ms();
-    const std::int64_t earliest = std::min(due.value_or(kNever), fire.value_or(kNever));
+    const std::int64_t earliest =
+        std::min({due.value_or(kNever), fire.value_or(kNever), deadline.value_or(kNever)});
     if (earliest > now_ms) {
       wait = std::min(
           wait, std::chrono::milliseconds(std::max<std::int64_t>(kMinPause, earliest - now_ms)));
@@ -173,6 +179,7 @@ class RuntimeCore::Admission {
   std::size_t batch_;
   std::vector<std::string> names_;
   std::map<std::string, int> limits_;
+  std::map<std::string, std::int64_t> deadlines_;
   std::set<std::string> claimed_;  // by this loop and not let go yet (store_mutex_)
   std::size_t invocations_ = 0;
   bool failed_ = false;
@@ -275,7 +282,7 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
   write.reason = "run " + claim.run.id + ": " + *claim.unreadable;
   write.error = ErrorInfo{"durable::Error", write.reason, {}, 0};
   write.clear_crashes = claim.crashes > 0;
-  if (commit(write)) record(claim.run, nullptr, &write);
+  if (commit(write) != Written::refused) record(claim.run, nullptr, &write);
   return 0;
 }
 
@@ -306,15 +313,21 @@ std::size_t RuntimeCore::drive(Claim claim) {
     RunWrite write = write_for(run, outcome, claim.lease_until_ms);
     write.clear_crashes = claim.crashes > 0;
     // Steps whose entries the step threads wrote as they ended, and nothing else: no write.
+    // (Unless a pause is asked for: then a write at this boundary makes it.)
     const bool nothing_new = outcome.kind == Outcome::Kind::step_done && outcome.entries.empty() &&
-                             !write.renew_lease && !write.clear_crashes;
+                             !write.renew_lease && !write.clear_crashes && !run.pausing;
     if (!nothing_new) {
-      const bool written = commit(write);
+      const Written written = commit(write);
       run.next_seq += write.new_entries();
       // Not written: the run was cancelled or taken over meanwhile; its result is not used.
-      if (!written) return made;
+      if (written == Written::refused) return made;
       claim.crashes = 0;
       record(run, &outcome.entries, &write);
+      if (written == Written::paused) {
+        logger_.write(LogLevel::info, "run.paused", "paused at a step boundary, as asked",
+                      run_fields(run), write.now_ms);
+        return made;
+      }
     }
     if (outcome.kind != Outcome::Kind::step_done) return made;
     adopt(run, outcome.entries);
@@ -352,7 +365,7 @@ bool RuntimeCore::CommitGroup::flush() {
   std::vector<const RunWrite*> writes;
   for (const Waiter* w : waiting_) writes.push_back(w->write);
   std::exception_ptr error;
-  std::vector<bool> written;
+  std::vector<Written> written;
   try {
     if (!core_->halted_) {
       std::lock_guard lock(core_->store_mutex_);
@@ -363,12 +376,13 @@ bool RuntimeCore::CommitGroup::flush() {
   } catch (...) {
     error = std::current_exception();
   }
-  written.resize(waiting_.size() + queued.size(), false);  // halted: nothing was written
+  // Halted: nothing was written.
+  written.resize(waiting_.size() + queued.size(), Written::refused);
   for (std::size_t i = 0; i < waiting_.size(); ++i) {
     Waiter& w = *waiting_[i];
     w.written = written[i];
     w.error = error;
-    if (w.written) {
+    if (w.written != Written::refused) {
       try {
         core_->committed(w.write->run_id, w.write->entries);
       } catch (...) {
@@ -393,11 +407,12 @@ bool RuntimeCore::CommitGroup::flush() {
 
 // Tells each queued entry's body how its write came out (written[from + i]), and counts and
 // logs those written.
-void RuntimeCore::CommitGroup::report(std::vector<Queued>& queued, const std::vector<bool>& written,
-                                      std::size_t from, std::exception_ptr error) {
+void RuntimeCore::CommitGroup::report(std::vector<Queued>& queued,
+                                      const std::vector<Written>& written, std::size_t from,
+                                      std::exception_ptr error) {
   for (std::size_t i = 0; i < queued.size(); ++i) {
     Queued& q = queued[i];
-    const bool ok = !error && written[from + i];
+    const bool ok = !error && written[from + i] != Written::refused;
     q.done(ok, ok ? core_->wrote(q.write) : error);
     --*q.left;
   }
@@ -419,8 +434,8 @@ void RuntimeCore::CommitGroup::wait_queued(const std::atomic<std::size_t>& left)
   scheduler_->park();
 }
 
-bool RuntimeCore::CommitGroup::wait(const RunWrite& write) {
-  Waiter waiter{&write, scheduler_->running(), false, nullptr};
+Written RuntimeCore::CommitGroup::wait(const RunWrite& write) {
+  Waiter waiter{&write, scheduler_->running(), Written::refused, nullptr};
   waiting_.push_back(&waiter);
   scheduler_->park();
   if (waiter.error) std::rethrow_exception(waiter.error);
@@ -429,19 +444,19 @@ bool RuntimeCore::CommitGroup::wait(const RunWrite& write) {
 
 // A run's write: with other runs in flight on this thread's fibers, in their group's next
 // transaction; alone, at once.
-bool RuntimeCore::commit(const RunWrite& write) {
-  if (halted_) return false;
+Written RuntimeCore::commit(const RunWrite& write) {
+  if (halted_) return Written::refused;
   FiberScheduler* scheduler = FiberScheduler::current();
   if (t_group != nullptr && scheduler != nullptr && scheduler->running() != nullptr &&
       scheduler->alive() > 1) {
     return t_group->wait(write);
   }
-  bool written = false;
+  Written written = Written::refused;
   {
     std::lock_guard lock(store_mutex_);
     written = store_->commit(write);
   }
-  if (written) committed(write.run_id, write.entries);
+  if (written != Written::refused) committed(write.run_id, write.entries);
   return written;
 }
 
@@ -475,8 +490,10 @@ void RuntimeCore::StepWrites::commit(std::vector<Pending*>& batch) {
     if (core_->halted_) return;
     std::vector<EntriesWrite*> writes;
     for (Pending* p : batch) writes.push_back(&p->write);
-    const std::vector<bool> written = core_->commit_with({}, writes);
-    for (std::size_t i = 0; i < batch.size(); ++i) batch[i]->written = written[i];
+    const std::vector<Written> written = core_->commit_with({}, writes);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      batch[i]->written = written[i] != Written::refused;
+    }
   } catch (...) {
     for (Pending* p : batch) p->error = std::current_exception();
     return;
@@ -486,8 +503,8 @@ void RuntimeCore::StepWrites::commit(std::vector<Pending*>& batch) {
   }
 }
 
-std::vector<bool> RuntimeCore::commit_with(std::vector<const RunWrite*> writes,
-                                           const std::vector<EntriesWrite*>& batch) {
+std::vector<Written> RuntimeCore::commit_with(std::vector<const RunWrite*> writes,
+                                              const std::vector<EntriesWrite*>& batch) {
   std::map<const RunState*, std::size_t> seq;  // the next position of each run in the batch
   for (EntriesWrite* e : batch) {
     RunWrite& w = e->write;
@@ -500,10 +517,14 @@ std::vector<bool> RuntimeCore::commit_with(std::vector<const RunWrite*> writes,
     it->second += w.new_entries();
     writes.push_back(&w);
   }
-  const std::vector<bool> written = store_->commit_all(writes);
+  const std::vector<Written> written = store_->commit_all(writes);
   const std::size_t from = writes.size() - batch.size();
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (written[from + i]) batch[i]->run->next_seq += batch[i]->write.new_entries();
+    if (written[from + i] != Written::refused) {
+      batch[i]->run->next_seq += batch[i]->write.new_entries();
+    }
+    // The run's fiber, once its bodies are back, pauses it (drive()).
+    if (written[from + i] == Written::pausing) batch[i]->run->pausing = true;
   }
   return written;
 }

@@ -97,12 +97,8 @@ void RuntimeCore::unschedule(std::string_view id) {
 }
 
 std::optional<std::int64_t> RuntimeCore::next_fire() {
-  const auto now = std::chrono::steady_clock::now();
-  if (now >= next_fire_known_until_ || (next_fire_ms_ && *next_fire_ms_ <= now_ms())) {
-    next_fire_ms_ = store_->next_schedule_at();
-    next_fire_known_until_ = now + options_.poll_interval;
-  }
-  return next_fire_ms_;
+  return next_fire_.get(now_ms(), options_.poll_interval,
+                        [this] { return store_->next_schedule_at(); });
 }
 
 std::size_t RuntimeCore::fire_schedules() {

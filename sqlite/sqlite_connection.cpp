@@ -189,6 +189,7 @@ class SqliteConnection final : public sql::Connection {
 const sql::Dialect kSqliteDialect = {
     .greatest = "max",
     .claimable_runs_index = " INDEXED BY runs_claimable",
+    .prioritized_runs_index = " INDEXED BY runs_prioritized",
     .lock_claimable = "",
     .lock_row = "",
     .lock_key = "",

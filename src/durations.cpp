@@ -143,3 +143,45 @@ std::string utc_text(std::int64_t ms, bool with_ms) {
 }
 
 }  // namespace durable::detail
+
+namespace durable::detail {
+
+std::optional<std::int64_t> parse_utc_text(std::string_view text) {
+  // "YYYY-MM-DDTHH:MM:SS" then ".mmm" (1 to 3 digits) or nothing, then "Z".
+  const auto digits = [&text](std::size_t at, std::size_t n) -> std::optional<int> {
+    if (at + n > text.size()) return std::nullopt;
+    int value = 0;
+    for (std::size_t i = at; i < at + n; ++i) {
+      if (text[i] < '0' || text[i] > '9') return std::nullopt;
+      value = value * 10 + (text[i] - '0');
+    }
+    return value;
+  };
+  const auto is = [&text](std::size_t at, char c) { return at < text.size() && text[at] == c; };
+  const auto year = digits(0, 4), month = digits(5, 2), day = digits(8, 2);
+  const auto hour = digits(11, 2), minute = digits(14, 2), second = digits(17, 2);
+  if (!year || !month || !day || !hour || !minute || !second || !is(4, '-') || !is(7, '-') ||
+      !(is(10, 'T') || is(10, 't')) || !is(13, ':') || !is(16, ':')) {
+    return std::nullopt;
+  }
+  std::size_t at = 19;
+  int millis = 0;
+  if (is(at, '.')) {
+    std::size_t n = 0;
+    while (at + 1 + n < text.size() && n < 3 && text[at + 1 + n] >= '0' && text[at + 1 + n] <= '9')
+      ++n;
+    if (n == 0) return std::nullopt;
+    millis = *digits(at + 1, n);
+    for (std::size_t i = n; i < 3; ++i) millis *= 10;
+    at += 1 + n;
+  }
+  if (!(is(at, 'Z') || is(at, 'z')) || at + 1 != text.size()) return std::nullopt;
+  const std::chrono::year_month_day date{std::chrono::year(*year),
+                                         std::chrono::month(static_cast<unsigned>(*month)),
+                                         std::chrono::day(static_cast<unsigned>(*day))};
+  if (!date.ok() || *hour > 23 || *minute > 59 || *second > 59) return std::nullopt;
+  const std::int64_t days = std::chrono::sys_days(date).time_since_epoch().count();
+  return days * kDay + *hour * kHour + *minute * kMinute + *second * kSecond + millis;
+}
+
+}  // namespace durable::detail

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,5 +27,10 @@ inline std::int64_t to_ms(std::chrono::system_clock::time_point t) {
 /// A time in ms since the epoch as UTC text: "2026-11-21T05:00:00.123Z", or without the
 /// milliseconds "2026-11-21T05:00:00Z".
 std::string utc_text(std::int64_t ms, bool with_ms = true);
+
+/// The inverse of utc_text: "2026-11-21T05:00:00Z" or with 1 to 3 digits of a second
+/// ("...:00.123Z") as ms since the epoch; nullopt for any other text or a date that does not
+/// exist.
+std::optional<std::int64_t> parse_utc_text(std::string_view text);
 
 }  // namespace durable::detail

@@ -35,6 +35,9 @@ struct RunState {
   int invocations = 0;  ///< invocations made so far, this one not included
   Journal journal;
   std::size_t next_seq = 0;  ///< the journal position the next new entry is written at
+  /// A write of the run came back Written::pausing: its runtime's next write at a step boundary
+  /// pauses it (the runtime's, not the engine's).
+  bool pausing = false;
 };
 
 /// A journal entry to write: new, or an update of the entry with its key.

@@ -20,8 +20,8 @@ std::string step_failed_message(const ErrorInfo& info) {
   return "step '" + info.step_id + "' failed after " + std::to_string(info.attempts) +
          (info.attempts == 1 ? " attempt: " : " attempts: ") + info.type + ": " + info.message;
 }
-constexpr std::array<std::string_view, 7> kStatusNames = {
-    "pending", "running", "sleeping", "waiting", "completed", "failed", "cancelled"};
+constexpr std::array<std::string_view, 8> kStatusNames = {
+    "pending", "running", "sleeping", "waiting", "completed", "failed", "cancelled", "paused"};
 }  // namespace
 
 StepFailed::StepFailed(ErrorInfo error_info)

@@ -25,7 +25,36 @@ NewRun new_run(std::string_view workflow, const json& input, const StartOptions&
   run.idempotency_key = opts.idempotency_key;
   run.now_ms = now_ms;
   run.due_ms = opts.at ? std::max(now_ms, to_ms(*opts.at)) : now_ms;
+  if (opts.deadline) {
+    run.deadline_ms = to_ms(*opts.deadline);
+    if (run.deadline_ms <= now_ms) {
+      throw Error("the deadline of a run of '" + std::string(workflow) + "' (" +
+                  utc_text(run.deadline_ms) + ") has passed already");
+    }
+  }
+  run.priority = opts.priority;
+  check_tags(opts.tags);
+  run.tags = opts.tags;
   return run;
+}
+
+void check_tags(const std::map<std::string, std::string>& tags) {
+  if (tags.size() > kMaxTags) {
+    throw Error("a run has at most " + std::to_string(kMaxTags) + " tags; " +
+                std::to_string(tags.size()) + " were given");
+  }
+  for (const auto& [key, value] : tags) {
+    if (key.empty() || value.empty()) {
+      throw Error("a tag needs a non-empty key and value" +
+                  (key.empty() ? std::string() : " (tag '" + key + "' has an empty value)"));
+    }
+    check_utf8(key, "a tag's key");
+    check_utf8(value, "the value of tag '" + key + "'");
+    if (key.size() > kMaxTagBytes || value.size() > kMaxTagBytes) {
+      throw Error("tag '" + key.substr(0, 40) + "' is longer than " +
+                  std::to_string(kMaxTagBytes) + " bytes (its key or its value)");
+    }
+  }
 }
 
 void mark_unregistered(NewRun& run) {
@@ -63,6 +92,46 @@ std::string resolution_text(std::string_view run_id, std::string_view key, const
 
 NotFound no_such_run(std::string_view run_id) {
   return NotFound("no run with id '" + std::string(run_id) + "'");
+}
+
+}  // namespace durable::detail
+
+namespace durable::detail {
+
+std::int64_t deadline_from_text(std::string_view text, std::int64_t now_ms) {
+  std::optional<std::int64_t> at = parse_utc_text(text);
+  if (!at) {
+    try {
+      at = now_ms + parse_duration(text).count();
+    } catch (const Error&) {
+      throw Error("deadline '" + std::string(text) +
+                  "' is neither a UTC time (2026-11-27T18:00:00Z) nor a duration from now (30m, "
+                  "2h, 1 day)");
+    }
+  }
+  // A time point of the system clock counts nanoseconds: it ends in the year 2262.
+  if (*at > to_ms(Clock::time_point::max()) - 1) {
+    throw Error("deadline '" + std::string(text) + "' is past the last time this clock holds (" +
+                utc_text(to_ms(Clock::time_point::max()), false) + ")");
+  }
+  return *at;
+}
+
+std::map<std::string, std::string> tags_from_text(std::string_view text) {
+  std::map<std::string, std::string> tags;
+  std::size_t from = 0;
+  while (from <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', from), text.size());
+    const std::string_view pair = text.substr(from, comma - from);
+    const std::size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) {
+      throw Error("tag '" + std::string(pair) + "' is not KEY=VALUE (tags: KEY=VALUE,KEY=VALUE)");
+    }
+    tags[std::string(pair.substr(0, eq))] = std::string(pair.substr(eq + 1));
+    from = comma + 1;
+  }
+  check_tags(tags);
+  return tags;
 }
 
 }  // namespace durable::detail

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
 #include <string>
@@ -17,10 +18,26 @@ namespace durable::detail {
 
 /// The run to write for a start of `workflow`: the input's stored text, a new id, the
 /// correlation id asked for (a new one when empty), the idempotency key, and due at `opts.at`
-/// (never before now_ms). Throws Error for an empty workflow name, and (from storable_text) for
-/// an input that cannot be stored or whose text is longer than `max_bytes`.
+/// (never before now_ms), its deadline, priority and tags. Throws Error for an empty workflow
+/// name, a deadline that has passed, tags check_tags() refuses, and (from storable_text) for an
+/// input that cannot be stored or whose text is longer than `max_bytes`.
 NewRun new_run(std::string_view workflow, const json& input, const StartOptions& opts,
                std::int64_t now_ms, std::size_t max_bytes);
+
+/// The most tags a run may have, and the longest key or value, in bytes.
+inline constexpr std::size_t kMaxTags = 32;
+inline constexpr std::size_t kMaxTagBytes = 256;
+/// Throws Error for more than kMaxTags tags, an empty key or value, or one that is not UTF-8 or
+/// is longer than kMaxTagBytes.
+void check_tags(const std::map<std::string, std::string>& tags);
+
+/// A deadline given as text (the command's --deadline, the HTTP API's "deadline"): a UTC time
+/// ("2026-11-27T18:00:00Z") or a duration from now_ms ("30m"), in ms since the epoch. Throws
+/// Error for other text.
+std::int64_t deadline_from_text(std::string_view text, std::int64_t now_ms);
+/// Tags given as text ("tenant=acme,plan=gold"). Throws Error for a pair without '=', and for
+/// what check_tags() refuses.
+std::map<std::string, std::string> tags_from_text(std::string_view text);
 
 /// Says in the run's history that no worker has registered its workflow yet: the run waits for
 /// one that has it.

@@ -34,6 +34,9 @@ struct NewRun {
   std::string parent_id, parent_step;  ///< a child run: the parent and its invoke step's key
   std::string reason;                  ///< for the state history; empty: "started"
   std::string forked_from;             ///< Runtime::fork: the run it copies
+  std::int64_t deadline_ms = 0;        ///< fails with TimeoutError past this time; 0: none
+  int priority = 0;                    ///< StartOptions::priority
+  std::map<std::string, std::string> tags;  ///< StartOptions::tags
 };
 
 /// An event to store and deliver.
@@ -119,6 +122,19 @@ struct ClaimRequest {
   std::map<std::string, int> limits;
   /// A run taken over from a dead owner this many times in a row is failed, not claimed; 0: never.
   int quarantine_after = 0;
+  /// WorkflowOptions::deadline of the workflows that have one (ms): stamped, from the run's
+  /// creation, on a claimed run that has no deadline yet (one queued where its code is not).
+  std::map<std::string, std::int64_t> deadlines;
+};
+
+/// How a run's write came out.
+enum class Written : std::uint8_t {
+  refused,  ///< nothing written: the run is not running under the writer (cancelled, taken over)
+  yes,      ///< written
+  /// Written, while a pause of the run is asked for: the writer makes it at its next step
+  /// boundary (a write with RunWrite::boundary), before any further step starts.
+  pausing,
+  paused,  ///< written, and the run paused with it: the writer holds it no longer
 };
 
 /// One atomic write for a run: an optional journal entry and an optional change of the run.
@@ -142,6 +158,9 @@ struct RunWrite {
   std::int64_t now_ms = 0;
   bool renew_lease = false;    ///< running: move due_ms (the lease expiry) on
   bool clear_crashes = false;  ///< the run made progress: forget its crashed claims
+  /// The invocation's own write at a step boundary (no step body of the run is running): a pause
+  /// asked for meanwhile is made here, unless the run ends with this write.
+  bool boundary = false;
   /// completed by step.continue_as_new: the run that takes over, created in the same
   /// transaction (with the parent of this one, which then answers its parent in its stead).
   std::optional<NewRun> successor;
@@ -189,12 +208,12 @@ class Store {
   /// its workers is claimed alone, and only by a claimer that holds no other run (`executing`
   /// empty).
   virtual Claimed claim(const ClaimRequest& request) = 0;
-  /// Writes atomically. Returns false, writing nothing, when the run is no longer running under
-  /// this owner (cancelled, or taken over after its lease lapsed).
-  virtual bool commit(const RunWrite& write) = 0;
+  /// Writes atomically. Written::refused, writing nothing, when the run is no longer running
+  /// under this owner (cancelled, or taken over after its lease lapsed).
+  virtual Written commit(const RunWrite& write) = 0;
   /// Writes several runs' changes in one transaction (group commit); each as commit() would,
-  /// with its own ownership check. Returns whether each was written.
-  virtual std::vector<bool> commit_all(const std::vector<const RunWrite*>& writes) = 0;
+  /// with its own ownership check. Returns how each came out.
+  virtual std::vector<Written> commit_all(const std::vector<const RunWrite*>& writes) = 0;
   /// The earliest due time of a claimable run of these workflows, leaving out `executing`.
   virtual std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                                const std::vector<std::string>& executing) = 0;
@@ -238,6 +257,27 @@ class Store {
   /// unknown run; throws NotFound for a step the run's journal does not hold, and
   /// RunStateRefused for a run that has not ended.
   virtual bool fork(NewRun& fork, const std::string& from_key) = 0;
+
+  /// Pauses a run (Runtime::pause): pending, sleeping and waiting runs at once, a running one
+  /// (marked pausing) at its owner's next step boundary. Returns the status before (nullopt: an
+  /// unknown run); throws
+  /// RunStateRefused for a run that has ended. A paused run is left as it is.
+  virtual std::optional<Status> pause(const std::string& id, std::int64_t now_ms) = 0;
+  /// Resumes a paused or pausing run. Returns the status before (nullopt: unknown); throws
+  /// RunStateRefused for a run neither paused nor pausing.
+  virtual std::optional<Status> resume(const std::string& id, std::int64_t now_ms) = 0;
+  /// Pauses the workflow: every run of it that has not ended, and those created until
+  /// resume_workflow(), in one transaction. Returns the runs it paused.
+  virtual std::size_t pause_workflow(const std::string& workflow, std::int64_t now_ms) = 0;
+  /// Ends pause_workflow(): resumes the runs it paused. Returns how many.
+  virtual std::size_t resume_workflow(const std::string& workflow, std::int64_t now_ms) = 0;
+  virtual std::vector<std::string> paused_workflows() = 0;
+  /// Fails, with TimeoutError, up to `limit` runs that have not ended and whose deadline is at
+  /// or before now_ms, earliest first (their children cancelled, their parents answered), in
+  /// one transaction. Returns their ids.
+  virtual std::vector<std::string> expire(std::int64_t now_ms, std::size_t limit) = 0;
+  /// The earliest deadline of a run that has not ended; nullopt: none.
+  virtual std::optional<std::int64_t> next_deadline() = 0;
 
   /// The version stamped on the runs this store creates (RuntimeOptions::version) and on those
   /// of no version it claims; with only_own, claims take no run of another version.
@@ -366,7 +406,7 @@ inline constexpr std::int64_t kLiveLeases = 2;
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

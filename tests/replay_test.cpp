@@ -378,7 +378,11 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
         "ALTER TABLE steps DROP COLUMN duration_ms; ALTER TABLE steps DROP COLUMN started_at; "
         "ALTER TABLE steps DROP COLUMN resolved; ALTER TABLE runs DROP COLUMN version; "
         "ALTER TABLE runs DROP COLUMN forked_from; ALTER TABLE runs DROP COLUMN continued_as; "
-        "DROP TABLE workflows; "
+        "DROP TABLE workflows; DROP TABLE run_tags; DROP TABLE paused_workflows; "
+        "DROP INDEX runs_prioritized; DROP INDEX runs_deadline; DROP INDEX runs_paused; "
+        "ALTER TABLE runs DROP COLUMN priority; ALTER TABLE runs DROP COLUMN deadline_at; "
+        "ALTER TABLE runs DROP COLUMN tags; ALTER TABLE runs DROP COLUMN paused; "
+        "ALTER TABLE runs DROP COLUMN paused_from; "
         "ALTER TABLE runs DROP COLUMN crashes; DROP INDEX runs_correlation; "
         "ALTER TABLE workers DROP COLUMN seen_at; ALTER TABLE workers DROP COLUMN lease_ms; "
         "PRAGMA user_version = 2");

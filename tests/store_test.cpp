@@ -607,7 +607,7 @@ TEST_CASE("a database another user owns is reported as not writable, and reads s
 
 TEST_CASE("a full disk at open is reported as a full disk, not as corrupt") {
   test::TempDir dir;
-  const auto mount = test::ScratchMount::make(dir.path() / "m", 256 << 10);
+  const auto mount = test::ScratchMount::make(dir.path() / "m", 512 << 10);
   if (!mount) {
     MESSAGE("skipped: this process may not mount a tmpfs (the classification test covers it)");
     return;

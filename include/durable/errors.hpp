@@ -57,6 +57,12 @@ struct InvalidInput : Error {
   using Error::Error;
 };
 
+/// A run past its deadline (StartOptions::deadline, WorkflowOptions::deadline) fails with an
+/// error of this type ("durable::TimeoutError" in ErrorInfo::type).
+struct TimeoutError : Error {
+  using Error::Error;
+};
+
 /// A run id that the database does not hold.
 struct NotFound : Error {
   using Error::Error;

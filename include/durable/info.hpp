@@ -4,6 +4,7 @@
 /// Snapshots of runs and steps as the database holds them.
 
 #include <cstdint>
+#include <map>
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
 #include <optional>
@@ -43,6 +44,14 @@ struct RunInfo {
   std::string forked_from;
   /// A run that ended with step.continue_as_new: the run that took over from it.
   std::string continued_as;
+  /// When the run fails with TimeoutError if it has not ended (StartOptions::deadline,
+  /// WorkflowOptions::deadline); none: no deadline.
+  std::optional<Clock::time_point> deadline;
+  int priority = 0;                          ///< StartOptions::priority
+  std::map<std::string, std::string> tags;   ///< StartOptions::tags
+  /// A running run asked to pause (Runtime::pause): it pauses once the steps running now are
+  /// journaled, and runs no further step until resumed.
+  bool pausing = false;
 };
 
 /// A journal entry of a run.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -36,6 +37,11 @@ struct WorkflowOptions {
   /// At most this many runs of this workflow executing at once, across every runtime on the
   /// database; sleeping and waiting runs hold no slot. 0: no limit.
   int concurrency = 0;
+  /// How long a run may take, from its start: past it, the run fails with TimeoutError wherever
+  /// it is (pending, running, sleeping, waiting, paused). 0: no limit. StartOptions::deadline,
+  /// when earlier, wins. Stamped on the run by a runtime that has this workflow, when it starts
+  /// the run or first claims it (a run queued by the durable command or a Client).
+  std::chrono::milliseconds deadline{0};
 };
 
 /// Options of Step::wait_for_event.
@@ -53,9 +59,10 @@ struct StepOptions {
 };
 
 /// Where a run is in its life. pending: queued, not yet claimed; running: claimed by a runtime;
-/// sleeping: waiting for a sleep or a retry backoff to pass; completed, failed and cancelled are
-/// terminal (a failed run may be retry()ed).
-enum class Status { pending, running, sleeping, waiting, completed, failed, cancelled };
+/// sleeping: waiting for a sleep or a retry backoff to pass; waiting: for an event or a child
+/// run; completed, failed and cancelled are terminal (a failed run may be retry()ed); paused:
+/// held by an operator (Runtime::pause, pause_workflow), claimed by no runtime until resumed.
+enum class Status { pending, running, sleeping, waiting, completed, failed, cancelled, paused };
 
 /// "pending", "running", ...
 std::string_view to_string(Status status);
@@ -155,6 +162,15 @@ struct StartOptions {
                                   ///< the first run's id and creates nothing
   std::string correlation_id{};   ///< generated when empty
   std::optional<Clock::time_point> at{};  ///< delayed start: not run before this time
+  /// Past this time the run fails with TimeoutError, wherever it is. None: the workflow's
+  /// WorkflowOptions::deadline, if any.
+  std::optional<Clock::time_point> deadline{};
+  /// Among runs due at once, those of a higher priority are claimed first (then the oldest
+  /// due first); 0 is the default, and negative values come after it.
+  int priority = 0;
+  /// Labels kept with the run (a tenant, a customer, a release): shown by get() and list(),
+  /// matched by RunFilter::tags. Keys and values are non-empty UTF-8 text.
+  std::map<std::string, std::string> tags{};
 };
 
 /// Which runs Runtime::list returns.
@@ -165,6 +181,8 @@ struct RunFilter {
   /// Only the runs of this correlation id (StartOptions::correlation_id, or the one a run was
   /// given); empty: any. A child run carries its parent's.
   std::string correlation_id{};
+  /// Only runs that have each of these tags with this value (StartOptions::tags); empty: any.
+  std::map<std::string, std::string> tags{};
 };
 
 }  // namespace durable

@@ -78,6 +78,25 @@ class Runtime {
   /// fresh set of attempts. Throws NotFound, and Error for a run that is not failed.
   void retry(std::string_view run_id);
 
+  /// Holds a run: a pending, sleeping or waiting run becomes paused at once; a running one once
+  /// the steps running now are journaled (RunInfo::pausing meanwhile), and no further step of it
+  /// starts. A paused run is claimed by no runtime until resume(); its sleeps, wait timeouts and
+  /// deadline keep their times, and an event or child result that comes meanwhile is kept for
+  /// it. Throws NotFound, and Error for a run that has ended; a paused run is left as it is.
+  void pause(std::string_view run_id);
+  /// Lets a paused run go on where it was: a sleep or wait timeout that passed meanwhile wakes it
+  /// at once. Throws NotFound, and Error for a run that is not paused (or pausing).
+  void resume(std::string_view run_id);
+  /// pause() of every run of the workflow that has not ended, and of every run of it started
+  /// until resume_workflow(); by any process on the database. Returns how many runs it paused.
+  /// Throws Error for an empty name.
+  std::size_t pause_workflow(std::string_view workflow);
+  /// Ends pause_workflow(): resumes the runs it paused (not those paused one by one with
+  /// pause()) and returns how many.
+  std::size_t resume_workflow(std::string_view workflow);
+  /// The workflows paused with pause_workflow(), by name.
+  std::vector<std::string> paused_workflows() const;
+
   /// Runs an ended run (completed, failed or cancelled) again from a step, after a bug fix: a
   /// new run of the same workflow, input and correlation id, whose journal is a copy of the
   /// original's entries before `from_step` (a journal key, as steps() lists them) that had ended;

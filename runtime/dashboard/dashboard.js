@@ -2,7 +2,8 @@
 // The dashboard's script, inlined into index.html at build time (CMakeLists.txt).
 'use strict';
 
-const STATUSES = ['pending', 'running', 'sleeping', 'waiting', 'completed', 'failed', 'cancelled'];
+const STATUSES = ['pending', 'running', 'sleeping', 'waiting', 'paused', 'completed', 'failed',
+                  'cancelled'];
 const ENDED = new Set(['completed', 'failed', 'cancelled']);
 const TOKEN_KEY = 'durable.token';
 const AUTO_KEY = 'durable.autoRefresh';
@@ -366,6 +367,13 @@ function renderDetail(run) {
     actions.append(el('button', {type: 'button', class: 'primary', 'data-testid': 'retry-button',
                                  onclick: () => act('retry', run)}, 'Retry'));
   }
+  if (run.status === 'paused' || run.pausing) {
+    actions.append(el('button', {type: 'button', class: 'primary', 'data-testid': 'resume-button',
+                                 onclick: () => act('resume', run)}, 'Resume'));
+  } else if (!ENDED.has(run.status)) {
+    actions.append(el('button', {type: 'button', 'data-testid': 'pause-button',
+                                 onclick: () => act('pause', run)}, 'Pause'));
+  }
   if (!ENDED.has(run.status)) {
     actions.append(el('button', {type: 'button', class: 'danger', 'data-testid': 'cancel-button',
                                  onclick: () => act('cancel', run)}, 'Cancel'));
@@ -410,6 +418,13 @@ function renderSummary(run) {
     run.version ? field('Version', run.version, {class: 'mono', 'data-testid': 'detail-version'}) : null,
     run.forked_from ? field('Forked from', runLink(run.forked_from, 'detail-forked-from')) : null,
     run.continued_as ? field('Continued as', runLink(run.continued_as, 'detail-continued-as')) : null,
+    run.pausing ? field('Pausing', 'pauses once the steps running now are journaled',
+                        {'data-testid': 'detail-pausing'}) : null,
+    run.priority ? field('Priority', String(run.priority), {'data-testid': 'detail-priority'}) : null,
+    run.deadline ? field('Deadline', fmtTime(run.deadline), {'data-testid': 'detail-deadline'}) : null,
+    run.tags && Object.keys(run.tags).length
+      ? field('Tags', Object.entries(run.tags).map(([k, v]) => k + '=' + v).join(', '),
+              {class: 'mono', 'data-testid': 'detail-tags'}) : null,
     run.error ? field('Error', errorText(run.error) +
                       (run.error.step_id ? ' (step ' + run.error.step_id + ', ' + run.error.attempts +
                        ' attempts)' : ''), {class: 'error-text', 'data-testid': 'detail-error'}) : null);
@@ -588,19 +603,29 @@ async function forkFrom(run, s) {
   await repair(run, 'Fork', 'fork', {from_step: s.id}, (a) => 'Forked: new run ' + a.id + '.');
 }
 
+// What each action on a run asks first, and how its outcome reads.
+const ACTIONS = {
+  retry: {label: 'Retry', done: 'Retried',
+          question: 'Completed steps stay journaled; failed ones run again.'},
+  cancel: {label: 'Cancel', done: 'Cancelled', question: 'No further step starts.'},
+  pause: {label: 'Pause', done: 'Paused',
+          question: 'A step running now finishes and is journaled; no further step starts ' +
+                    'until it is resumed.'},
+  resume: {label: 'Resume', done: 'Resumed', question: 'It goes on where it was.'},
+};
+
 async function act(kind, run) {
-  const question = kind === 'retry'
-    ? 'Retry run ' + run.id + ' of ' + run.workflow + '?\nCompleted steps stay journaled; failed ones run again.'
-    : 'Cancel run ' + run.id + ' of ' + run.workflow + '?\nNo further step starts.';
-  if (!window.confirm(question)) return;
+  const action = ACTIONS[kind];
+  if (!window.confirm(action.label + ' run ' + run.id + ' of ' + run.workflow + '?\n' +
+                      action.question)) return;
   for (const b of document.querySelectorAll('#detail-view .actions button')) b.disabled = true;
   try {
     const answer = await api('POST', 'v1/runs/' + encodeURIComponent(run.id) + '/' + kind);
     actionNotice = {runId: run.id, kind: 'ok',
-                    text: (kind === 'retry' ? 'Retried' : 'Cancelled') + ': the run is now ' + answer.status + '.'};
+                    text: action.done + ': the run is now ' + answer.status + '.'};
   } catch (e) {
     actionNotice = {runId: run.id, kind: 'error',
-                    text: (kind === 'retry' ? 'Retry' : 'Cancel') + ' failed: ' + e.message +
+                    text: action.label + ' failed: ' + e.message +
                           (e.status ? ' (' + e.status + ' ' + e.code + ')' : '')};
   }
   lastDetailKey = '';

@@ -48,7 +48,7 @@ _durable() {
       return
       ;;
     --status)
-      mapfile -t COMPREPLY < <(compgen -W "pending running sleeping waiting completed failed cancelled" -- "$cur")
+      mapfile -t COMPREPLY < <(compgen -W "pending running sleeping waiting paused completed failed cancelled" -- "$cur")
       return
       ;;
     --address)
@@ -60,7 +60,7 @@ _durable() {
       return
       ;;
     --workflow | --correlation | --limit | --input | --key | --data | --reason | --port | --token | \
-      --from | --output)
+      --from | --output | --tag | --priority | --deadline)
       return  # a value of the user's own
       ;;
   esac
@@ -68,12 +68,13 @@ _durable() {
   local flags=""
   case $command in
     "") flags="--db --json --help --version" ;;
-    runs) flags="--status --workflow --correlation --limit" ;;
+    runs) flags="--status --workflow --correlation --tag --limit" ;;
     cancel) flags="--reason" ;;
+    pause | resume) flags="--workflow" ;;
     fork) flags="--from" ;;
     resolve) flags="--output --reason" ;;
     verify) flags="--workflow --status --correlation" ;;
-    start) flags="--input --key --correlation" ;;
+    start) flags="--input --key --correlation --priority --tag --deadline" ;;
     send) flags="--data" ;;
     events) flags="--older-than" ;;
     serve) flags="--address --port --token" ;;
@@ -86,8 +87,8 @@ _durable() {
 
   local words=""
   case $command in
-    "") words="runs show steps retry cancel fork resolve start send stats schedules metrics events serve verify version" ;;
-    show | steps | cancel | fork)
+    "") words="runs show steps retry cancel pause resume fork resolve start send stats schedules metrics events serve verify version" ;;
+    show | steps | cancel | pause | resume | fork)
       ((${#args[@]} == 0)) && words=$(_durable_ids runs "$program" "${db[@]}" runs --limit 50)
       ;;
     retry | resolve)

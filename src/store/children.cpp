@@ -84,17 +84,27 @@ void SqlStore::resolve_parent(const std::string& id, Status status,
 
 // Cancels a run that has not ended, and its children, inside the caller's transaction.
 void SqlStore::cancel_in(const std::string& id, std::int64_t now_ms, const std::string& reason) {
+  end_in(id, Status::cancelled, std::nullopt, now_ms, reason);
+}
+
+bool SqlStore::end_in(const std::string& id, Status status, const std::optional<ErrorInfo>& error,
+                      std::int64_t now_ms, const std::string& reason) {
   {
-    sql::Query update(
-        db(),
-        "UPDATE runs SET status = 'cancelled', due_at = NULL, owner = NULL, updated_at = ? "
-        "WHERE id = ? AND " +
-            std::string(kLiveStatus));
-    update.bind(1, now_ms);
-    update.bind(2, id);
-    if (update.run() == 0) return;
+    sql::Query update(db(),
+                      "UPDATE runs SET status = ?, error = ?, due_at = NULL, owner = NULL, "
+                      "paused = 0, paused_from = NULL, updated_at = ? WHERE id = ? AND " +
+                          std::string(kUnendedStatus));
+    update.bind(1, to_string(status));
+    if (error) {
+      update.bind(2, lenient_dump(error_to_json(*error)));
+    } else {
+      update.bind_null(2);
+    }
+    update.bind(3, now_ms);
+    update.bind(4, id);
+    if (update.run() == 0) return false;
   }
-  add_history(id, now_ms, Status::cancelled, reason);
+  add_history(id, now_ms, status, reason);
   {
     sql::Query waits(db(), "DELETE FROM waits WHERE run_id = ?");
     waits.bind(1, id);
@@ -102,16 +112,17 @@ void SqlStore::cancel_in(const std::string& id, std::int64_t now_ms, const std::
   }
   std::vector<std::string> children;
   {
-    sql::Query query(db(),
-                     "SELECT id FROM runs WHERE parent_id = ? AND status IN "
-                     "('pending', 'running', 'sleeping', 'waiting')");
+    sql::Query query(db(), "SELECT id FROM runs WHERE parent_id = ? AND " +
+                               std::string(kUnendedStatus));
     query.bind(1, id);
     while (query.next()) children.push_back(query.text(0));
   }
-  for (const std::string& child : children) {
-    cancel_in(child, now_ms, "cancelled with its parent run " + id);
-  }
-  resolve_parent(id, Status::cancelled, std::nullopt, std::nullopt, now_ms);
+  const std::string why = status == Status::cancelled ? "cancelled with its parent run " + id
+                                                      : "cancelled: its parent run " + id + " " +
+                                                            (error ? error->message : "failed");
+  for (const std::string& child : children) cancel_in(child, now_ms, why);
+  resolve_parent(id, status, std::nullopt, error, now_ms);
+  return true;
 }
 
 }  // namespace durable::detail

@@ -72,13 +72,14 @@ struct SqlStore::Candidate {
   std::string correlation_id;
   std::string input;
   int invocations = 0;
+  int paused = kNotPaused;  // running: a pause asked for, which its dead owner never made
 };
 
 namespace {
 
 // The columns a query that finds candidates selects first, in the order candidate() reads them.
 constexpr const char* kCandidateColumns =
-    "id, crashes, workflow, correlation_id, input, invocations";
+    "id, crashes, workflow, correlation_id, input, invocations, paused";
 
 }  // namespace
 
@@ -86,7 +87,7 @@ constexpr const char* kCandidateColumns =
 // for a run about to be admitted: SQLite reads a large input's pages only when asked for it.
 SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int crashes) {
   return Candidate{row.text(0), before,      crashes,     row.text(2),
-                   row.text(3), row.text(4), row.int32(5)};
+                   row.text(3), row.text(4), row.int32(5), row.int32(6)};
 }
 
 // The live runs of these workflows but the excluded ones, from the partial index that holds
@@ -95,6 +96,32 @@ SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int cras
 std::string SqlStore::live_runs(std::size_t workflows, std::size_t excluded) const {
   return "FROM runs" + std::string(db_->dialect().claimable_runs_index) + " WHERE " + kLiveStatus +
          of_workflows(workflows) + excluding("id", excluded);
+}
+
+// The due runs in the order claims take them: a higher priority first, and within one
+// priority the earliest due. Runs of priority 0 (most, mostly all) are read from the index of
+// every live run in due order; the others from a partial index of their own, so that no claim
+// sorts the due runs.
+struct ClaimTier {
+  const char* condition;
+  const char* order;
+  bool prioritized;
+};
+
+namespace {
+constexpr ClaimTier kTiers[] = {{" AND priority > 0", "priority DESC, due_at", true},
+                               {" AND priority = 0", "due_at", false},
+                               {" AND priority < 0", "priority DESC, due_at", true}};
+}  // namespace
+
+// live_runs() for a tier of claim_due.
+std::string SqlStore::tier_runs(const ClaimTier& tier, std::size_t workflows,
+                                std::size_t excluded) const {
+  if (!tier.prioritized) return live_runs(workflows, excluded) + tier.condition;
+  // The index's predicate first, as written in it: SQLite uses a partial index only then.
+  return "FROM runs" + std::string(db_->dialect().prioritized_runs_index) +
+         " WHERE priority != 0 AND " + kLiveStatus + of_workflows(workflows) +
+         excluding("id", excluded) + tier.condition;
 }
 
 // A run of no version yet is anyone's: its first claimer stamps it (take()).
@@ -110,10 +137,10 @@ int SqlStore::bind_workflows(sql::Query& query, int index,
   return index;
 }
 
-Claimed SqlStore::claim(const ClaimRequest& request) {
+Claimed SqlStore::claim(const ClaimRequest& asked) {
   return guarded([&] {
     Claimed claimed;
-    if (request.workflows.empty() || request.limit == 0) return claimed;
+    if (asked.workflows.empty() || asked.limit == 0) return claimed;
     // Relaxed where it may be: a claim lost to a power cut takes every later commit with it, so
     // no step under it was acknowledged, and the run is claimed again the same way. Not so a
     // claim that ends a wait by its timeout: an event that came after the cut would decide the
@@ -121,6 +148,11 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
     // durable.
     for (const sql::Sync sync : {sql::Sync::relaxed, sql::Sync::durable}) {
       sql::Transaction tx(db(), sync);
+      // The runs of a paused workflow are paused, but for one started while the pause was
+      // being made (where writers run side by side): that one waits too.
+      ClaimRequest request = asked;
+      for (const std::string& name : read_paused_workflows()) std::erase(request.workflows, name);
+      if (request.workflows.empty()) return claimed;
       const std::vector<Candidate> candidates = claimable(request);
       if (sync == sql::Sync::relaxed &&
           std::any_of(candidates.begin(), candidates.end(),
@@ -128,7 +160,10 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
         continue;  // rolled back: nothing was written
       }
       for (const Candidate& candidate : candidates) {
-        if (request.quarantine_after > 0 && candidate.crashes >= request.quarantine_after) {
+        if (candidate.before == Status::running && candidate.paused != kNotPaused) {
+          pause_orphan(candidate, request.now_ms);
+        } else if (request.quarantine_after > 0 &&
+                   candidate.crashes >= request.quarantine_after) {
           quarantine(candidate, request.now_ms);
           claimed.quarantined.push_back(candidate.id);
         } else {
@@ -227,42 +262,44 @@ void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& du
     const auto it = room.find(name);
     if (it == room.end() || it->second > 0) workflows.push_back(name);
   }
-  while (due.size() < request.limit && !workflows.empty()) {
-    // Read in due order from the partial index: no sort of every due run.
-    sql::Query query(db(), "SELECT " + std::string(kCandidateColumns) + ", status " +
-                               live_runs(workflows.size(), skip.size()) +
-                               " AND status != 'running' AND due_at <= ? ORDER BY due_at LIMIT ?" +
-                               std::string(db().dialect().lock_claimable));
-    int i = bind_workflows(query, 1, workflows);
-    i = bind_all(query, i, skip);
-    query.bind(i++, request.now_ms);
-    query.bind(i, static_cast<std::int64_t>(request.limit - due.size()));
-    bool full = false, any = false;
-    while (query.next()) {
-      any = true;
-      std::string id = query.text(0);
-      const Status status = status_from_string(query.text(6)).value_or(Status::pending);
-      const int crashes = query.int32(1);
-      if (crashes >= isolate_after(request) && (!due.empty() || !request.executing.empty())) {
-        skip.push_back(std::move(id));  // claimed alone, by a later claim
-        continue;
-      }
-      const auto limited = room.find(query.text(2));
-      if (limited != room.end()) {
-        if (limited->second <= 0) {
-          skip.push_back(std::move(id));
-          full = true;
+  for (const ClaimTier& tier : kTiers) {
+    while (due.size() < request.limit && !workflows.empty()) {
+      sql::Query query(db(), "SELECT " + std::string(kCandidateColumns) + ", status " +
+                                 tier_runs(tier, workflows.size(), skip.size()) +
+                                 " AND status != 'running' AND due_at <= ? ORDER BY " +
+                                 tier.order + " LIMIT ?" +
+                                 std::string(db().dialect().lock_claimable));
+      int i = bind_workflows(query, 1, workflows);
+      i = bind_all(query, i, skip);
+      query.bind(i++, request.now_ms);
+      query.bind(i, static_cast<std::int64_t>(request.limit - due.size()));
+      bool full = false, any = false;
+      while (query.next()) {
+        any = true;
+        std::string id = query.text(0);
+        const Status status = status_from_string(query.text(7)).value_or(Status::pending);
+        const int crashes = query.int32(1);
+        if (crashes >= isolate_after(request) && (!due.empty() || !request.executing.empty())) {
+          skip.push_back(std::move(id));  // claimed alone, by a later claim
           continue;
         }
-        --limited->second;
+        const auto limited = room.find(query.text(2));
+        if (limited != room.end()) {
+          if (limited->second <= 0) {
+            skip.push_back(std::move(id));
+            full = true;
+            continue;
+          }
+          --limited->second;
+        }
+        if (admit(candidate(query, status, crashes))) return;
       }
-      if (admit(candidate(query, status, crashes))) return;
+      if (!any || !full) break;
+      std::erase_if(workflows, [&](const std::string& name) {
+        const auto it = room.find(name);
+        return it != room.end() && it->second <= 0;
+      });
     }
-    if (!any || !full) break;
-    std::erase_if(workflows, [&](const std::string& name) {
-      const auto it = room.find(name);
-      return it != room.end() && it->second <= 0;
-    });
   }
 }
 
@@ -288,6 +325,20 @@ void SqlStore::quarantine(const Candidate& run, std::int64_t now_ms) {
   resolve_parent(run.id, Status::failed, std::nullopt, error, now_ms);
 }
 
+// A running run asked to pause whose owner died before it could: paused where the owner left
+// it, due at once when resumed, instead of being claimed.
+void SqlStore::pause_orphan(const Candidate& run, std::int64_t now_ms) {
+  sql::Query update(db(),
+                    "UPDATE runs SET status = 'paused', paused_from = 'pending', due_at = ?, "
+                    "owner = NULL, updated_at = ? WHERE id = ?");
+  update.bind(1, now_ms);
+  update.bind(2, now_ms);
+  update.bind(3, run.id);
+  update.run();
+  add_history(run.id, now_ms, Status::paused,
+              "paused, as asked: its worker died before it reached a step boundary");
+}
+
 // Claims one run inside claim()'s transaction: owner and lease, sleeps that are over marked
 // completed, the journal loaded, the transition recorded.
 Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
@@ -297,17 +348,25 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
   claim.lease_until_ms = request.now_ms + request.lease_ms;
   claim.crashes = candidate.crashes;
   {
-    // A run of no version yet takes the claimer's (RuntimeOptions::version).
+    // A run of no version yet takes the claimer's (RuntimeOptions::version); one of no deadline
+    // yet, its workflow's (WorkflowOptions::deadline), from its creation.
+    const auto deadline = request.deadlines.find(candidate.workflow);
+    const bool stamps_deadline = deadline != request.deadlines.end() && before != Status::running;
     sql::Query update(db(),
                       "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
-                      "crashes = ?, version = CASE WHEN version = '' THEN ? ELSE version END "
-                      "WHERE id = ?");
-    update.bind(1, request.owner);
-    update.bind(2, claim.lease_until_ms);
-    update.bind(3, request.now_ms);
-    update.bind(4, candidate.crashes);
-    update.bind(5, version_);
-    update.bind(6, id);
+                      "crashes = ?, version = CASE WHEN version = '' THEN ? ELSE version END" +
+                          std::string(stamps_deadline
+                                          ? ", deadline_at = coalesce(deadline_at, created_at + ?)"
+                                          : "") +
+                          " WHERE id = ?");
+    int i = 1;
+    update.bind(i++, request.owner);
+    update.bind(i++, claim.lease_until_ms);
+    update.bind(i++, request.now_ms);
+    update.bind(i++, candidate.crashes);
+    update.bind(i++, version_);
+    if (stamps_deadline) update.bind(i++, deadline->second);
+    update.bind(i, id);
     if (update.run() == 0) bug("run " + id + " vanished while being claimed");
   }
   // The row was read in this transaction, and locked where writers run side by side.

@@ -35,19 +35,20 @@ void bind_optional(sql::Query& query, int index, const std::optional<std::int64_
 
 }  // namespace
 
-bool SqlStore::commit(const RunWrite& w) {
+Written SqlStore::commit(const RunWrite& w) {
   return guarded([&] {
     sql::Transaction tx(db());
-    if (!apply(w)) return false;  // the transaction rolls back: nothing written
+    const Written written = apply(w);
+    if (written == Written::refused) return written;  // rolled back: nothing written
     tx.commit();
     ++write_transactions_;
-    return true;
+    return written;
   });
 }
 
-std::vector<bool> SqlStore::commit_all(const std::vector<const RunWrite*>& writes) {
+std::vector<Written> SqlStore::commit_all(const std::vector<const RunWrite*>& writes) {
   return guarded([&] {
-    std::vector<bool> written;
+    std::vector<Written> written;
     written.reserve(writes.size());
     sql::Transaction tx(db());
     for (const RunWrite* w : writes) written.push_back(apply(*w));
@@ -58,17 +59,23 @@ std::vector<bool> SqlStore::commit_all(const std::vector<const RunWrite*>& write
 }
 
 // Writes one run's change inside the caller's transaction, if the run is still running under
-// the writer; returns whether it was.
-bool SqlStore::apply(const RunWrite& w) {
+// the writer; says how it came out. A pause asked for while the run ran is made by the first
+// write at a step boundary that does not end the run: its entries are written, and the run,
+// instead of going on, is paused where the write would have left it.
+Written SqlStore::apply(const RunWrite& w) {
   bool has_parent = false;  // read with the owner: a run without one has no parent to answer
+  bool pausing = false;
   {
     sql::Query owner(db(),
                      "SELECT status, coalesce(owner, ''), CASE WHEN parent_id IS NULL THEN 0 ELSE 1 "
-                     "END FROM runs WHERE id = ?" +
+                     "END, paused FROM runs WHERE id = ?" +
                          std::string(db().dialect().lock_row));
     owner.bind(1, w.run_id);
-    if (!owner.next() || owner.text(0) != "running" || owner.text(1) != w.owner) return false;
+    if (!owner.next() || owner.text(0) != "running" || owner.text(1) != w.owner) {
+      return Written::refused;
+    }
     has_parent = owner.int64(2) != 0;
+    pausing = owner.int64(3) != kNotPaused;
   }
   bool woke = false;  // a wait written here was completed at once by an earlier event
   if (w.clear_crashes) {
@@ -83,10 +90,17 @@ bool SqlStore::apply(const RunWrite& w) {
       woke = side_effects(w, e) || woke;
     }
   }
+  const bool ends = w.status && (*w.status == Status::completed || *w.status == Status::failed ||
+                                 *w.status == Status::cancelled);
+  if (pausing && !ends) {
+    if (!w.boundary) return Written::pausing;
+    pause_at_write(w, woke);
+    return Written::paused;
+  }
   if (w.status) {
     sql::Query update(db(),
                       "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
-                      "invocations = ?, updated_at = ? WHERE id = ?");
+                      "invocations = ?, updated_at = ?, paused = 0 WHERE id = ?");
     update.bind(1, to_string(*w.status));
     const bool keeps_due = (*w.status == Status::sleeping || *w.status == Status::running ||
                             *w.status == Status::waiting) &&
@@ -130,7 +144,38 @@ bool SqlStore::apply(const RunWrite& w) {
     renew.bind(4, w.run_id);
     renew.run();
   }
-  return true;
+  return Written::yes;
+}
+
+// A write at a step boundary of a run asked to pause: the run is paused as the write would have
+// left it (sleeping until its wake time, waiting, or due now to go on), holding no owner.
+void SqlStore::pause_at_write(const RunWrite& w, bool woke) {
+  Status from = w.status.value_or(Status::pending);
+  std::optional<std::int64_t> due = w.now_ms;
+  if (from == Status::sleeping) {
+    due = w.due_ms;
+  } else if (from == Status::waiting) {
+    if (woke || !still_waiting(w.run_id)) {
+      from = Status::pending;  // what it waited for came already
+    } else if (w.due_ms != kNever) {
+      due = w.due_ms;
+    } else {
+      due.reset();
+    }
+  } else {
+    from = Status::pending;
+  }
+  sql::Query update(db(),
+                    "UPDATE runs SET status = 'paused', paused_from = ?, due_at = ?, owner = NULL, "
+                    "invocations = ?, updated_at = ? WHERE id = ?");
+  update.bind(1, to_string(from));
+  bind_optional(update, 2, due);
+  update.bind(3, w.invocations);
+  update.bind(4, w.now_ms);
+  update.bind(5, w.run_id);
+  update.run();
+  add_history(w.run_id, w.now_ms, Status::paused,
+              "paused at a step boundary, as asked; resumes " + std::string(to_string(from)));
 }
 
 // step.continue_as_new: the run that takes over from `id` (completed in this transaction), with

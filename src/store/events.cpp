@@ -202,7 +202,16 @@ void SqlStore::wake(const std::string& id, std::int64_t now_ms, const std::strin
   if (update.run() > 0) {
     add_history(id, now_ms, Status::pending, reason);
     announce_work();
+    return;
   }
+  // A run paused while it waited goes on, once resumed, with what came meanwhile.
+  sql::Query paused(db(),
+                    "UPDATE runs SET paused_from = 'pending', due_at = ?, updated_at = ? "
+                    "WHERE id = ? AND status = 'paused' AND paused_from = 'waiting'");
+  paused.bind(1, now_ms);
+  paused.bind(2, now_ms);
+  paused.bind(3, id);
+  if (paused.run() > 0) add_history(id, now_ms, Status::paused, reason + "; it stays paused");
 }
 
 std::int64_t SqlStore::event_horizon() {

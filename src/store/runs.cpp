@@ -85,25 +85,43 @@ std::string SqlStore::insert_run(const NewRun& run) {
     existing.bind(2, run.idempotency_key);
     if (existing.next()) return existing.text(0);
   }
+  // A run of a paused workflow is created paused (control.cpp).
+  bool paused = false;
+  {
+    sql::Query query(db(), "SELECT 1 FROM paused_workflows WHERE name = ?");
+    query.bind(1, run.workflow);
+    paused = query.next();
+  }
   // A run of the same key inserted meanwhile by another writer (where writers run side by side)
   // leaves this insert doing nothing; the query after it finds that run.
   sql::Query insert(db(),
                     "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, "
                     "input, due_at, created_at, updated_at, parent_id, parent_step, version, "
-                    "forked_from) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "forked_from, priority, deadline_at, tags, paused, paused_from) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (workflow, idempotency_key) DO NOTHING");
   insert.bind(1, run.id);
   insert.bind(2, run.workflow);
   insert.bind(3, run.correlation_id);
   insert.bind_text_or_null(4, run.idempotency_key);
-  insert.bind(5, run.input);
-  insert.bind(6, run.due_ms);
-  insert.bind(7, run.now_ms);
+  insert.bind(5, paused ? "paused" : "pending");
+  insert.bind(6, run.input);
+  insert.bind(7, run.due_ms);
   insert.bind(8, run.now_ms);
-  insert.bind_text_or_null(9, run.parent_id);
-  insert.bind_text_or_null(10, run.parent_step);
-  insert.bind(11, version_);
-  insert.bind_text_or_null(12, run.forked_from);
+  insert.bind(9, run.now_ms);
+  insert.bind_text_or_null(10, run.parent_id);
+  insert.bind_text_or_null(11, run.parent_step);
+  insert.bind(12, version_);
+  insert.bind_text_or_null(13, run.forked_from);
+  insert.bind(14, run.priority);
+  if (run.deadline_ms > 0) {
+    insert.bind(15, run.deadline_ms);
+  } else {
+    insert.bind_null(15);
+  }
+  insert.bind_text_or_null(16, run.tags.empty() ? "" : json(run.tags).dump());
+  insert.bind(17, paused ? kPausedByWorkflow : kNotPaused);
+  insert.bind_text_or_null(18, paused ? "pending" : "");
   if (insert.run() == 0) {
     insert.reset();
     sql::Query existing(db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
@@ -112,10 +130,21 @@ std::string SqlStore::insert_run(const NewRun& run) {
     if (!existing.next()) bug("run " + run.id + " was neither inserted nor found");
     return existing.text(0);
   }
-  announce_work();
+  for (const auto& [key, value] : run.tags) {
+    sql::Query tag(db(), "INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?)");
+    tag.bind(1, run.id);
+    tag.bind(2, key);
+    tag.bind(3, value);
+    tag.run();
+  }
+  if (!paused) announce_work();
   std::string reason = run.reason.empty() ? "started" : run.reason;
   if (run.due_ms > run.now_ms) reason += "; delayed until its start time";
   add_history(run.id, run.now_ms, Status::pending, reason);
+  if (paused) {
+    add_history(run.id, run.now_ms, Status::paused,
+                "paused with its workflow '" + run.workflow + "'");
+  }
   return run.id;
 }
 
@@ -166,7 +195,8 @@ std::string SqlStore::run_columns() const {
          std::string(db_->dialect().greatest) +
          "(r.invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = "
          "r.id)), r.created_at, r.updated_at, r.due_at, coalesce(r.parent_id, ''), w.host, w.pid, "
-         "r.version, coalesce(r.forked_from, ''), coalesce(r.continued_as, '') "
+         "r.version, coalesce(r.forked_from, ''), coalesce(r.continued_as, ''), r.priority, "
+         "r.deadline_at, r.tags, r.paused "
          "FROM runs r LEFT JOIN workers w ON w.id = r.owner AND r.status = 'running'";
 }
 
@@ -183,13 +213,24 @@ RunInfo SqlStore::read_run(sql::Query& q) {
   info.created_at = to_time(q.int64(8));
   info.updated_at = to_time(q.int64(9));
   if (!q.is_null(10) && (info.status == Status::pending || info.status == Status::sleeping ||
-                         info.status == Status::waiting)) {
+                         info.status == Status::waiting || info.status == Status::paused)) {
     info.wake_at = to_time(q.int64(10));
   }
   info.parent_id = q.text(11);
   info.version = q.text(14);
   info.forked_from = q.text(15);
   info.continued_as = q.text(16);
+  info.priority = q.int32(17);
+  if (!q.is_null(18)) info.deadline = to_time(q.int64(18));
+  if (!q.is_null(19)) {
+    const json tags = stored(q.text(19));
+    if (tags.is_object()) {
+      for (const auto& [key, value] : tags.items()) {
+        if (value.is_string()) info.tags[key] = value.get<std::string>();
+      }
+    }
+  }
+  info.pausing = info.status == Status::running && q.int32(20) != kNotPaused;
   if (info.status == Status::running) {
     // Who holds it: "HOST:PID" of its owner, the host name being the part of the worker's host
     // identity (host_identity() in runtime/runtime.cpp) before the first space. due_at is the lease
@@ -237,9 +278,7 @@ std::optional<RunInfo> SqlStore::find_run(const std::string& id, bool with_histo
 
 std::vector<RunInfo> SqlStore::list_runs(const RunFilter& filter) {
   return guarded([&] {
-    if (!findable(filter.workflow) || !findable(filter.correlation_id)) {
-      return std::vector<RunInfo>{};
-    }
+    if (!findable(filter)) return std::vector<RunInfo>{};
     sql::Query query(db(), run_columns() + " WHERE true" + filtered(filter) +
                                " ORDER BY r.created_at DESC, " +
                                std::string(db().dialect().run_order) + " DESC LIMIT ?");
@@ -255,7 +294,7 @@ std::vector<std::string> SqlStore::run_ids(const RunFilter& filter,
                                            const std::vector<Status>& statuses) {
   return guarded([&] {
     std::vector<std::string> ids;
-    if (!findable(filter.workflow) || !findable(filter.correlation_id)) return ids;
+    if (!findable(filter)) return ids;
     const bool any_of = !filter.status && !statuses.empty();
     sql::Query query(
         db(), "SELECT r.id FROM runs r WHERE true" +
@@ -272,12 +311,23 @@ std::vector<std::string> SqlStore::run_ids(const RunFilter& filter,
   });
 }
 
+bool SqlStore::findable(const RunFilter& filter) {
+  if (!findable(filter.workflow) || !findable(filter.correlation_id)) return false;
+  return std::all_of(filter.tags.begin(), filter.tags.end(), [](const auto& tag) {
+    return findable(tag.first) && findable(tag.second);
+  });
+}
+
 // The conditions of a RunFilter but its limit, on `runs r`; bind_filter() binds them.
 std::string SqlStore::filtered(const RunFilter& filter) {
   std::string sql;
   if (filter.status) sql += " AND r.status = ?";
   if (!filter.workflow.empty()) sql += " AND r.workflow = ?";
   if (!filter.correlation_id.empty()) sql += " AND r.correlation_id = ?";
+  for (std::size_t i = 0; i < filter.tags.size(); ++i) {
+    sql += " AND EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.key = ? AND "
+           "t.value = ?)";
+  }
   return sql;
 }
 
@@ -285,6 +335,10 @@ int SqlStore::bind_filter(sql::Query& query, int index, const RunFilter& filter)
   if (filter.status) query.bind(index++, to_string(*filter.status));
   if (!filter.workflow.empty()) query.bind(index++, filter.workflow);
   if (!filter.correlation_id.empty()) query.bind(index++, filter.correlation_id);
+  for (const auto& [key, value] : filter.tags) {
+    query.bind(index++, key);
+    query.bind(index++, value);
+  }
   return index;
 }
 
@@ -345,12 +399,13 @@ std::int64_t SqlStore::requeue(const std::string& id, std::int64_t now_ms, std::
   steps.bind(1, now_ms);
   steps.bind(2, id);
   const std::int64_t reset = steps.run();
+  // A deadline that passed (the run failed by it) is dropped: the operator asked for more time.
   sql::Query run(db(),
-                 "UPDATE runs SET status = 'pending', due_at = ?, owner = NULL, output = NULL, "
-                 "error = NULL, crashes = 0, updated_at = ? WHERE id = ?");
+                 "UPDATE runs SET status = 'pending', due_at = ?1, owner = NULL, output = NULL, "
+                 "error = NULL, crashes = 0, updated_at = ?1, deadline_at = CASE WHEN "
+                 "deadline_at <= ?1 THEN NULL ELSE deadline_at END WHERE id = ?2");
   run.bind(1, now_ms);
-  run.bind(2, now_ms);
-  run.bind(3, id);
+  run.bind(2, id);
   run.run();
   announce_work();
   if (const std::size_t at = reason.find("{}"); at != std::string::npos) {

@@ -63,6 +63,8 @@ struct Dialect {
   /// Put between FROM runs and WHERE where the claimable runs are read in due order: an index
   /// hint on SQLite, nothing on PostgreSQL.
   std::string_view claimable_runs_index;
+  /// As claimable_runs_index, where runs of a priority other than 0 are read in priority order.
+  std::string_view prioritized_runs_index;
   /// Ends a SELECT of rows a claim takes: nothing on SQLite (a write transaction holds the whole
   /// file), FOR UPDATE SKIP LOCKED on PostgreSQL.
   std::string_view lock_claimable;

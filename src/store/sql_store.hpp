@@ -5,6 +5,7 @@
 // milliseconds since the Unix epoch. Split by concern, one source file each:
 //   runs.cpp       creating, reading and listing runs; cancel and retry
 //   repairs.cpp    an operator's repairs of a run: resolve a failed step, fork from a step
+//   control.cpp    run control: pausing and resuming runs and workflows, deadlines
 //   claims.cpp     claims, leases, takeovers of dead owners' runs, quarantine, the due queue
 //   commits.cpp    a run's atomic writes (fenced by ownership) and its journal
 //   events.cpp     events, waits, and the runs events start
@@ -41,6 +42,17 @@ namespace durable::detail {
 /// PostgreSQL's index keeps its IN list: its planner finds this predicate implies it.
 inline constexpr const char* kLiveStatus =
     "(status = 'pending' OR status = 'sleeping' OR status = 'waiting' OR status = 'running')";
+/// kLiveStatus, or paused: a run that has not ended (the predicate of `runs_deadline`).
+inline constexpr const char* kUnendedStatus =
+    "(status = 'pending' OR status = 'sleeping' OR status = 'waiting' OR status = 'running' OR "
+    "status = 'paused')";
+/// runs.paused: why a run is paused (or, running, pausing): not at all, by Runtime::pause, or
+/// by Runtime::pause_workflow (which resume_workflow undoes).
+inline constexpr int kNotPaused = 0;
+inline constexpr int kPausedByRun = 1;
+inline constexpr int kPausedByWorkflow = 2;
+
+struct ClaimTier;  // claims.cpp
 
 class SqlStore : public Store {
  public:
@@ -59,8 +71,8 @@ class SqlStore : public Store {
   std::optional<std::vector<JournalEntry>> journal(const std::string& id) override;
 
   Claimed claim(const ClaimRequest& request) override;
-  bool commit(const RunWrite& write) override;
-  std::vector<bool> commit_all(const std::vector<const RunWrite*>& writes) override;
+  Written commit(const RunWrite& write) override;
+  std::vector<Written> commit_all(const std::vector<const RunWrite*>& writes) override;
   std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                        const std::vector<std::string>& executing) override;
   std::size_t due_count(const std::vector<std::string>& workflows,
@@ -76,6 +88,13 @@ class SqlStore : public Store {
   bool resolve(const std::string& id, const std::string& key, const std::string& output,
                const std::string& reason, std::int64_t now_ms, const ResolveCheck& check) override;
   bool fork(NewRun& fork, const std::string& from_key) override;
+  std::optional<Status> pause(const std::string& id, std::int64_t now_ms) override;
+  std::optional<Status> resume(const std::string& id, std::int64_t now_ms) override;
+  std::size_t pause_workflow(const std::string& workflow, std::int64_t now_ms) override;
+  std::size_t resume_workflow(const std::string& workflow, std::int64_t now_ms) override;
+  std::vector<std::string> paused_workflows() override;
+  std::vector<std::string> expire(std::int64_t now_ms, std::size_t limit) override;
+  std::optional<std::int64_t> next_deadline() override;
   void set_version(const std::string& version, bool only_own) override {
     version_ = version;
     only_own_version_ = only_own && !version.empty();
@@ -161,6 +180,8 @@ class SqlStore : public Store {
   /// is not is_utf8() was never written, and PostgreSQL would refuse to compare it, so a lookup
   /// of it finds nothing on either store.
   static bool findable(std::string_view key) { return is_utf8(key); }
+  /// Whether a run could match the filter's keys at all (see above).
+  static bool findable(const RunFilter& filter);
   void add_history(const std::string& id, std::int64_t at, Status status,
                    const std::string& reason);
   RunInfo read_run(sql::Query& query);
@@ -179,6 +200,16 @@ class SqlStore : public Store {
   /// cleared; `reason` goes into the history, "{}" in it replaced by the count of steps reset.
   std::int64_t requeue(const std::string& id, std::int64_t now_ms, std::string reason);
 
+  // control.cpp
+  /// Pauses a run that has not ended and is not running, inside the caller's transaction;
+  /// `by` is the runs.paused mark (kPausedByRun, kPausedByWorkflow).
+  bool pause_in(const std::string& id, Status before, int by, std::int64_t now_ms,
+                const std::string& reason);
+  /// Lets a paused run go on as it was before, inside the caller's transaction.
+  void resume_in(const std::string& id, std::int64_t now_ms, const std::string& reason);
+  /// The workflows paused now, read inside the caller's transaction.
+  std::vector<std::string> read_paused_workflows();
+
   // claims.cpp
   struct Candidate;
   std::vector<Candidate> claimable(const ClaimRequest& request);
@@ -186,9 +217,12 @@ class SqlStore : public Store {
   void claim_due(const ClaimRequest& request, std::vector<Candidate>& due,
                  std::vector<std::string>& skip, const Admit& admit);
   void quarantine(const Candidate& run, std::int64_t now_ms);
+  void pause_orphan(const Candidate& run, std::int64_t now_ms);
   Claim take(const Candidate& candidate, const ClaimRequest& request);
   static Candidate candidate(sql::Query& row, Status before, int crashes);
   std::string live_runs(std::size_t workflows, std::size_t excluded) const;
+  std::string tier_runs(const ClaimTier& tier, std::size_t workflows,
+                        std::size_t excluded) const;
   /// " AND workflow IN (?, ...)" for this many workflows, and under only_own_version the
   /// version's condition; bind_workflows() binds its parameters.
   std::string of_workflows(std::size_t workflows) const;
@@ -197,7 +231,9 @@ class SqlStore : public Store {
                                            const std::vector<std::string>& excluded);
 
   // commits.cpp
-  bool apply(const RunWrite& write);
+  Written apply(const RunWrite& write);
+  /// The status a run that is paused at a write goes back to on resume, and the write of it.
+  void pause_at_write(const RunWrite& write, bool woke);
   bool side_effects(const RunWrite& write, const EntryWrite& entry);
   bool still_waiting(const std::string& run_id);
   void continue_as(const std::string& id, NewRun successor);
@@ -219,6 +255,11 @@ class SqlStore : public Store {
                       const std::optional<std::string>& output,
                       const std::optional<ErrorInfo>& error, std::int64_t now_ms);
   void cancel_in(const std::string& id, std::int64_t now_ms, const std::string& reason);
+  /// Ends a run that has not ended as `status` (cancelled, or failed with `error`), its waits
+  /// dropped, its children cancelled and its parent answered, inside the caller's transaction.
+  /// False when it had ended already.
+  bool end_in(const std::string& id, Status status, const std::optional<ErrorInfo>& error,
+              std::int64_t now_ms, const std::string& reason);
 
   // schedules.cpp
   ScheduleRow read_schedule(sql::Query& query);

@@ -606,6 +606,34 @@ async function main(ids) {
       return `${items.length} items; the first ends at ${firstEnd.toFixed(2)}, the last begins at ${lastStart.toFixed(2)}`;
     });
 
+    await check('Pause on the sleeping run pauses it, and Resume puts it back to sleep', async () => {
+      if (!ids.sleeping) return 'skipped: no sleeping run (the fixture makes one)';
+      const path = `/v1/runs/${encodeURIComponent(ids.sleeping)}`;
+      const before = await apiGet(path);
+      if (before.status !== 'sleeping') return `skipped: the run is ${before.status}`;
+      await stale.goto(`${baseUrl}/#/runs/${encodeURIComponent(ids.sleeping)}`);
+      const click = async (button, action, status) => {
+        await stale.locator(`[data-testid="${button}"]`).waitFor({state: 'visible', timeout: WAIT_MS});
+        stale.once('dialog', (dialog) => dialog.accept());
+        const answer = stale.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith('/' + action));
+        await stale.click(`[data-testid="${button}"]`);
+        const response = await answer;
+        if (response.status() !== 200) throw new CheckFailed(`200 from POST ${action}`, `${response.status()}`);
+        await waitFor(`the API and the page say ${status}`, async () => {
+          const run = await apiGet(path);
+          const shown = await textOf(stale, 'detail-status');
+          return {ok: run.status === status && shown === status, seen: `API ${run.status}, page ${shown}`};
+        });
+      };
+      await click('pause-button', 'pause', 'paused');
+      const paused = await apiGet('/v1/runs?status=paused');
+      if (!paused.runs.some((r) => r.id === ids.sleeping)) {
+        throw new CheckFailed('the run listed under paused', json(paused.runs.map((r) => r.id)));
+      }
+      await click('resume-button', 'resume', 'sleeping');
+      return 'paused, then sleeping again';
+    });
+
     await check('the page threw no error', async () => {
       if (pageErrors.length) throw new CheckFailed('no uncaught error', json(pageErrors));
     });

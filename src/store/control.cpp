@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: Apache-2.0
+// Run control: an operator's pause and resume of a run or of a whole workflow, and the
+// deadlines past which runs fail.
+//
+// A paused run keeps its due time (a sleep's wake time, a wait's timeout) and remembers the
+// status it goes back to (runs.paused_from). A running run cannot be paused under its worker's
+// feet: it is marked (runs.paused) and its worker pauses it at its next step boundary (see
+// SqlStore::apply), or a worker that takes it over from a dead owner does (claims.cpp).
+
+#include "durations.hpp"
+#include "errors_internal.hpp"
+#include "serialization.hpp"
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+namespace {
+
+bool has_ended(Status status) {
+  return status == Status::completed || status == Status::failed || status == Status::cancelled;
+}
+
+}  // namespace
+
+std::optional<Status> SqlStore::pause(const std::string& id, std::int64_t now_ms) {
+  return guarded([&]() -> std::optional<Status> {
+    sql::Transaction tx(db());
+    const std::optional<Status> before = locked_status(id);
+    if (!before) return std::nullopt;
+    if (has_ended(*before)) {
+      throw RunStateRefused("run " + id + " is " + std::string(to_string(*before)) +
+                            "; only a run that has not ended can be paused");
+    }
+    if (*before == Status::running) {
+      // Its worker pauses it at its next step boundary.
+      sql::Query mark(db(), "UPDATE runs SET paused = ? WHERE id = ?");
+      mark.bind(1, kPausedByRun);
+      mark.bind(2, id);
+      mark.run();
+    } else if (*before == Status::paused) {
+      // Paused by its workflow, now by hand as well: resume_workflow leaves it paused.
+      sql::Query mark(db(), "UPDATE runs SET paused = ? WHERE id = ?");
+      mark.bind(1, kPausedByRun);
+      mark.bind(2, id);
+      mark.run();
+    } else {
+      pause_in(id, *before, kPausedByRun, now_ms, "paused");
+    }
+    tx.commit();
+    return before;
+  });
+}
+
+std::optional<Status> SqlStore::resume(const std::string& id, std::int64_t now_ms) {
+  return guarded([&]() -> std::optional<Status> {
+    sql::Transaction tx(db());
+    const std::optional<Status> before = locked_status(id);
+    if (!before) return std::nullopt;
+    if (*before == Status::paused) {
+      resume_in(id, now_ms, "resumed");
+    } else {
+      sql::Query unmark(db(),
+                        "UPDATE runs SET paused = 0 WHERE id = ? AND status = 'running' AND "
+                        "paused != 0");
+      unmark.bind(1, id);
+      if (unmark.run() == 0) {
+        throw RunStateRefused("run " + id + " is " + std::string(to_string(*before)) +
+                              "; only a paused run can be resumed");
+      }
+    }
+    tx.commit();
+    return before;
+  });
+}
+
+bool SqlStore::pause_in(const std::string& id, Status before, int by, std::int64_t now_ms,
+                        const std::string& reason) {
+  sql::Query update(db(),
+                    "UPDATE runs SET status = 'paused', paused = ?, paused_from = status, "
+                    "owner = NULL, updated_at = ? WHERE id = ? AND status = ?");
+  update.bind(1, by);
+  update.bind(2, now_ms);
+  update.bind(3, id);
+  update.bind(4, to_string(before));
+  if (update.run() == 0) return false;
+  add_history(id, now_ms, Status::paused, reason);
+  return true;
+}
+
+void SqlStore::resume_in(const std::string& id, std::int64_t now_ms, const std::string& reason) {
+  std::string from = "pending";
+  {
+    sql::Query query(db(), "SELECT coalesce(paused_from, 'pending') FROM runs WHERE id = ?");
+    query.bind(1, id);
+    if (query.next()) from = query.text(0);
+  }
+  // A pending run keeps its start time (a delayed start); one with none is due now.
+  sql::Query update(db(),
+                    "UPDATE runs SET status = ?2, paused = 0, paused_from = NULL, updated_at = ?1, "
+                    "due_at = CASE WHEN due_at IS NULL AND paused_from = 'pending' THEN ?1 "
+                    "ELSE due_at END WHERE id = ?3 AND status = 'paused'");
+  update.bind(1, now_ms);
+  update.bind(2, from);
+  update.bind(3, id);
+  if (update.run() == 0) return;
+  add_history(id, now_ms, status_from_string(from).value_or(Status::pending), reason);
+  announce_work();
+}
+
+std::size_t SqlStore::pause_workflow(const std::string& workflow, std::int64_t now_ms) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    // One pause or resume of the workflow at a time. A start racing this transaction, where
+    // writers run side by side, may insert its run pending; claims leave out the runs of paused
+    // workflows (claims.cpp), so it waits all the same.
+    lock("workflow:" + workflow);
+    {
+      sql::Query insert(db(),
+                        "INSERT INTO paused_workflows (name, at) VALUES (?, ?) "
+                        "ON CONFLICT (name) DO NOTHING");
+      insert.bind(1, workflow);
+      insert.bind(2, now_ms);
+      insert.run();
+    }
+    std::vector<std::pair<std::string, Status>> runs;
+    {
+      sql::Query query(db(), "SELECT id, status FROM runs WHERE workflow = ? AND " +
+                                 std::string(kLiveStatus) + std::string(db().dialect().lock_row));
+      query.bind(1, workflow);
+      while (query.next()) {
+        runs.emplace_back(query.text(0),
+                          status_from_string(query.text(1)).value_or(Status::pending));
+      }
+    }
+    std::size_t paused = 0;
+    for (const auto& [id, status] : runs) {
+      if (status == Status::running) {
+        sql::Query mark(db(), "UPDATE runs SET paused = ? WHERE id = ? AND paused = 0");
+        mark.bind(1, kPausedByWorkflow);
+        mark.bind(2, id);
+        paused += mark.run() > 0 ? 1 : 0;
+      } else if (pause_in(id, status, kPausedByWorkflow, now_ms,
+                          "paused with its workflow '" + workflow + "'")) {
+        ++paused;
+      }
+    }
+    tx.commit();
+    return paused;
+  });
+}
+
+std::size_t SqlStore::resume_workflow(const std::string& workflow, std::int64_t now_ms) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    lock("workflow:" + workflow);
+    {
+      sql::Query remove(db(), "DELETE FROM paused_workflows WHERE name = ?");
+      remove.bind(1, workflow);
+      remove.run();
+    }
+    std::vector<std::string> ids;
+    {
+      sql::Query query(db(),
+                       "SELECT id FROM runs WHERE workflow = ? AND status = 'paused' AND "
+                       "paused = ?" +
+                           std::string(db().dialect().lock_row));
+      query.bind(1, workflow);
+      query.bind(2, kPausedByWorkflow);
+      while (query.next()) ids.push_back(query.text(0));
+    }
+    for (const std::string& id : ids) {
+      resume_in(id, now_ms, "resumed with its workflow '" + workflow + "'");
+    }
+    sql::Query unmark(db(),
+                      "UPDATE runs SET paused = 0 WHERE workflow = ? AND status = 'running' AND "
+                      "paused = ?");
+    unmark.bind(1, workflow);
+    unmark.bind(2, kPausedByWorkflow);
+    const std::int64_t pausing = unmark.run();
+    tx.commit();
+    return ids.size() + static_cast<std::size_t>(pausing);
+  });
+}
+
+std::vector<std::string> SqlStore::paused_workflows() {
+  return guarded([&] { return read_paused_workflows(); });
+}
+
+std::vector<std::string> SqlStore::read_paused_workflows() {
+  std::vector<std::string> names;
+  sql::Query query(db(), "SELECT name FROM paused_workflows ORDER BY name");
+  while (query.next()) names.push_back(query.text(0));
+  return names;
+}
+
+std::vector<std::string> SqlStore::expire(std::int64_t now_ms, std::size_t limit) {
+  return guarded([&] {
+    sql::Transaction tx(db());
+    std::vector<std::tuple<std::string, std::string, std::int64_t>> due;
+    {
+      sql::Query query(db(),
+                       "SELECT id, status, deadline_at FROM runs WHERE deadline_at IS NOT NULL "
+                       "AND " +
+                           std::string(kUnendedStatus) +
+                           " AND deadline_at <= ? ORDER BY deadline_at LIMIT ?" +
+                           std::string(db().dialect().lock_claimable));
+      query.bind(1, now_ms);
+      query.bind(2, static_cast<std::int64_t>(limit));
+      while (query.next()) due.emplace_back(query.text(0), query.text(1), query.int64(2));
+    }
+    std::vector<std::string> failed;
+    for (const auto& [id, status, deadline] : due) {
+      const std::string message = "run " + id + " passed its deadline (" + utc_text(deadline) +
+                                  ") while " + status + "; it was failed there";
+      const ErrorInfo error{"durable::TimeoutError", message, {}, 0};
+      if (end_in(id, Status::failed, error, now_ms, message)) failed.push_back(id);
+    }
+    tx.commit();
+    return failed;
+  });
+}
+
+std::optional<std::int64_t> SqlStore::next_deadline() {
+  return guarded([&]() -> std::optional<std::int64_t> {
+    sql::Query query(db(), "SELECT min(deadline_at) FROM runs WHERE deadline_at IS NOT NULL AND " +
+                               std::string(kUnendedStatus));
+    if (!query.next() || query.is_null(0)) return std::nullopt;
+    return query.int64(0);
+  });
+}
+
+}  // namespace durable::detail

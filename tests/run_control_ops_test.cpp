@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: Apache-2.0
+// Run control from the outside: pause and resume of runs and workflows, and starts with a
+// priority, tags and a deadline, from the HTTP API and the durable command, with their bad
+// requests.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+
+#include "admin.hpp"
+#include "api.hpp"
+#include "durations.hpp"
+#include "http_client.hpp"
+#include "stores.hpp"
+#include "support.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+namespace client = durable::test::http_client;
+
+namespace {
+
+// A database with the "nap" workflow registered (a worker ran it) and one run asleep in it.
+struct Naps {
+  test::TempDir dir;
+  test::ManualClock clock;
+  std::string db = test::database(dir, "naps.db");
+  std::string sleeping;
+
+  Naps() {
+    auto runtime = test::runtime_on(db, clock, test::quiet(db));
+    runtime->add(Workflow("nap", [](Step& step, const json&) -> json {
+      step.sleep("nap", 1h);
+      return nullptr;
+    }));
+    sleeping = runtime->start("nap");
+    runtime->run_until_idle();
+    REQUIRE(runtime->get(sleeping).status == Status::sleeping);
+  }
+
+  std::pair<int, std::string> command(const std::string& args) const {
+    return test::run_shell(std::string(DURABLE_CLI) + " --db '" + db + "' " + args + " 2>&1");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("HTTP: pause and resume a run and a workflow, and their bad requests (on each "
+          "store)") {
+  Naps naps;
+  ops::Admin admin(naps.db);
+  ops::HttpServer server(client::ephemeral(), ops::api_handler(admin));
+  client::Connection http(server.port());
+  const auto post = [&](const std::string& target, const std::string& body = "{}") {
+    return http.exchange(client::request_text("POST", target, body));
+  };
+  const auto status_of = [&](const std::string& id) {
+    return client::json_of(http.exchange(client::get("/v1/runs/" + id))).at("status");
+  };
+  const std::string run = "/v1/runs/" + naps.sleeping;
+
+  auto answer = post(run + "/pause");
+  CHECK(answer.result_int() == 200);
+  CHECK(client::json_of(answer).at("status") == "paused");
+  CHECK(status_of(naps.sleeping) == "paused");
+  const json paused = client::json_of(http.exchange(client::get("/v1/runs?status=paused")));
+  CHECK(paused.at("counts").at("paused") == 1);
+  CHECK(paused.at("runs").size() == 1);
+  answer = post(run + "/resume");
+  CHECK(answer.result_int() == 200);
+  CHECK(client::json_of(answer).at("status") == "sleeping");
+  CHECK(post(run + "/resume").result_int() == 409);
+  CHECK(post("/v1/runs/nope/pause").result_int() == 404);
+  CHECK(post("/v1/runs/nope/resume").result_int() == 404);
+  CHECK(http.exchange(client::get(run + "/pause")).result_int() == 405);
+
+  answer = post("/v1/workflows/nap/pause");
+  CHECK(answer.result_int() == 200);
+  CHECK(client::json_of(answer) == json{{"workflow", "nap"}, {"paused", 1}});
+  CHECK(client::json_of(http.exchange(client::get("/v1/stats"))).at("paused_workflows") ==
+        json::array({"nap"}));
+  answer = post("/v1/runs", R"({"workflow": "nap"})");
+  REQUIRE(answer.result_int() == 201);
+  CHECK(status_of(client::json_of(answer).at("id")) == "paused");
+  answer = post("/v1/workflows/nap/resume");
+  CHECK(client::json_of(answer) == json{{"workflow", "nap"}, {"resumed", 2}});
+  CHECK(status_of(naps.sleeping) == "sleeping");
+  CHECK(post("/v1/workflows/nap/stop").result_int() == 404);
+  CHECK(post("/v1/workflows//pause").result_int() == 404);
+  CHECK(http.exchange(client::get("/v1/workflows/nap/pause")).result_int() == 405);
+
+  // An ended run cannot be paused.
+  CHECK(post(run + "/cancel").result_int() == 200);
+  answer = post(run + "/pause");
+  CHECK(answer.result_int() == 409);
+  CHECK(client::json_of(answer).at("error").at("message").get<std::string>().find(
+            "only a run that has not ended can be paused") != std::string::npos);
+}
+
+TEST_CASE("HTTP: a start with a priority, tags and a deadline, a list by tag, and their bad "
+          "requests, which write nothing (on each store)") {
+  Naps naps;
+  ops::Admin admin(naps.db, {}, [&naps] { return naps.clock.now(); });
+  ops::HttpServer server(client::ephemeral(), ops::api_handler(admin));
+  client::Connection http(server.port());
+  const auto post = [&](const std::string& body) {
+    return http.exchange(client::request_text("POST", "/v1/runs", body));
+  };
+  auto answer = post(R"({"workflow": "nap", "priority": 7, "tags": {"tenant": "acme"},
+                         "deadline": "30m"})");
+  REQUIRE(answer.result_int() == 201);
+  const std::string id = client::json_of(answer).at("id");
+  json shown = client::json_of(http.exchange(client::get("/v1/runs/" + id)));
+  CHECK(shown.at("priority") == 7);
+  CHECK(shown.at("tags") == json{{"tenant", "acme"}});
+  CHECK(shown.at("deadline") ==
+        detail::utc_text(detail::to_ms(naps.clock.now() + std::chrono::minutes(30))));
+  answer = post(R"({"workflow": "nap", "deadline": "2199-01-02T03:04:05Z"})");
+  REQUIRE(answer.result_int() == 201);
+  shown = client::json_of(http.exchange(client::get(
+      "/v1/runs/" + client::json_of(answer).at("id").get<std::string>())));
+  CHECK(shown.at("deadline") == "2199-01-02T03:04:05.000Z");
+
+  json listed = client::json_of(http.exchange(client::get("/v1/runs?tag.tenant=acme")));
+  REQUIRE(listed.at("runs").size() == 1);
+  CHECK(listed.at("runs")[0].at("id") == id);
+  listed = client::json_of(http.exchange(client::get("/v1/runs?tag.tenant=globex")));
+  CHECK(listed.at("runs").empty());
+
+  const std::size_t before = client::json_of(http.exchange(client::get("/v1/runs"))).at("total");
+  for (const char* bad : {R"({"workflow": "nap", "priority": "high"})",
+                          R"({"workflow": "nap", "priority": 1.5})",
+                          R"({"workflow": "nap", "priority": 99999999})",
+                          R"({"workflow": "nap", "tags": ["tenant"]})",
+                          R"({"workflow": "nap", "tags": {"tenant": 1}})",
+                          R"({"workflow": "nap", "tags": {"tenant": ""}})",
+                          R"({"workflow": "nap", "deadline": "soon"})",
+                          R"({"workflow": "nap", "deadline": "2001-01-01T00:00:00Z"})",
+                          R"({"workflow": "nap", "deadline": "2999-01-01T00:00:00Z"})",
+                          R"({"workflow": "nap", "deadline": 5})"}) {
+    INFO(bad);
+    CHECK(post(bad).result_int() == 400);
+  }
+  CHECK(client::json_of(http.exchange(client::get("/v1/runs"))).at("total") == before);
+  CHECK(http.exchange(client::get("/v1/runs?tag.=x")).result_int() == 400);
+  CHECK(http.exchange(client::get("/v1/runs?tag.tenant=")).result_int() == 400);
+}
+
+TEST_CASE("durable pause, resume, start with --priority, --tag and --deadline, runs --tag, and "
+          "their bad usage (on each store)") {
+  Naps naps;
+  auto [code, out] = naps.command("pause " + naps.sleeping);
+  CHECK(code == 0);
+  CHECK(out == "run " + naps.sleeping + " is now paused\n");
+  std::tie(code, out) = naps.command("runs --status paused");
+  CHECK(code == 0);
+  CHECK(test::has(out, naps.sleeping));
+  std::tie(code, out) = naps.command("resume " + naps.sleeping);
+  CHECK(out == "run " + naps.sleeping + " is now sleeping\n");
+  std::tie(code, out) = naps.command("resume " + naps.sleeping);
+  CHECK(code == 4);
+  CHECK(naps.command("pause no-such-run").first == 3);
+  std::tie(code, out) = naps.command("pause --workflow nap");
+  CHECK(code == 0);
+  CHECK(out == "workflow nap paused: 1 run(s)\n");
+  std::tie(code, out) = naps.command("resume --workflow nap");
+  CHECK(out == "workflow nap resumed: 1 run(s)\n");
+  std::tie(code, out) = naps.command("pause");
+  CHECK(code == 2);
+  CHECK(test::has(out, "pause needs a run id or --workflow NAME"));
+  CHECK(naps.command("pause " + naps.sleeping + " --workflow nap").first == 2);
+
+  std::tie(code, out) = naps.command(
+      "--json start nap --priority 3 --tag tenant=acme,plan=gold --deadline 2h");
+  REQUIRE(code == 0);
+  const std::string id = json::parse(out).at("id");
+  std::tie(code, out) = naps.command("show " + id);
+  CHECK(test::has(out, "priority"));
+  CHECK(test::has(out, "plan=gold, tenant=acme"));
+  CHECK(test::has(out, "deadline"));
+  std::tie(code, out) = naps.command("--json runs --tag tenant=acme");
+  REQUIRE(code == 0);
+  REQUIRE(json::parse(out).at("runs").size() == 1);
+  CHECK(json::parse(out).at("runs")[0].at("id") == id);
+
+  std::tie(code, out) = naps.command("start nap --priority high");
+  CHECK(code == 2);
+  CHECK(test::has(out, "--priority takes a whole number"));
+  std::tie(code, out) = naps.command("start nap --tag tenant");
+  CHECK(code == 2);
+  CHECK(test::has(out, "is not KEY=VALUE"));
+  std::tie(code, out) = naps.command("start nap --deadline whenever");
+  CHECK(code == 2);
+  CHECK(test::has(out, "neither a UTC time"));
+  CHECK(naps.command("runs --tag =x").first == 2);
+  std::tie(code, out) = naps.command("--json runs");
+  CHECK(json::parse(out).at("runs").size() == 2);  // the bad starts wrote nothing
+}

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: Apache-2.0
+// Run control (DESIGN §8): pause and resume of runs and workflows, run deadlines, priorities
+// and tags.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <durable/client.hpp>
+#include <durable/testing.hpp>
+#include <mutex>
+
+#include "stores.hpp"
+#include "support.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+
+// nap: sleeps an hour between two steps; wait: waits for an "approved" event for a day.
+Workflow napping(std::atomic<int>& after) {
+  return Workflow("nap", [&after](Step& step, const json&) -> json {
+    step.run("before", [] { return 1; });
+    step.sleep("nap", 1h);
+    return step.run("after", [&] { return ++after; });
+  });
+}
+
+Workflow approval() {
+  return Workflow("approval", [](Step& step, const json&) -> json {
+    const auto decision = step.wait_for_event("decision", "approved", {.timeout = 24h});
+    return decision ? *decision : json("timed out");
+  });
+}
+
+// A runtime on a store of its own with a manual clock.
+struct Desk {
+  test::TempDir dir;
+  test::ManualClock clock;
+  std::string db = test::database(dir, "db");
+  std::unique_ptr<Runtime> runtime = test::runtime_on(db, clock, test::quiet(db));
+};
+
+std::string latest_reason(const RunInfo& run) {
+  return run.history.empty() ? "" : run.history.back().reason;
+}
+
+}  // namespace
+
+TEST_CASE("pause and resume: a paused run is claimed by no runtime, a sleep that passed during "
+          "the pause wakes it at once (on each store)") {
+  Desk desk;
+  std::atomic<int> after{0};
+  desk.runtime->add(napping(after));
+  const std::string run = desk.runtime->start("nap");
+  desk.runtime->run_until_idle();
+  REQUIRE(desk.runtime->get(run).status == Status::sleeping);
+
+  desk.runtime->pause(run);
+  RunInfo paused = desk.runtime->get(run);
+  CHECK(paused.status == Status::paused);
+  CHECK(latest_reason(paused) == "paused");
+  REQUIRE(paused.wake_at.has_value());  // the sleep's wake time is kept
+  desk.runtime->pause(run);             // a paused run is left as it is
+  CHECK(desk.runtime->list({.status = Status::paused}).size() == 1);
+
+  desk.clock.advance(2h);
+  desk.runtime->run_until_idle();
+  CHECK(desk.runtime->get(run).status == Status::paused);
+  CHECK(after == 0);
+
+  desk.runtime->resume(run);
+  CHECK(desk.runtime->get(run).status == Status::sleeping);
+  desk.runtime->run_until_idle();
+  const RunInfo done = desk.runtime->get(run);
+  CHECK(done.status == Status::completed);
+  CHECK(done.output == 1);
+  CHECK(after == 1);
+}
+
+TEST_CASE("pause: an event that comes while a waiting run is paused is kept for it, a pending "
+          "run paused before its first claim keeps its start time (on each store)") {
+  Desk desk;
+  desk.runtime->add(approval());
+  const std::string run = desk.runtime->start("approval");
+  desk.runtime->run_until_idle();
+  REQUIRE(desk.runtime->get(run).status == Status::waiting);
+  desk.runtime->pause(run);
+  desk.runtime->send_event("approved", {{"by", "ana"}});
+  desk.runtime->run_until_idle();
+  CHECK(desk.runtime->get(run).status == Status::paused);
+  desk.runtime->resume(run);
+  desk.runtime->run_until_idle();
+  const RunInfo done = desk.runtime->get(run);
+  CHECK(done.status == Status::completed);
+  CHECK(done.output == json{{"by", "ana"}});
+
+  const std::string later =
+      desk.runtime->start("approval", {}, {.at = desk.clock.now() + std::chrono::hours(1)});
+  desk.runtime->pause(later);
+  desk.runtime->resume(later);
+  desk.runtime->run_until_idle();
+  CHECK(desk.runtime->get(later).status == Status::pending);  // not due before its time
+  desk.clock.advance(1h);
+  desk.runtime->run_until_idle();
+  CHECK(desk.runtime->get(later).status == Status::waiting);
+}
+
+TEST_CASE("pause during a running step: the step finishes and is journaled, nothing after it "
+          "runs until resume (on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db");
+  RuntimeOptions opts = test::quiet(db);
+  opts.poll_interval = 20ms;
+  Runtime runtime(opts);
+  std::atomic<bool> in_first{false}, release{false};
+  std::atomic<int> second{0};
+  runtime.add(Workflow("two", [&](Step& step, const json&) -> json {
+    step.run("first", [&] {
+      in_first = true;
+      while (!release) std::this_thread::sleep_for(1ms);
+      return 1;
+    });
+    return step.run("second", [&] { return ++second; });
+  }));
+  const std::string run = runtime.start("two");
+  {
+    test::Serving serving(runtime);
+    REQUIRE(test::eventually([&] { return in_first.load(); }));
+    runtime.pause(run);
+    const RunInfo pausing = runtime.get(run);
+    CHECK(pausing.status == Status::running);
+    CHECK(pausing.pausing);
+    release = true;
+    REQUIRE(test::eventually([&] { return runtime.get(run).status == Status::paused; }));
+    std::this_thread::sleep_for(200ms);  // ten polls: a worker that went on would have by now
+    CHECK(second == 0);
+    const std::vector<StepInfo> steps = runtime.steps(run);
+    REQUIRE(steps.size() == 1);
+    CHECK(steps[0].id == "first");
+    CHECK(steps[0].status == "completed");
+    CHECK(runtime.get(run).status == Status::paused);
+    runtime.resume(run);
+    REQUIRE(test::eventually([&] { return runtime.get(run).status == Status::completed; }));
+  }
+  CHECK(second == 1);
+}
+
+TEST_CASE("pause_workflow pauses its runs and those started until resume_workflow, which "
+          "leaves the runs paused one by one (on each store)") {
+  Desk desk;
+  std::atomic<int> after{0};
+  desk.runtime->add(napping(after));
+  desk.runtime->add(approval());
+  const std::string a = desk.runtime->start("nap");
+  const std::string b = desk.runtime->start("nap");
+  const std::string other = desk.runtime->start("approval");
+  desk.runtime->pause(b);
+  CHECK(desk.runtime->pause_workflow("nap") == 1);  // a; b was paused already
+  CHECK(desk.runtime->paused_workflows() == std::vector<std::string>{"nap"});
+  const std::string c = desk.runtime->start("nap");
+  CHECK(desk.runtime->get(c).status == Status::paused);
+  desk.runtime->run_until_idle();
+  CHECK(desk.runtime->get(a).status == Status::paused);
+  CHECK(desk.runtime->get(other).status == Status::waiting);  // other workflows go on
+
+  CHECK(desk.runtime->resume_workflow("nap") == 2);  // a and c
+  CHECK(desk.runtime->paused_workflows().empty());
+  desk.runtime->run_until_idle();
+  CHECK(desk.runtime->get(a).status == Status::sleeping);
+  CHECK(desk.runtime->get(c).status == Status::sleeping);
+  CHECK(desk.runtime->get(b).status == Status::paused);
+  CHECK(latest_reason(desk.runtime->get(b)) == "paused");
+}
+
+TEST_CASE("pause and resume refuse what they cannot do, changing nothing (on each store)") {
+  Desk desk;
+  std::atomic<int> after{0};
+  desk.runtime->add(napping(after));
+  CHECK_THROWS_AS(desk.runtime->pause("no-such-run"), NotFound);
+  CHECK_THROWS_AS(desk.runtime->resume("no-such-run"), NotFound);
+  const std::string run = desk.runtime->start("nap");
+  CHECK_THROWS_WITH_AS(desk.runtime->resume(run),
+                       doctest::Contains("is pending; only a paused run can be resumed"), Error);
+  desk.runtime->cancel(run);
+  CHECK_THROWS_WITH_AS(desk.runtime->pause(run),
+                       doctest::Contains("is cancelled; only a run that has not ended"), Error);
+  CHECK(desk.runtime->get(run).status == Status::cancelled);
+  CHECK_THROWS_WITH_AS(desk.runtime->pause_workflow(""), doctest::Contains("workflow name"),
+                       Error);
+  CHECK(desk.runtime->paused_workflows().empty());
+
+  const std::string held = desk.runtime->start("nap");
+  desk.runtime->pause(held);
+  desk.runtime->cancel(held, "not needed");  // a paused run can be cancelled
+  CHECK(desk.runtime->get(held).status == Status::cancelled);
+}
+
+TEST_CASE("deadlines: a run past its deadline fails with TimeoutError wherever it is, sleeping "
+          "or paused, its child is cancelled and a retry gives it more time (on each store)") {
+  Desk desk;
+  std::atomic<int> after{0};
+  desk.runtime->add(napping(after));
+  desk.runtime->add(Workflow("parent", [](Step& step, const json&) -> json {
+    return step.invoke("child", "approval");
+  }));
+  desk.runtime->add(approval());
+  const std::string sleeper =
+      desk.runtime->start("nap", {}, {.deadline = desk.clock.now() + std::chrono::minutes(30)});
+  const std::string paused =
+      desk.runtime->start("nap", {}, {.deadline = desk.clock.now() + std::chrono::minutes(30)});
+  const std::string parent =
+      desk.runtime->start("parent", {}, {.deadline = desk.clock.now() + std::chrono::minutes(30)});
+  desk.runtime->run_until_idle();
+  desk.runtime->pause(paused);
+  REQUIRE(desk.runtime->get(sleeper).deadline.has_value());
+  desk.clock.advance(29min);
+  desk.runtime->run_until_idle();
+  CHECK(desk.runtime->get(sleeper).status == Status::sleeping);
+  desk.clock.advance(2min);
+  desk.runtime->run_until_idle();
+  for (const std::string& id : {sleeper, paused, parent}) {
+    const RunInfo run = desk.runtime->get(id);
+    CHECK(run.status == Status::failed);
+    REQUIRE(run.error.has_value());
+    CHECK(run.error->type == "durable::TimeoutError");
+    CHECK(test::has(run.error->message, "passed its deadline"));
+  }
+  CHECK(test::has(desk.runtime->get(sleeper).error->message, "while sleeping"));
+  CHECK(test::has(desk.runtime->get(paused).error->message, "while paused"));
+  const std::vector<RunInfo> children = desk.runtime->list({.workflow = "approval"});
+  REQUIRE(children.size() == 1);
+  CHECK(children[0].status == Status::cancelled);
+  CHECK(after == 0);
+
+  desk.runtime->retry(sleeper);
+  CHECK_FALSE(desk.runtime->get(sleeper).deadline.has_value());
+  desk.runtime->run_until_idle();
+  desk.clock.advance(2h);
+  desk.runtime->run_until_idle();
+  CHECK(desk.runtime->get(sleeper).status == Status::completed);
+}
+
+TEST_CASE("deadlines: WorkflowOptions::deadline counts from the run's start, also for a run "
+          "queued where the code is not, a passed deadline is refused (on each store)") {
+  Desk desk;
+  std::atomic<int> after{0};
+  WorkflowOptions opts;
+  opts.deadline = 10min;
+  desk.runtime->add(Workflow("nap", [&after](Step& step, const json&) -> json {
+    step.sleep("nap", 1h);
+    return ++after;
+  }, opts));
+  const std::string own = desk.runtime->start("nap");
+  CHECK(desk.runtime->get(own).deadline == desk.clock.now() + std::chrono::minutes(10));
+  // An earlier deadline of the start wins.
+  const std::string sooner =
+      desk.runtime->start("nap", {}, {.deadline = desk.clock.now() + std::chrono::minutes(5)});
+  CHECK(desk.runtime->get(sooner).deadline == desk.clock.now() + std::chrono::minutes(5));
+  // Queued by a Client, which has no code: stamped when first claimed, from its creation. (The
+  // Client's clock is the real one: the runtime's is moved past it.)
+  Client client(desk.db);
+  const std::string queued = client.start("nap");
+  CHECK_FALSE(desk.runtime->get(queued).deadline.has_value());
+  desk.clock.advance(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
+                                                                           desk.clock.now()) +
+                     1min);
+  desk.runtime->run_until_idle();
+  CHECK(desk.runtime->get(queued).deadline ==
+        desk.runtime->get(queued).created_at + std::chrono::minutes(10));
+  desk.clock.advance(10min);
+  desk.runtime->run_until_idle();
+  for (const std::string& id : {own, sooner, queued}) {
+    CHECK(desk.runtime->get(id).status == Status::failed);
+  }
+  CHECK_THROWS_WITH_AS(
+      desk.runtime->start("nap", {}, {.deadline = desk.clock.now() - std::chrono::seconds(1)}),
+      doctest::Contains("has passed already"), Error);
+  CHECK(desk.runtime->list({.workflow = "nap"}).size() == 3);
+}
+
+TEST_CASE("deadlines: a run whose step body is running at its deadline fails, and the body's "
+          "late result is not journaled (on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db");
+  RuntimeOptions opts = test::quiet(db);
+  opts.poll_interval = 20ms;
+  Runtime runtime(opts);
+  std::atomic<bool> ended{false};
+  runtime.add(Workflow("slow", [&](Step& step, const json&) -> json {
+    return step.run("slow", [&] {
+      std::this_thread::sleep_for(600ms);
+      ended = true;
+      return 1;
+    });
+  }));
+  const std::string run =
+      runtime.start("slow", {}, {.deadline = Clock::now() + std::chrono::milliseconds(150)});
+  {
+    test::Serving serving(runtime);
+    REQUIRE(test::eventually([&] { return ended.load(); }));
+    std::this_thread::sleep_for(100ms);
+  }
+  const RunInfo failed = runtime.get(run);
+  CHECK(failed.status == Status::failed);
+  REQUIRE(failed.error.has_value());
+  CHECK(failed.error->type == "durable::TimeoutError");
+  CHECK(test::has(failed.error->message, "while running"));
+  CHECK(runtime.steps(run).empty());
+}
+
+TEST_CASE("priority: among runs due at once, a higher priority is claimed first, then the "
+          "oldest (on each store)") {
+  Desk desk;
+  std::mutex mutex;
+  std::vector<std::string> order;
+  WorkflowOptions one_at_a_time;
+  one_at_a_time.concurrency = 1;
+  desk.runtime->add(Workflow("job", [&](Step& step, const json& input) -> json {
+    step.run("log", [&] {
+      std::lock_guard lock(mutex);
+      order.push_back(input.value("name", ""));
+      return 0;
+    });
+    return nullptr;
+  }, one_at_a_time));
+  for (const auto& [name, priority] : std::vector<std::pair<std::string, int>>{
+           {"low", -1}, {"first", 0}, {"urgent", 5}, {"second", 0}, {"more urgent", 9},
+           {"urgent too", 5}}) {
+    desk.runtime->start("job", {{"name", name}}, {.priority = priority});
+    desk.clock.advance(1ms);
+  }
+  desk.runtime->run_until_idle();
+  CHECK(order == std::vector<std::string>{"more urgent", "urgent", "urgent too", "first",
+                                          "second", "low"});
+  CHECK(desk.runtime->list({.limit = 1})[0].priority == 5);
+}
+
+TEST_CASE("tags: stored with the run, shown and matched by RunFilter::tags, bad tags are "
+          "refused with nothing written (on each store)") {
+  Desk desk;
+  std::atomic<int> after{0};
+  desk.runtime->add(napping(after));
+  const std::string acme =
+      desk.runtime->start("nap", {}, {.tags = {{"tenant", "acme"}, {"plan", "gold"}}});
+  const std::string globex = desk.runtime->start("nap", {}, {.tags = {{"tenant", "globex"}}});
+  desk.runtime->start("nap");
+  CHECK(desk.runtime->get(acme).tags ==
+        std::map<std::string, std::string>{{"plan", "gold"}, {"tenant", "acme"}});
+  const auto ids = [&](const RunFilter& filter) {
+    std::vector<std::string> out;
+    for (const RunInfo& run : desk.runtime->list(filter)) out.push_back(run.id);
+    return out;
+  };
+  CHECK(ids({.tags = {{"tenant", "acme"}}}) == std::vector<std::string>{acme});
+  CHECK(ids({.tags = {{"tenant", "globex"}}}) == std::vector<std::string>{globex});
+  CHECK(ids({.tags = {{"tenant", "acme"}, {"plan", "gold"}}}) == std::vector<std::string>{acme});
+  CHECK(ids({.tags = {{"tenant", "acme"}, {"plan", "silver"}}}).empty());
+  CHECK(ids({.tags = {{"tenant", "\xff"}}}).empty());
+  CHECK(desk.runtime->list({}).size() == 3);
+
+  CHECK_THROWS_WITH_AS(desk.runtime->start("nap", {}, {.tags = {{"", "x"}}}),
+                       doctest::Contains("non-empty key and value"), Error);
+  CHECK_THROWS_WITH_AS(desk.runtime->start("nap", {}, {.tags = {{"tenant", ""}}}),
+                       doctest::Contains("tag 'tenant' has an empty value"), Error);
+  CHECK_THROWS_WITH_AS(desk.runtime->start("nap", {}, {.tags = {{"k", std::string(300, 'x')}}}),
+                       doctest::Contains("longer than 256 bytes"), Error);
+  CHECK_THROWS_WITH_AS(desk.runtime->start("nap", {}, {.tags = {{"k", "\xff"}}}),
+                       doctest::Contains("UTF-8"), Error);
+  std::map<std::string, std::string> many;
+  for (int i = 0; i < 33; ++i) many["k" + std::to_string(i)] = "v";
+  CHECK_THROWS_WITH_AS(desk.runtime->start("nap", {}, {.tags = many}),
+                       doctest::Contains("at most 32 tags"), Error);
+  CHECK(desk.runtime->list({}).size() == 3);
+}
