@@ -146,6 +146,15 @@ CREATE TABLE paused_workflows (
   name TEXT PRIMARY KEY,
   at   BIGINT NOT NULL
 );
+)sql",
+                                                                 R"sql(
+-- As the SQLite schema's version 11: flow-control keys and first claims.
+ALTER TABLE runs ADD COLUMN flow_key TEXT;
+ALTER TABLE runs ADD COLUMN rate_key TEXT;
+ALTER TABLE runs ADD COLUMN began_at BIGINT;
+ALTER TABLE workflows ADD COLUMN flow TEXT;
+CREATE INDEX runs_running_keys ON runs (workflow, flow_key) WHERE status = 'running';
+CREATE INDEX runs_began ON runs (workflow, rate_key, began_at) WHERE rate_key IS NOT NULL;
 )sql"};
 
 }  // namespace durable::detail::pg

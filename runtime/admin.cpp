@@ -47,6 +47,7 @@ json summary(const RunInfo& run, const std::set<std::string>& known, std::int64_
             {"invocations", run.invocations},
             {"known", known.contains(run.workflow)}};
   if (run.wake_at) j["wake_at"] = iso(*run.wake_at);
+  if (run.began_at) j["began_at"] = iso(*run.began_at);
   if (!run.parent_id.empty()) j["parent_id"] = run.parent_id;
   if (!run.version.empty()) j["version"] = run.version;
   if (!run.forked_from.empty()) j["forked_from"] = run.forked_from;

@@ -188,6 +188,7 @@ void print_run(std::ostream& out, const json& run) {
                                                 {"invocations", text_of(run, "invocations")},
                                                 {"input", shown(run.at("input"))},
                                                 {"output", shown(run.at("output"))}};
+  if (run.contains("began_at")) rows.push_back({"began", text_of(run, "began_at")});
   if (run.contains("wake_at")) rows.push_back({"next due", text_of(run, "wake_at")});
   if (run.contains("parent_id")) rows.push_back({"parent", text_of(run, "parent_id")});
   if (run.contains("version")) rows.push_back({"version", text_of(run, "version")});

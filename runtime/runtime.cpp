@@ -112,16 +112,14 @@ void RuntimeCore::add(Workflow wf) {
   if (wf.name().empty()) throw Error("a workflow needs a name");
   check_utf8(wf.name(), "the workflow name");
   if (wf.options().retry) check_policy(*wf.options().retry, "workflow '" + wf.name() + "'");
-  if (wf.options().concurrency < 0) {
-    throw Error("workflow '" + wf.name() + "': concurrency must be 0 (no limit) or more, not " +
-                std::to_string(wf.options().concurrency));
-  }
+  check_flow(wf.name(), wf.options());
   for (const std::string& event : wf.options().events) {
     if (event.empty()) throw Error("workflow '" + wf.name() + "' lists an empty event name");
     check_utf8(event, "an event name of workflow '" + wf.name() + "'");
   }
   const std::string name = wf.name();
   const std::vector<std::string> events = wf.options().events;
+  const std::string flow = flow_rule(wf.options()).stored();
   {
     std::lock_guard lock(workflows_mutex_);
     if (!workflows_.emplace(name, std::make_shared<const Workflow>(std::move(wf))).second) {
@@ -129,7 +127,7 @@ void RuntimeCore::add(Workflow wf) {
     }
   }
   std::lock_guard lock(store_mutex_);
-  store_->register_workflow(name, events, now_ms());
+  store_->register_workflow(name, events, flow, now_ms());
 }
 
 std::shared_ptr<const Workflow> RuntimeCore::find_workflow(std::string_view name) {

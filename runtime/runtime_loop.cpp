@@ -26,7 +26,10 @@ class RuntimeCore::Admission {
     std::lock_guard lock(core.workflows_mutex_);
     for (const auto& [name, wf] : core.workflows_) {
       names_.push_back(name);
-      if (wf->options().concurrency > 0) limits_[name] = wf->options().concurrency;
+      if (const FlowRule rule = flow_rule(wf->options());
+          rule.concurrency > 0 || rule.rate_limit > 0) {
+        flows_[name] = rule;
+      }
       if (wf->options().deadline.count() > 0) deadlines_[name] = wf->options().deadline.count();
     }
   }
@@ -110,7 +113,7 @@ class RuntimeCore::Admission {
     request.limit = limit;
     request.dead_owners = core_->dead_owners();
     request.executing.assign(core_->executing_.begin(), core_->executing_.end());
-    request.limits = limits_;
+    request.flows = flows_;
     request.deadlines = deadlines_;
     request.quarantine_after = core_->options_.quarantine_after;
     Claimed claimed = core_->store_->claim(request);
@@ -178,7 +181,7 @@ class RuntimeCore::Admission {
   std::optional<std::chrono::steady_clock::time_point> deadline_;
   std::size_t batch_;
   std::vector<std::string> names_;
-  std::map<std::string, int> limits_;
+  std::map<std::string, FlowRule> flows_;
   std::map<std::string, std::int64_t> deadlines_;
   std::set<std::string> claimed_;  // by this loop and not let go yet (store_mutex_)
   std::size_t invocations_ = 0;

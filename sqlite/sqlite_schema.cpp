@@ -161,6 +161,16 @@ CREATE TABLE paused_workflows (
   name TEXT PRIMARY KEY,
   at   INTEGER NOT NULL
 ) WITHOUT ROWID;
+)sql",
+                                                             R"sql(
+-- Flow control: a run's concurrency and rate-limit keys, when it first began, and the keys'
+-- pointers of each workflow, for whoever creates its runs.
+ALTER TABLE runs ADD COLUMN flow_key TEXT;
+ALTER TABLE runs ADD COLUMN rate_key TEXT;
+ALTER TABLE runs ADD COLUMN began_at INTEGER;
+ALTER TABLE workflows ADD COLUMN flow TEXT;
+CREATE INDEX runs_running_keys ON runs (workflow, flow_key) WHERE status = 'running';
+CREATE INDEX runs_began ON runs (workflow, rate_key, began_at) WHERE rate_key IS NOT NULL;
 )sql"};
 
 }  // namespace durable::detail

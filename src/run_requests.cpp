@@ -135,3 +135,53 @@ std::map<std::string, std::string> tags_from_text(std::string_view text) {
 }
 
 }  // namespace durable::detail
+
+namespace durable::detail {
+
+namespace {
+
+void check_pointer(const std::string& workflow, const char* what, const std::string& pointer) {
+  try {
+    (void)json::json_pointer(pointer);
+  } catch (const json::exception&) {
+    throw Error("workflow '" + workflow + "': " + what + " '" + pointer +
+                "' is not a JSON pointer into the input (\"/tenant\", \"/account/id\")");
+  }
+}
+
+}  // namespace
+
+void check_flow(const std::string& workflow, const WorkflowOptions& options) {
+  if (options.concurrency < 0) {
+    throw Error("workflow '" + workflow + "': concurrency must be 0 (no limit) or more, not " +
+                std::to_string(options.concurrency));
+  }
+  check_pointer(workflow, "concurrency_key", options.concurrency_key);
+  if (!options.concurrency_key.empty() && options.concurrency == 0) {
+    throw Error("workflow '" + workflow + "': concurrency_key '" + options.concurrency_key +
+                "' needs a concurrency (how many runs per key may run at once)");
+  }
+  const RateLimit& rate = options.rate_limit;
+  if (rate.limit < 0) {
+    throw Error("workflow '" + workflow + "': rate_limit.limit must be 0 (none) or more, not " +
+                std::to_string(rate.limit));
+  }
+  if (rate.limit > 0 && rate.period.count() < 1) {
+    throw Error("workflow '" + workflow + "': rate_limit.period must be at least 1 ms");
+  }
+  check_pointer(workflow, "rate_limit.key", rate.key);
+}
+
+FlowRule flow_rule(const WorkflowOptions& options) {
+  FlowRule rule;
+  rule.concurrency = options.concurrency;
+  rule.concurrency_key = options.concurrency_key;
+  if (options.rate_limit.limit > 0) {
+    rule.rate_limit = options.rate_limit.limit;
+    rule.rate_period_ms = options.rate_limit.period.count();
+    rule.rate_key = options.rate_limit.key;
+  }
+  return rule;
+}
+
+}  // namespace durable::detail

@@ -57,6 +57,13 @@ NewRun new_fork(std::string_view run_id, std::int64_t now_ms);
 std::string resolution_text(std::string_view run_id, std::string_view key, const json& output,
                             std::size_t max_bytes);
 
+/// Throws Error, naming the workflow, for flow control options that cannot work: a negative
+/// concurrency, a key that is not a JSON pointer ("" or "/a/b"), a concurrency_key without a
+/// concurrency, a rate limit below 0 or with a period under 1 ms.
+void check_flow(const std::string& workflow, const WorkflowOptions& options);
+/// The claims' rule of a workflow's options (its concurrency and rate limits).
+FlowRule flow_rule(const WorkflowOptions& options);
+
 /// The NotFound for a run id the database does not hold.
 NotFound no_such_run(std::string_view run_id);
 

@@ -107,6 +107,20 @@ struct RecordedRun {
   std::optional<std::string> unreadable;
 };
 
+/// The flow control of a workflow (WorkflowOptions): how many of its runs may run at once, in
+/// all or per key, and how many may begin per period, per key. Keys are JSON pointers into the
+/// input.
+struct FlowRule {
+  int concurrency = 0;  ///< 0: no limit
+  std::string concurrency_key;
+  int rate_limit = 0;  ///< 0: none
+  std::int64_t rate_period_ms = 0;
+  std::string rate_key;
+  /// What the workflows table keeps of it, so that any process creating a run stamps its keys:
+  /// {"concurrency_key", "rate_key"} as JSON text, or empty when the workflow has neither.
+  std::string stored() const;
+};
+
 struct ClaimRequest {
   std::string owner;                   ///< the claiming runtime's worker id
   std::vector<std::string> workflows;  ///< only runs of these workflows are claimed
@@ -118,8 +132,9 @@ struct ClaimRequest {
   /// Runs the claiming runtime is executing right now: never claimed again by it, even when
   /// their lease lapsed during a long step body.
   std::vector<std::string> executing;
-  /// Workflows with a concurrency limit: no claim makes more of their runs `running` than this.
-  std::map<std::string, int> limits;
+  /// Workflows with a concurrency limit or a rate limit: no claim makes more of their runs
+  /// `running` than the limit allows (per key, when keyed), nor begins more per period.
+  std::map<std::string, FlowRule> flows;
   /// A run taken over from a dead owner this many times in a row is failed, not claimed; 0: never.
   int quarantine_after = 0;
   /// WorkflowOptions::deadline of the workflows that have one (ms): stamped, from the run's
@@ -290,8 +305,10 @@ class Store {
   virtual std::int64_t event_horizon() = 0;
   /// Records that a worker has this workflow (operators see runs of names no worker knows), and
   /// that events of these names, and no others, start its runs (the last add() says which).
+  /// `flow`: FlowRule::stored() of its options.
   virtual void register_workflow(const std::string& workflow,
-                                 const std::vector<std::string>& events, std::int64_t now_ms) = 0;
+                                 const std::vector<std::string>& events, const std::string& flow,
+                                 std::int64_t now_ms) = 0;
 
   /// Inserts or replaces a schedule. A schedule stored with the same id and spec is kept as it
   /// is (its next time and count go on); returns whether anything was written.
@@ -406,7 +423,7 @@ inline constexpr std::int64_t kLiveLeases = 2;
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

@@ -380,6 +380,8 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
         "ALTER TABLE runs DROP COLUMN forked_from; ALTER TABLE runs DROP COLUMN continued_as; "
         "DROP TABLE workflows; DROP TABLE run_tags; DROP TABLE paused_workflows; "
         "DROP INDEX runs_prioritized; DROP INDEX runs_deadline; DROP INDEX runs_paused; "
+        "DROP INDEX runs_running_keys; DROP INDEX runs_began; ALTER TABLE runs DROP COLUMN "
+        "flow_key; ALTER TABLE runs DROP COLUMN rate_key; ALTER TABLE runs DROP COLUMN began_at; "
         "ALTER TABLE runs DROP COLUMN priority; ALTER TABLE runs DROP COLUMN deadline_at; "
         "ALTER TABLE runs DROP COLUMN tags; ALTER TABLE runs DROP COLUMN paused; "
         "ALTER TABLE runs DROP COLUMN paused_from; "

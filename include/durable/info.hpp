@@ -28,6 +28,9 @@ struct RunInfo {
   std::optional<ErrorInfo> error;
   int invocations = 0;  ///< times the workflow function was entered for this run
   Clock::time_point created_at, updated_at;
+  /// When a runtime first claimed the run (began_at - created_at: how long it queued); none
+  /// until then, and for a run first claimed by a durable older than schema version 11.
+  std::optional<Clock::time_point> began_at;
   std::optional<Clock::time_point> wake_at;  ///< when a pending or sleeping run is next due
   std::vector<Transition> history;           ///< every status change, oldest first
   std::string parent_id;  ///< a run started by step.invoke: the run that invoked it

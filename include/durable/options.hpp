@@ -28,6 +28,15 @@ struct RetryPolicy {
   double jitter = 0.2;  ///< ± fraction of each delay, in [0, 1]
 };
 
+/// At most `limit` runs of a workflow begin (are claimed for the first time) in any `period`,
+/// per value of `key` (a JSON pointer into the input, as WorkflowOptions::concurrency_key; empty:
+/// one limit for the whole workflow). The runs over it wait, none is dropped. limit 0: none.
+struct RateLimit {
+  int limit = 0;
+  std::chrono::milliseconds period{1000};
+  std::string key{};
+};
+
 /// Options of a workflow.
 struct WorkflowOptions {
   std::optional<RetryPolicy> retry{};  ///< default policy of this workflow's steps
@@ -37,6 +46,12 @@ struct WorkflowOptions {
   /// At most this many runs of this workflow executing at once, across every runtime on the
   /// database; sleeping and waiting runs hold no slot. 0: no limit.
   int concurrency = 0;
+  /// A JSON pointer into the input ("/tenant", "/account/id"): `concurrency` then applies per
+  /// value found there (text as it is, other values as JSON text; a run whose input has none
+  /// counts under the empty key), so that one tenant's runs cannot take every slot.
+  std::string concurrency_key{};
+  /// How many runs may begin per period (per key); see RateLimit.
+  RateLimit rate_limit{};
   /// How long a run may take, from its start: past it, the run fails with TimeoutError wherever
   /// it is (pending, running, sleeping, waiting, paused). 0: no limit. StartOptions::deadline,
   /// when earlier, wins. Stamped on the run by a runtime that has this workflow, when it starts

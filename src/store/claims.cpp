@@ -15,6 +15,7 @@
 
 #include "errors_internal.hpp"
 #include "serialization.hpp"
+#include "store/flow.hpp"
 #include "store/sql_store.hpp"
 
 namespace durable::detail {
@@ -73,21 +74,31 @@ struct SqlStore::Candidate {
   std::string input;
   int invocations = 0;
   int paused = kNotPaused;  // running: a pause asked for, which its dead owner never made
+  std::optional<std::string> flow_key, rate_key;  // as stored (FlowGate)
+  bool began = false;
+  FlowGate::Stamp stamp;  // what the gate says to write with the claim
+
+  GatedRun gated() const { return {id, workflow, &input, flow_key, rate_key, began}; }
 };
 
 namespace {
 
 // The columns a query that finds candidates selects first, in the order candidate() reads them.
 constexpr const char* kCandidateColumns =
-    "id, crashes, workflow, correlation_id, input, invocations, paused";
+    "id, crashes, workflow, correlation_id, input, invocations, paused, flow_key, rate_key, "
+    "began_at";
 
 }  // namespace
 
 // The candidate in the current row of a query that selects kCandidateColumns first. Read only
 // for a run about to be admitted: SQLite reads a large input's pages only when asked for it.
 SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int crashes) {
-  return Candidate{row.text(0), before,      crashes,     row.text(2),
-                   row.text(3), row.text(4), row.int32(5), row.int32(6)};
+  Candidate run{row.text(0), before,      crashes,     row.text(2),
+                row.text(3), row.text(4), row.int32(5), row.int32(6)};
+  if (!row.is_null(7)) run.flow_key = row.text(7);
+  if (!row.is_null(8)) run.rate_key = row.text(8);
+  run.began = !row.is_null(9);
+  return run;
 }
 
 // The live runs of these workflows but the excluded ones, from the partial index that holds
@@ -242,63 +253,47 @@ std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request
   return due;
 }
 
-// Due runs to start or wake, within the limits, after the takeovers. A batch may fill up with
-// the runs of a workflow at its limit: those are skipped, the workflow dropped, and the query
-// made again.
+// Due runs to start or wake, within the limits (FlowGate), after the takeovers. A batch may
+// fill up with runs the gate holds back: the query is made again without them.
 template <class Admit>
 void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& due,
                          std::vector<std::string>& skip, const Admit& admit) {
-  std::map<std::string, int> room;  // per limited workflow: runs it may still have made running
-  for (const auto& [workflow, limit] : request.limits) {
-    // Claimers that run side by side count one at a time, so that together they stay within.
-    lock("limit:" + workflow);
-    sql::Query count(db(), "SELECT count(*) FROM runs WHERE workflow = ? AND status = 'running'");
-    count.bind(1, workflow);
-    count.next();
-    room[workflow] = limit - count.int32(0);
-  }
-  std::vector<std::string> workflows;
-  for (const std::string& name : request.workflows) {
-    const auto it = room.find(name);
-    if (it == room.end() || it->second > 0) workflows.push_back(name);
-  }
+  FlowGate gate(db(), request, [this](const std::string& key) { lock(key); });
+  std::vector<std::string> workflows = gate.open(request.workflows);
   for (const ClaimTier& tier : kTiers) {
     while (due.size() < request.limit && !workflows.empty()) {
       sql::Query query(db(), "SELECT " + std::string(kCandidateColumns) + ", status " +
                                  tier_runs(tier, workflows.size(), skip.size()) +
-                                 " AND status != 'running' AND due_at <= ? ORDER BY " +
-                                 tier.order + " LIMIT ?" +
+                                 gate.exclusion() + " AND status != 'running' AND due_at <= ? " +
+                                 "ORDER BY " + tier.order + " LIMIT ?" +
                                  std::string(db().dialect().lock_claimable));
       int i = bind_workflows(query, 1, workflows);
       i = bind_all(query, i, skip);
+      i = gate.bind_exclusion(query, i);
       query.bind(i++, request.now_ms);
       query.bind(i, static_cast<std::int64_t>(request.limit - due.size()));
-      bool full = false, any = false;
+      bool held = false;
       while (query.next()) {
-        any = true;
-        std::string id = query.text(0);
-        const Status status = status_from_string(query.text(7)).value_or(Status::pending);
+        const Status status = status_from_string(query.text(10)).value_or(Status::pending);
         const int crashes = query.int32(1);
         if (crashes >= isolate_after(request) && (!due.empty() || !request.executing.empty())) {
-          skip.push_back(std::move(id));  // claimed alone, by a later claim
+          skip.push_back(query.text(0));  // claimed alone, by a later claim
           continue;
         }
-        const auto limited = room.find(query.text(2));
-        if (limited != room.end()) {
-          if (limited->second <= 0) {
-            skip.push_back(std::move(id));
-            full = true;
-            continue;
-          }
-          --limited->second;
+        Candidate run = candidate(query, status, crashes);
+        const GatedRun gated = run.gated();
+        const FlowGate::Verdict verdict = gate.check(gated);
+        if (verdict != FlowGate::Verdict::admit) {
+          held = true;
+          // A run whose key is not stored yet is not left out by the gate's condition.
+          if (verdict == FlowGate::Verdict::held && !run.flow_key) skip.push_back(run.id);
+          continue;
         }
-        if (admit(candidate(query, status, crashes))) return;
+        run.stamp = gate.took(gated);
+        if (admit(std::move(run))) return;
       }
-      if (!any || !full) break;
-      std::erase_if(workflows, [&](const std::string& name) {
-        const auto it = room.find(name);
-        return it != room.end() && it->second <= 0;
-      });
+      if (!held) break;
+      workflows = gate.open(workflows);
     }
   }
 }
@@ -352,13 +347,17 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
     // yet, its workflow's (WorkflowOptions::deadline), from its creation.
     const auto deadline = request.deadlines.find(candidate.workflow);
     const bool stamps_deadline = deadline != request.deadlines.end() && before != Status::running;
-    sql::Query update(db(),
-                      "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
-                      "crashes = ?, version = CASE WHEN version = '' THEN ? ELSE version END" +
-                          std::string(stamps_deadline
-                                          ? ", deadline_at = coalesce(deadline_at, created_at + ?)"
-                                          : "") +
-                          " WHERE id = ?");
+    // And the keys the flow gate found (FlowGate::took), and when the run first began.
+    const FlowGate::Stamp& stamp = candidate.stamp;
+    sql::Query update(
+        db(), "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
+              "crashes = ?, version = CASE WHEN version = '' THEN ? ELSE version END" +
+                  std::string(stamps_deadline
+                                  ? ", deadline_at = coalesce(deadline_at, created_at + ?)"
+                                  : "") +
+                  (stamp.flow_key ? ", flow_key = ?" : "") +
+                  (stamp.rate_key ? ", rate_key = ?" : "") +
+                  ", began_at = coalesce(began_at, ?) WHERE id = ?");
     int i = 1;
     update.bind(i++, request.owner);
     update.bind(i++, claim.lease_until_ms);
@@ -366,6 +365,9 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
     update.bind(i++, candidate.crashes);
     update.bind(i++, version_);
     if (stamps_deadline) update.bind(i++, deadline->second);
+    if (stamp.flow_key) update.bind(i++, *stamp.flow_key);
+    if (stamp.rate_key) update.bind(i++, *stamp.rate_key);
+    update.bind(i++, request.now_ms);
     update.bind(i, id);
     if (update.run() == 0) bug("run " + id + " vanished while being claimed");
   }

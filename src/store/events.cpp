@@ -223,15 +223,18 @@ std::int64_t SqlStore::event_horizon() {
 }
 
 void SqlStore::register_workflow(const std::string& workflow,
-                                 const std::vector<std::string>& events, std::int64_t now_ms) {
+                                 const std::vector<std::string>& events, const std::string& flow,
+                                 std::int64_t now_ms) {
   guarded([&] {
     sql::Transaction tx(db());
     {
       sql::Query known(db(),
-                       "INSERT INTO workflows (name, seen_at) VALUES (?, ?) "
-                       "ON CONFLICT (name) DO UPDATE SET seen_at = excluded.seen_at");
+                       "INSERT INTO workflows (name, seen_at, flow) VALUES (?, ?, ?) "
+                       "ON CONFLICT (name) DO UPDATE SET seen_at = excluded.seen_at, "
+                       "flow = excluded.flow");
       known.bind(1, workflow);
       known.bind(2, now_ms);
+      known.bind_text_or_null(3, flow);
       known.run();
     }
     {

@@ -8,6 +8,7 @@
 
 #include "errors_internal.hpp"
 #include "serialization.hpp"
+#include "store/flow.hpp"
 #include "store/sql_store.hpp"
 
 namespace durable::detail {
@@ -85,20 +86,37 @@ std::string SqlStore::insert_run(const NewRun& run) {
     existing.bind(2, run.idempotency_key);
     if (existing.next()) return existing.text(0);
   }
-  // A run of a paused workflow is created paused (control.cpp).
+  // A run of a paused workflow is created paused (control.cpp); one of a workflow with flow
+  // control gets its keys (store/flow.hpp).
   bool paused = false;
+  std::optional<std::string> flow_key, rate_key;
   {
-    sql::Query query(db(), "SELECT 1 FROM paused_workflows WHERE name = ?");
+    sql::Query query(db(),
+                     "SELECT (SELECT 1 FROM paused_workflows WHERE name = ?1), "
+                     "(SELECT flow FROM workflows WHERE name = ?1)");
     query.bind(1, run.workflow);
-    paused = query.next();
+    query.next();
+    paused = !query.is_null(0);
+    if (!query.is_null(1)) {
+      const json flow = json::parse(query.text(1), nullptr, false);
+      if (flow.is_object()) {
+        const json input = json::parse(run.input, nullptr, false);
+        if (const auto it = flow.find("concurrency_key"); it != flow.end() && it->is_string()) {
+          flow_key = key_at(input, it->get<std::string>());
+        }
+        if (const auto it = flow.find("rate_key"); it != flow.end() && it->is_string()) {
+          rate_key = key_at(input, it->get<std::string>());
+        }
+      }
+    }
   }
   // A run of the same key inserted meanwhile by another writer (where writers run side by side)
   // leaves this insert doing nothing; the query after it finds that run.
   sql::Query insert(db(),
                     "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, "
                     "input, due_at, created_at, updated_at, parent_id, parent_step, version, "
-                    "forked_from, priority, deadline_at, tags, paused, paused_from) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "forked_from, priority, deadline_at, tags, paused, paused_from, flow_key, "
+                    "rate_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (workflow, idempotency_key) DO NOTHING");
   insert.bind(1, run.id);
   insert.bind(2, run.workflow);
@@ -122,6 +140,16 @@ std::string SqlStore::insert_run(const NewRun& run) {
   insert.bind_text_or_null(16, run.tags.empty() ? "" : json(run.tags).dump());
   insert.bind(17, paused ? kPausedByWorkflow : kNotPaused);
   insert.bind_text_or_null(18, paused ? "pending" : "");
+  if (flow_key) {
+    insert.bind(19, *flow_key);
+  } else {
+    insert.bind_null(19);
+  }
+  if (rate_key) {
+    insert.bind(20, *rate_key);
+  } else {
+    insert.bind_null(20);
+  }
   if (insert.run() == 0) {
     insert.reset();
     sql::Query existing(db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
@@ -196,7 +224,7 @@ std::string SqlStore::run_columns() const {
          "(r.invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = "
          "r.id)), r.created_at, r.updated_at, r.due_at, coalesce(r.parent_id, ''), w.host, w.pid, "
          "r.version, coalesce(r.forked_from, ''), coalesce(r.continued_as, ''), r.priority, "
-         "r.deadline_at, r.tags, r.paused "
+         "r.deadline_at, r.tags, r.paused, r.began_at "
          "FROM runs r LEFT JOIN workers w ON w.id = r.owner AND r.status = 'running'";
 }
 
@@ -231,6 +259,7 @@ RunInfo SqlStore::read_run(sql::Query& q) {
     }
   }
   info.pausing = info.status == Status::running && q.int32(20) != kNotPaused;
+  if (!q.is_null(21)) info.began_at = to_time(q.int64(21));
   if (info.status == Status::running) {
     // Who holds it: "HOST:PID" of its owner, the host name being the part of the worker's host
     // identity (host_identity() in runtime/runtime.cpp) before the first space. due_at is the lease

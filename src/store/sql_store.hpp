@@ -103,7 +103,7 @@ class SqlStore : public Store {
   Published publish(const NewEvent& event) override;
   std::int64_t event_horizon() override;
   void register_workflow(const std::string& workflow, const std::vector<std::string>& events,
-                         std::int64_t now_ms) override;
+                         const std::string& flow, std::int64_t now_ms) override;
   std::size_t purge_events(std::int64_t before_ms, std::size_t limit) override;
 
   bool put_schedule(const ScheduleRow& schedule, std::int64_t now_ms) override;
