@@ -155,6 +155,14 @@ ALTER TABLE runs ADD COLUMN began_at BIGINT;
 ALTER TABLE workflows ADD COLUMN flow TEXT;
 CREATE INDEX runs_running_keys ON runs (workflow, flow_key) WHERE status = 'running';
 CREATE INDEX runs_began ON runs (workflow, rate_key, began_at) WHERE rate_key IS NOT NULL;
+)sql",
+                                                                 R"sql(
+-- As the SQLite schema's version 12: debounce keys, and the ended runs for retention.
+ALTER TABLE runs ADD COLUMN debounce_key TEXT;
+CREATE INDEX runs_debounce ON runs (workflow, debounce_key)
+  WHERE status = 'pending' AND debounce_key IS NOT NULL;
+CREATE INDEX runs_ended ON runs (updated_at)
+  WHERE status IN ('completed', 'failed', 'cancelled');
 )sql"};
 
 }  // namespace durable::detail::pg

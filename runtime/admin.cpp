@@ -181,12 +181,7 @@ std::set<std::string> Admin::known(Connection& db) {
 
 json Admin::list_runs(const RunQuery& query) {
   const Lease db = lease();
-  RunFilter filter;
-  filter.status = query.status;
-  filter.workflow = query.workflow;
-  filter.limit = query.limit;
-  filter.correlation_id = query.correlation_id;
-  filter.tags = query.tags;
+  const RunFilter filter = query.filter();
   const std::set<std::string> names = known(*db);
   json runs = json::array();
   const std::int64_t now = now_ms();

@@ -25,6 +25,7 @@
 #include <vector>
 
 namespace durable::detail {
+enum class BulkAction;
 class Store;
 class OpsQueries;
 struct RecordedRun;
@@ -49,6 +50,12 @@ struct RunQuery {
   std::size_t limit = 50;
   std::string correlation_id{};  ///< empty: any
   std::map<std::string, std::string> tags{};  ///< RunFilter::tags
+  std::string failed_step{}, error_type{};    ///< RunFilter's
+  std::optional<Clock::time_point> created_after{}, created_before{};
+  /// The RunFilter of the same conditions, with this limit.
+  RunFilter filter() const;
+  /// Whether any condition is set (a bulk action over every run needs `all`).
+  bool any_condition() const;
 };
 
 /// What start_run() is asked to start.
@@ -121,6 +128,11 @@ class Admin {
   json pause_workflow(std::string_view workflow);
   /// {"workflow", "resumed": runs resumed}. Throws BadRequest (an empty name).
   json resume_workflow(std::string_view workflow);
+  /// Runtime::cancel, retry or purge of the runs the query matches (whatever its limit):
+  /// {"action", "matched"} when `dry_run` (nothing changed), else {"action", "changed"}. Throws
+  /// BadRequest for a status the action does not act on.
+  json bulk(detail::BulkAction action, const RunQuery& query, bool dry_run,
+            const std::string& reason);
   /// {"id": the new run's, "forked_from": id}: Runtime::fork. Throws NotFound (an unknown run,
   /// or a step its journal does not hold), Conflict (a run that has not ended).
   json fork_run(std::string_view id, const std::string& from_step);

@@ -3,6 +3,7 @@
 
 #include "admin.hpp"
 #include "admin_pool.hpp"
+#include "bulk.hpp"
 #include "run_requests.hpp"
 #include "serialization.hpp"
 #include "store.hpp"
@@ -18,6 +19,47 @@ std::string checked_workflow(std::string_view workflow) {
 }
 
 }  // namespace
+
+RunFilter RunQuery::filter() const {
+  RunFilter f;
+  f.status = status;
+  f.workflow = workflow;
+  f.limit = limit;
+  f.correlation_id = correlation_id;
+  f.tags = tags;
+  f.failed_step = failed_step;
+  f.error_type = error_type;
+  f.created_after = created_after;
+  f.created_before = created_before;
+  return f;
+}
+
+bool RunQuery::any_condition() const {
+  return status || !workflow.empty() || !correlation_id.empty() || !tags.empty() ||
+         !failed_step.empty() || !error_type.empty() || created_after || created_before;
+}
+
+json Admin::bulk(detail::BulkAction action, const RunQuery& query, bool dry_run,
+                 const std::string& reason) {
+  const detail::WithStore with_store = [this](const std::function<void(detail::Store&)>& use) {
+    const Lease db = lease();
+    use(*db->store);
+  };
+  const RunFilter filter = query.filter();
+  const char* name = detail::to_string(action);
+  try {
+    if (dry_run) {
+      return {{"action", name}, {"matched", detail::bulk_count(with_store, action, filter)}};
+    }
+    const std::size_t n = detail::bulk_apply(with_store, action, filter,
+                                             detail::utf8_or_replaced(reason),
+                                             [this] { return now_ms(); });
+    if (n > 0) changed();
+    return {{"action", name}, {"changed", n}};
+  } catch (const detail::BadFilter& e) {
+    throw BadRequest(e.what());
+  }
+}
 
 json Admin::pause_run(std::string_view id) {
   const Lease db = lease();

@@ -2,10 +2,13 @@
 #include "api.hpp"
 
 #include <charconv>
+#include <climits>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "bulk.hpp"
+#include "durations.hpp"
 #include "serialization.hpp"
 
 namespace durable::ops {
@@ -52,6 +55,15 @@ std::string string_field(const json& body, const char* name, bool required) {
   return it->get<std::string>();
 }
 
+Clock::time_point time_of(const char* name, const std::string& text) {
+  const std::optional<Clock::time_point> at = detail::parse_utc_time(text);
+  if (!at) {
+    throw BadRequest(std::string(name) + " must be a UTC time (2026-11-27T18:00:00Z) before " +
+                     "2262, not '" + text + "'");
+  }
+  return *at;
+}
+
 RunQuery run_query(const HttpRequest& request) {
   RunQuery query;
   if (const auto it = request.query.find("status");
@@ -78,6 +90,18 @@ RunQuery run_query(const HttpRequest& request) {
   }
   if (const auto it = request.query.find("correlation_id"); it != request.query.end()) {
     query.correlation_id = it->second;
+  }
+  if (const auto it = request.query.find("failed_step"); it != request.query.end()) {
+    query.failed_step = it->second;
+  }
+  if (const auto it = request.query.find("error_type"); it != request.query.end()) {
+    query.error_type = it->second;
+  }
+  for (const char* name : {"created_after", "created_before"}) {
+    if (const auto it = request.query.find(name); it != request.query.end()) {
+      (std::string_view(name) == "created_after" ? query.created_after : query.created_before) =
+          time_of(name, it->second);
+    }
   }
   if (const auto it = request.query.find("limit"); it != request.query.end()) {
     std::size_t limit = 0;
@@ -109,8 +133,9 @@ HttpResponse runs_route(Admin& admin, const HttpRequest& request) {
   start.correlation_id = string_field(body, "correlation_id", false);
   start.deadline = string_field(body, "deadline", false);
   if (const auto it = body.find("priority"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || *it < json(-1'000'000) || *it > json(1'000'000)) {
-      throw BadRequest("\"priority\" must be a whole number from -1000000 to 1000000");
+    // Out of int's range here; out of the runs' range in new_run(), with its message.
+    if (!it->is_number_integer() || *it < json(INT_MIN) || *it > json(INT_MAX)) {
+      throw BadRequest("\"priority\" must be a whole number");
     }
     start.priority = it->get<int>();
   }
@@ -127,6 +152,41 @@ HttpResponse runs_route(Admin& admin, const HttpRequest& request) {
   return json_response(started.at("created").get<bool>() ? 201 : 200, started);
 }
 
+// POST /v1/runs/cancel, /v1/runs/retry, /v1/runs/purge: a bulk action over a filter (the body's
+// fields, as GET /v1/runs takes them), or its count with "dry_run".
+HttpResponse bulk_route(Admin& admin, const HttpRequest& request, detail::BulkAction action) {
+  const json body = object_body(request);
+  HttpRequest as_query;
+  for (const char* name : {"status", "workflow", "correlation_id", "failed_step", "error_type",
+                           "created_after", "created_before"}) {
+    const std::string value = string_field(body, name, false);
+    if (!value.empty()) as_query.query[name] = value;
+  }
+  if (const auto it = body.find("tags"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) throw BadRequest("\"tags\" must be an object of strings");
+    for (const auto& [key, value] : it->items()) {
+      if (!value.is_string() || key.empty() || value.get<std::string>().empty()) {
+        throw BadRequest("\"tags\" must be an object of non-empty strings");
+      }
+      as_query.query["tag." + key] = value.get<std::string>();
+    }
+  }
+  const RunQuery query = run_query(as_query);
+  const auto flag = [&](const char* name) {
+    const auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return false;
+    if (!it->is_boolean()) throw BadRequest(std::string("\"") + name + "\" must be true or false");
+    return it->get<bool>();
+  };
+  if (!query.any_condition() && !flag("all")) {
+    throw BadRequest(std::string("a bulk ") + detail::to_string(action) +
+                     " needs a filter (status, workflow, correlation_id, failed_step, "
+                     "error_type, tags, created_after, created_before), or \"all\": true");
+  }
+  return json_response(200, admin.bulk(action, query, flag("dry_run"),
+                                       string_field(body, "reason", false)));
+}
+
 // /v1/runs/{id}, /v1/runs/{id}/steps, and POST /v1/runs/{id}/ cancel, retry, pause, resume,
 // fork, resolve
 HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_view rest) {
@@ -134,6 +194,14 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
   const std::string id(rest.substr(0, slash));
   const std::string_view action = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
   if (id.empty()) return json_error(404, "not_found", "no route " + request.path);
+  // Run ids are hexadecimal: these names are the bulk actions'.
+  for (const auto bulk :
+       {detail::BulkAction::cancel, detail::BulkAction::retry, detail::BulkAction::purge}) {
+    if (action.empty() && id == detail::to_string(bulk)) {
+      if (request.method != "POST") return method_not_allowed("POST");
+      return bulk_route(admin, request, bulk);
+    }
+  }
   if (action.empty()) {
     if (request.method != "GET") return method_not_allowed("GET");
     return json_response(200, admin.show_run(id));

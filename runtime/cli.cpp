@@ -43,6 +43,7 @@
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
 #include "http_server.hpp"
+#include "bulk.hpp"
 #include "run_requests.hpp"
 #include "runtime_core.hpp"
 #include "store.hpp"
@@ -68,9 +69,15 @@ constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] CO
                                                  runs, newest first, with counts by status
   show RUN                                       a run: history, step timeline, runbook if failed
   steps RUN                                      a run's journal
-  retry RUN                                      run a failed run again (completed steps stay done)
-  cancel RUN [--reason R]                        cancel a run that has not ended, or close a
-                                                 failed one
+  retry RUN | FILTER [--dry-run]                 run a failed run again (completed steps stay
+                                                 done), or every failed run FILTER matches
+  cancel RUN | FILTER [--reason R] [--dry-run]   cancel a run that has not ended, or close a
+                                                 failed one; or every such run FILTER matches
+  purge FILTER [--dry-run]                       delete the ended runs FILTER matches, with
+                                                 their journals and histories
+    FILTER: --status S  --workflow W  --correlation C  --tag K=V,...  --failed-step STEP
+            --error-type T  --since T  --until T (a UTC time, or a duration before now), or
+            --all for every run; --dry-run counts them and changes nothing
   pause RUN | --workflow W                       hold a run, or every run of a workflow (a
                                                  running step finishes first)
   resume RUN | --workflow W                      let a paused run, or workflow, go on
@@ -128,8 +135,20 @@ const std::vector<Syntax>& syntaxes() {
       {"runs", {"status", "workflow", "correlation", "tag", "limit"}},
       {"show", {}, 1, 1, "a run id"},
       {"steps", {}, 1, 1, "a run id"},
-      {"retry", {}, 1, 1, "a run id"},
-      {"cancel", {"reason"}, 1, 1, "a run id"},
+      // Without a run: a bulk action over the runs of a filter.
+      {"retry",
+       {"status", "workflow", "correlation", "tag", "failed-step", "error-type", "since", "until",
+        "dry-run", "all"},
+       0,
+       1},
+      {"cancel",
+       {"reason", "status", "workflow", "correlation", "tag", "failed-step", "error-type", "since",
+        "until", "dry-run", "all"},
+       0,
+       1},
+      {"purge",
+       {"status", "workflow", "correlation", "tag", "failed-step", "error-type", "since", "until",
+        "dry-run", "all"}},
       {"pause", {"workflow"}, 0, 1},
       {"resume", {"workflow"}, 0, 1},
       {"fork", {"from"}, 1, 1, "a run id"},
@@ -542,6 +561,46 @@ int repair(const Context& at, const Command& cmd) {
   });
 }
 
+// retry, cancel and purge over the runs of a filter: what they would change with --dry-run.
+int bulk(const Context& at, ops::Admin& admin, const Command& cmd) {
+  ops::RunQuery query = run_query(cmd);
+  query.failed_step = cmd.flag("failed-step");
+  query.error_type = cmd.flag("error-type");
+  const std::int64_t now = durable::detail::to_ms(durable::Clock::now());
+  for (const char* name : {"since", "until"}) {
+    const std::string text = cmd.flag(name);
+    if (text.empty()) continue;
+    std::optional<durable::Clock::time_point> at_time = durable::detail::parse_utc_time(text);
+    if (!at_time) {
+      try {
+        // "2h": two hours ago.
+        at_time = durable::Clock::time_point(
+            std::chrono::milliseconds(now - durable::detail::parse_duration(text).count()));
+      } catch (const durable::Error&) {
+        throw UsageError(std::string("--") + name + " takes a UTC time (2026-11-27T18:00:00Z) " +
+                         "or a duration before now (2h), not '" + text + "'");
+      }
+    }
+    (std::string_view(name) == "since" ? query.created_after : query.created_before) = at_time;
+  }
+  if (!query.any_condition() && cmd.flag("all").empty()) {
+    throw UsageError(cmd.name + " needs a run id, or a filter (--status, --workflow, --tag, " +
+                     "--failed-step, --error-type, --since...), or --all");
+  }
+  const auto action = cmd.name == "retry"    ? durable::detail::BulkAction::retry
+                      : cmd.name == "cancel" ? durable::detail::BulkAction::cancel
+                                             : durable::detail::BulkAction::purge;
+  const json done = admin.bulk(action, query, !cmd.flag("dry-run").empty(), cmd.flag("reason"));
+  return at.answer(done, [](std::ostream& o, const json& j) {
+    const std::string name = text_of(j, "action");
+    if (j.contains("matched")) {
+      o << name << " would act on " << j.at("matched") << " run(s) (dry run: nothing changed)\n";
+    } else {
+      o << name << ": " << j.at("changed") << " run(s)\n";
+    }
+  });
+}
+
 // pause RUN, pause --workflow W, and the same of resume.
 int pause_or_resume(const Context& at, ops::Admin& admin, const Command& cmd) {
   const std::string workflow = cmd.flag("workflow");
@@ -590,6 +649,14 @@ int write_command(const Context& at, const Command& cmd) {
     });
   }
   if (cmd.name == "pause" || cmd.name == "resume") return pause_or_resume(at, admin, cmd);
+  if (cmd.name == "purge" || cmd.args.empty()) return bulk(at, admin, cmd);
+  for (const char* filter : {"status", "workflow", "correlation", "tag", "failed-step",
+                             "error-type", "since", "until", "dry-run", "all"}) {
+    if (!cmd.flag(filter).empty()) {
+      throw UsageError(cmd.name + " of one run takes no --" + filter +
+                       " (a filter, for every run it matches, is given instead of a run id)");
+    }
+  }
   const std::string& id = cmd.args[0];
   const json done =
       cmd.name == "retry" ? admin.retry_run(id) : admin.cancel_run(id, cmd.flag("reason"));
@@ -640,6 +707,8 @@ int cli_main(int argc, char** argv, Runtime* app) {
       }
       if (word == "--json") {
         at.answer.as_json = true;
+      } else if (word == "--dry-run" || word == "--all") {
+        cmd.flags[word.substr(2)] = "yes";  // switches: no value
       } else if (word.starts_with("--")) {
         if (i + 1 >= argc) throw UsageError(word + " needs a value");
         const std::string value = argv[++i];

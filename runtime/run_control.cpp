@@ -2,6 +2,9 @@
 // Run control on a Runtime: pausing and resuming runs and workflows, and failing the runs
 // that pass their deadlines.
 
+#include <algorithm>
+
+#include "bulk.hpp"
 #include "run_requests.hpp"
 #include "runtime_core.hpp"
 #include "serialization.hpp"
@@ -93,9 +96,80 @@ std::size_t RuntimeCore::expire_deadlines() {
   return failed.size();
 }
 
+// The runtime's store, for a bulk action: its lock taken and released around each batch.
+WithStore RuntimeCore::bulk_store() {
+  return [this](const std::function<void(Store&)>& use) {
+    std::lock_guard lock(store_mutex_);
+    use(*store_);
+  };
+}
+
+std::size_t RuntimeCore::count(const RunFilter& filter) {
+  std::lock_guard lock(store_mutex_);
+  return store_->run_ids(filter, {}).size();
+}
+
+std::size_t RuntimeCore::bulk(BulkAction action, const RunFilter& filter,
+                              const std::string& reason) {
+  const std::size_t changed =
+      bulk_apply(bulk_store(), action, filter, reason, [this] { return now_ms(); });
+  logger_.write(LogLevel::info, "runs.bulk",
+                std::string(to_string(action)) + " by filter: " + std::to_string(changed) +
+                    " run(s)",
+                {{"action", to_string(action)}, {"runs", changed}}, now_ms());
+  if (action != BulkAction::purge) notify_waiters();
+  return changed;
+}
+
+std::chrono::milliseconds RuntimeCore::purge_expired_runs() {
+  // A round deletes at most kRounds batches, the database released between them; while runs of
+  // that age are left the next round comes at once, else after a tenth of the retention (at
+  // most a minute).
+  constexpr int kRounds = 4;
+  const std::int64_t retention = options_.retention.count();
+  const std::int64_t now = now_ms();
+  if (halted_) return options_.poll_interval;  // the crash sweep's crash: nothing more is written
+  std::size_t deleted = 0;
+  bool more = false;
+  try {
+    constexpr std::size_t kBatch = 500;
+    for (int round = 0; round < kRounds; ++round) {
+      std::size_t n = 0;
+      {
+        std::lock_guard lock(store_mutex_);  // released between batches
+        n = store_->delete_runs(store_->ended_before(now - retention, kBatch));
+      }
+      deleted += n;
+      more = n == kBatch;
+      if (!more) break;
+    }
+  } catch (const std::exception& e) {
+    logger_.write(LogLevel::warn, "serve.runs_purge_failed",
+                  "could not delete the runs past their retention; trying again later",
+                  {{"error", e.what()}}, now);
+  }
+  if (deleted > 0) {
+    logger_.write(LogLevel::info, "serve.runs_purged",
+                  std::to_string(deleted) + " ended run(s) older than the retention deleted",
+                  {{"deleted", deleted}, {"retention_ms", retention}}, now);
+  }
+  return std::chrono::milliseconds(more ? 0 : std::min<std::int64_t>(60'000, retention / 10 + 1));
+}
+
 }  // namespace durable::detail
 
 namespace durable {
+
+std::size_t Runtime::cancel(const RunFilter& filter, std::string reason) {
+  return core_->bulk(detail::BulkAction::cancel, filter, reason);
+}
+std::size_t Runtime::retry(const RunFilter& filter) {
+  return core_->bulk(detail::BulkAction::retry, filter, {});
+}
+std::size_t Runtime::purge(const RunFilter& filter) {
+  return core_->bulk(detail::BulkAction::purge, filter, {});
+}
+std::size_t Runtime::count(const RunFilter& filter) const { return core_->count(filter); }
 
 void Runtime::pause(std::string_view run_id) { core_->pause(run_id); }
 void Runtime::resume(std::string_view run_id) { core_->resume(run_id); }

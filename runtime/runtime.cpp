@@ -155,14 +155,10 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
   const std::shared_ptr<const Workflow> wf = find_workflow(workflow);
   if (!wf) unknown_workflow(workflow);
   // Stored form first: it refuses a value nested too deep before anything copies it.
-  NewRun run = new_run(workflow, input, opts, now_ms(), options_.max_output_bytes);
+  const NewRun run = new_run(workflow, input, opts, now_ms(), options_.max_output_bytes);
   wf->check_input(input);
-  if (const std::int64_t limit = wf->options().deadline.count(); limit > 0) {
-    const std::int64_t own = run.now_ms + limit;
-    run.deadline_ms = run.deadline_ms > 0 ? std::min(run.deadline_ms, own) : own;
-  }
   const std::string id = starts_.create(run);
-  if (run.deadline_ms > 0) {
+  if (run.deadline_ms > 0 || wf->options().deadline.count() > 0) {
     std::lock_guard lock(store_mutex_);
     forget_next_deadline();
   }
@@ -405,6 +401,7 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
     // With other runs' writes, when there are any.
     const Written written = core_->commit(write);
     if (written == Written::refused) return false;
+    if (written == Written::yes) run_->pausing = false;  // resumed meanwhile
     run_->next_seq += write.new_entries();
     core_->record(*run_, &entries, nullptr);
     if (written == Written::paused) {

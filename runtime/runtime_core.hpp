@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "bulk.hpp"
 #include "engine.hpp"
 #include "fiber_scheduler.hpp"
 #include "log.hpp"
@@ -55,6 +56,13 @@ class RuntimeCore {
   std::size_t pause_workflow(std::string_view workflow);
   std::size_t resume_workflow(std::string_view workflow);
   std::vector<std::string> paused_workflows();
+  /// Runtime::cancel, retry and purge of a filter (src/bulk.hpp).
+  std::size_t bulk(BulkAction action, const RunFilter& filter, const std::string& reason);
+  std::size_t count(const RunFilter& filter);
+  /// serve()'s retention: deletes runs that ended longer ago than RuntimeOptions::retention, a
+  /// batch per transaction (runtime/run_control.cpp); returns how long to wait before the next
+  /// round.
+  std::chrono::milliseconds purge_expired_runs();
   // In runtime/repair.cpp: an operator's repairs of a run.
   std::string fork(std::string_view run_id, std::string_view from_step);
   void resolve(std::string_view run_id, std::string_view step_key, json output,
@@ -302,6 +310,7 @@ class RuntimeCore {
   static constexpr std::chrono::milliseconds kQuickBody{5};
   RunWrite write_for(const RunState& run, const Outcome& outcome, std::int64_t& lease_until_ms);
   std::vector<std::string> dead_owners();
+  WithStore bulk_store();
   std::vector<std::string> workflow_names();
 
   RuntimeOptions options_;

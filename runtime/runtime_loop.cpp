@@ -30,7 +30,6 @@ class RuntimeCore::Admission {
           rule.concurrency > 0 || rule.rate_limit > 0) {
         flows_[name] = rule;
       }
-      if (wf->options().deadline.count() > 0) deadlines_[name] = wf->options().deadline.count();
     }
   }
 
@@ -114,7 +113,6 @@ class RuntimeCore::Admission {
     request.dead_owners = core_->dead_owners();
     request.executing.assign(core_->executing_.begin(), core_->executing_.end());
     request.flows = flows_;
-    request.deadlines = deadlines_;
     request.quarantine_after = core_->options_.quarantine_after;
     Claimed claimed = core_->store_->claim(request);
     for (const Claim& c : claimed.runs) {
@@ -182,7 +180,6 @@ class RuntimeCore::Admission {
   std::size_t batch_;
   std::vector<std::string> names_;
   std::map<std::string, FlowRule> flows_;
-  std::map<std::string, std::int64_t> deadlines_;
   std::set<std::string> claimed_;  // by this loop and not let go yet (store_mutex_)
   std::size_t invocations_ = 0;
   bool failed_ = false;
@@ -324,6 +321,7 @@ std::size_t RuntimeCore::drive(Claim claim) {
       run.next_seq += write.new_entries();
       // Not written: the run was cancelled or taken over meanwhile; its result is not used.
       if (written == Written::refused) return made;
+      if (written == Written::yes) run.pausing = false;  // resumed meanwhile: nothing to make
       claim.crashes = 0;
       record(run, &outcome.entries, &write);
       if (written == Written::paused) {

@@ -182,6 +182,38 @@ void RuntimeCore::serve() {
     }
   } join_signals{&signal_io, &signal_thread};
 
+  // Retention on a thread of its own: a steady stream of work keeps the loop below from ever
+  // idling, and a purge batch there would hold every run up meanwhile.
+  std::mutex janitor_mutex;
+  std::condition_variable janitor_wake;
+  bool janitor_stop = false;
+  std::thread janitor;
+  if (options_.retention.count() > 0) {
+    janitor = std::thread([&] {
+      std::unique_lock lock(janitor_mutex);
+      while (!janitor_stop) {
+        lock.unlock();
+        const std::chrono::milliseconds pause = purge_expired_runs();
+        lock.lock();
+        janitor_wake.wait_for(lock, pause, [&] { return janitor_stop; });
+      }
+    });
+  }
+  struct StopJanitor {
+    std::mutex* mutex;
+    std::condition_variable* wake;
+    bool* stop;
+    std::thread* thread;
+    ~StopJanitor() {
+      {
+        std::lock_guard lock(*mutex);
+        *stop = true;
+      }
+      wake->notify_all();
+      if (thread->joinable()) thread->join();
+    }
+  } stop_janitor{&janitor_mutex, &janitor_wake, &janitor_stop, &janitor};
+
   asio::io_context io;
   asio::steady_timer timer(io);
   {
@@ -242,8 +274,9 @@ void RuntimeCore::serve() {
       const std::vector<std::string> names = workflow_names();
       std::lock_guard lock(store_mutex_);
       due = store_->next_due(names, {executing_.begin(), executing_.end()});
-      const std::optional<std::int64_t> fire = next_fire();
-      if (fire) due = due ? std::min(*due, *fire) : fire;
+      for (const std::optional<std::int64_t> next : {next_fire(), next_deadline()}) {
+        if (next) due = due ? std::min(*due, *next) : next;
+      }
     } catch (const std::exception& e) {
       return again_in(backoff.failed(logger_, e.what(), now_ms()));
     }

@@ -171,6 +171,15 @@ ALTER TABLE runs ADD COLUMN began_at INTEGER;
 ALTER TABLE workflows ADD COLUMN flow TEXT;
 CREATE INDEX runs_running_keys ON runs (workflow, flow_key) WHERE status = 'running';
 CREATE INDEX runs_began ON runs (workflow, rate_key, began_at) WHERE rate_key IS NOT NULL;
+)sql",
+                                                             R"sql(
+-- Debounce: the key of a run that waits for newer starts of its key. Retention: the ended runs
+-- by their last change.
+ALTER TABLE runs ADD COLUMN debounce_key TEXT;
+CREATE INDEX runs_debounce ON runs (workflow, debounce_key)
+  WHERE status = 'pending' AND debounce_key IS NOT NULL;
+CREATE INDEX runs_ended ON runs (updated_at)
+  WHERE (status = 'completed' OR status = 'failed' OR status = 'cancelled');
 )sql"};
 
 }  // namespace durable::detail

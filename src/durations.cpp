@@ -185,3 +185,16 @@ std::optional<std::int64_t> parse_utc_text(std::string_view text) {
 }
 
 }  // namespace durable::detail
+
+namespace durable::detail {
+
+std::optional<std::chrono::system_clock::time_point> parse_utc_time(std::string_view text) {
+  const std::optional<std::int64_t> ms = parse_utc_text(text);
+  using Clock = std::chrono::system_clock;
+  if (!ms || *ms >= to_ms(Clock::time_point::max()) || *ms <= to_ms(Clock::time_point::min())) {
+    return std::nullopt;
+  }
+  return Clock::time_point(std::chrono::milliseconds(*ms));
+}
+
+}  // namespace durable::detail

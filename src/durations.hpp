@@ -32,5 +32,8 @@ std::string utc_text(std::int64_t ms, bool with_ms = true);
 /// ("...:00.123Z") as ms since the epoch; nullopt for any other text or a date that does not
 /// exist.
 std::optional<std::int64_t> parse_utc_text(std::string_view text);
+/// parse_utc_text as a time point; nullopt also for a time past the system clock's last one (it
+/// counts nanoseconds: the year 2262).
+std::optional<std::chrono::system_clock::time_point> parse_utc_time(std::string_view text);
 
 }  // namespace durable::detail

@@ -32,7 +32,13 @@ NewRun new_run(std::string_view workflow, const json& input, const StartOptions&
                   utc_text(run.deadline_ms) + ") has passed already");
     }
   }
+  if (opts.priority < -kMaxPriority || opts.priority > kMaxPriority) {
+    throw Error("a run's priority is a whole number from " + std::to_string(-kMaxPriority) +
+                " to " + std::to_string(kMaxPriority) + ", not " + std::to_string(opts.priority));
+  }
   run.priority = opts.priority;
+  // A start that names an idempotency key is not folded into another run: the key would be lost.
+  run.debounce = opts.idempotency_key.empty();
   check_tags(opts.tags);
   run.tags = opts.tags;
   return run;
@@ -170,6 +176,13 @@ void check_flow(const std::string& workflow, const WorkflowOptions& options) {
     throw Error("workflow '" + workflow + "': rate_limit.period must be at least 1 ms");
   }
   check_pointer(workflow, "rate_limit.key", rate.key);
+  if (options.debounce.period.count() < 0) {
+    throw Error("workflow '" + workflow + "': debounce.period must be 0 (none) or more");
+  }
+  if (options.deadline.count() < 0) {
+    throw Error("workflow '" + workflow + "': deadline must be 0 (none) or more");
+  }
+  check_pointer(workflow, "debounce.key", options.debounce.key);
 }
 
 FlowRule flow_rule(const WorkflowOptions& options) {
@@ -181,6 +194,11 @@ FlowRule flow_rule(const WorkflowOptions& options) {
     rule.rate_period_ms = options.rate_limit.period.count();
     rule.rate_key = options.rate_limit.key;
   }
+  if (options.debounce.period.count() > 0) {
+    rule.debounce_ms = options.debounce.period.count();
+    rule.debounce_key = options.debounce.key;
+  }
+  rule.deadline_ms = std::max<std::int64_t>(0, options.deadline.count());
   return rule;
 }
 

@@ -24,6 +24,8 @@ namespace durable::detail {
 NewRun new_run(std::string_view workflow, const json& input, const StartOptions& opts,
                std::int64_t now_ms, std::size_t max_bytes);
 
+/// The highest priority a run may have (and the lowest, negated).
+inline constexpr int kMaxPriority = 1'000'000;
 /// The most tags a run may have, and the longest key or value, in bytes.
 inline constexpr std::size_t kMaxTags = 32;
 inline constexpr std::size_t kMaxTagBytes = 256;

@@ -37,6 +37,9 @@ struct NewRun {
   std::int64_t deadline_ms = 0;        ///< fails with TimeoutError past this time; 0: none
   int priority = 0;                    ///< StartOptions::priority
   std::map<std::string, std::string> tags;  ///< StartOptions::tags
+  /// A start (by a caller, an event or a schedule), which its workflow's debounce may fold into
+  /// the run of the same key that waits; not a child, a fork or a successor.
+  bool debounce = false;
 };
 
 /// An event to store and deliver.
@@ -116,8 +119,12 @@ struct FlowRule {
   int rate_limit = 0;  ///< 0: none
   std::int64_t rate_period_ms = 0;
   std::string rate_key;
-  /// What the workflows table keeps of it, so that any process creating a run stamps its keys:
-  /// {"concurrency_key", "rate_key"} as JSON text, or empty when the workflow has neither.
+  std::int64_t debounce_ms = 0;  ///< 0: none (kept for the runs' creators, not used by claims)
+  std::string debounce_key;
+  std::int64_t deadline_ms = 0;  ///< WorkflowOptions::deadline (for the runs' creators too)
+  /// What the workflows table keeps of it, so that any process creating a run stamps its keys
+  /// and debounces it and gives it its deadline: {"concurrency_key", "rate_key", "debounce_ms",
+  /// "debounce_key", "deadline_ms"} as JSON text (those that apply), or empty when none does.
   std::string stored() const;
 };
 
@@ -137,9 +144,6 @@ struct ClaimRequest {
   std::map<std::string, FlowRule> flows;
   /// A run taken over from a dead owner this many times in a row is failed, not claimed; 0: never.
   int quarantine_after = 0;
-  /// WorkflowOptions::deadline of the workflows that have one (ms): stamped, from the run's
-  /// creation, on a claimed run that has no deadline yet (one queued where its code is not).
-  std::map<std::string, std::int64_t> deadlines;
 };
 
 /// How a run's write came out.
@@ -294,6 +298,12 @@ class Store {
   /// The earliest deadline of a run that has not ended; nullopt: none.
   virtual std::optional<std::int64_t> next_deadline() = 0;
 
+  /// Deletes these runs, where they have ended, with their journals, histories, tags and waits,
+  /// in one transaction. Returns how many it deleted.
+  virtual std::size_t delete_runs(const std::vector<std::string>& ids) = 0;
+  /// Up to `limit` ids of runs that ended before `before_ms` (their last change), oldest first.
+  virtual std::vector<std::string> ended_before(std::int64_t before_ms, std::size_t limit) = 0;
+
   /// The version stamped on the runs this store creates (RuntimeOptions::version) and on those
   /// of no version it claims; with only_own, claims take no run of another version.
   virtual void set_version(const std::string& version, bool only_own) = 0;
@@ -423,7 +433,7 @@ inline constexpr std::int64_t kLiveLeases = 2;
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 11;
+inline constexpr int kSchemaVersion = 12;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

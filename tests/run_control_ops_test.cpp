@@ -196,3 +196,64 @@ TEST_CASE("durable pause, resume, start with --priority, --tag and --deadline, r
   std::tie(code, out) = naps.command("--json runs");
   CHECK(json::parse(out).at("runs").size() == 2);  // the bad starts wrote nothing
 }
+
+TEST_CASE("bulk actions from the command and the HTTP API: a dry run counts, the action "
+          "changes, and a filter is required (on each store)") {
+  Naps naps;
+  {
+    auto runtime = test::runtime_on(naps.db, naps.clock, test::quiet(naps.db));
+    runtime->add(Workflow("nap", [](Step& step, const json&) -> json {
+      step.sleep("nap", 1h);
+      return nullptr;
+    }));
+    for (int i = 0; i < 3; ++i) runtime->start("nap", {}, {.tags = {{"batch", "b1"}}});
+    runtime->run_until_idle();
+  }
+  auto [code, out] = naps.command("cancel --tag batch=b1 --dry-run");
+  CHECK(code == 0);
+  CHECK(out == "cancel would act on 3 run(s) (dry run: nothing changed)\n");
+  std::tie(code, out) = naps.command("--json cancel --tag batch=b1 --reason 'bad batch'");
+  CHECK(code == 0);
+  CHECK(json::parse(out) == json{{"action", "cancel"}, {"changed", 3}});
+  std::tie(code, out) = naps.command("purge --status cancelled --dry-run");
+  CHECK(out == "purge would act on 3 run(s) (dry run: nothing changed)\n");
+  std::tie(code, out) = naps.command("purge --status running");
+  CHECK(code == 2);
+  CHECK(test::has(out, "purge by filter takes runs that are completed, failed, cancelled"));
+  std::tie(code, out) = naps.command("cancel nope --dry-run");
+  CHECK(code == 2);
+  CHECK(test::has(out, "cancel of one run takes no --dry-run"));
+  std::tie(code, out) = naps.command("cancel");
+  CHECK(code == 2);
+  CHECK(test::has(out, "cancel needs a run id, or a filter"));
+  std::tie(code, out) = naps.command("purge --since whenever");
+  CHECK(code == 2);
+  CHECK(test::has(out, "--since takes a UTC time"));
+  std::tie(code, out) = naps.command("purge --until 1h --status cancelled");
+  CHECK(out == "purge: 3 run(s)\n");
+
+  ops::Admin admin(naps.db);
+  ops::HttpServer server(client::ephemeral(), ops::api_handler(admin));
+  client::Connection http(server.port());
+  const auto post = [&](const std::string& target, const std::string& body) {
+    return http.exchange(client::request_text("POST", target, body));
+  };
+  auto answer = post("/v1/runs/cancel", R"({"workflow": "nap", "dry_run": true})");
+  CHECK(answer.result_int() == 200);
+  CHECK(client::json_of(answer) == json{{"action", "cancel"}, {"matched", 1}});
+  answer = post("/v1/runs/cancel", R"({"all": true, "reason": "drain"})");
+  CHECK(client::json_of(answer) == json{{"action", "cancel"}, {"changed", 1}});
+  answer = post("/v1/runs/retry", R"({"status": "failed", "error_type": "x"})");
+  CHECK(client::json_of(answer) == json{{"action", "retry"}, {"changed", 0}});
+  answer = post("/v1/runs/purge", R"({"created_before": "2200-01-01T00:00:00Z"})");
+  CHECK(client::json_of(answer) == json{{"action", "purge"}, {"changed", 1}});
+  CHECK(post("/v1/runs/purge", "{}").result_int() == 400);
+  CHECK(post("/v1/runs/purge", R"({"status": "running"})").result_int() == 400);
+  CHECK(post("/v1/runs/purge", R"({"created_after": "yesterday"})").result_int() == 400);
+  CHECK(post("/v1/runs/purge", R"({"created_after": "2999-01-01T00:00:00Z"})").result_int() ==
+        400);
+  CHECK(post("/v1/runs/retry", R"({"all": "yes"})").result_int() == 400);
+  CHECK(post("/v1/runs/cancel", R"({"tags": ["x"]})").result_int() == 400);
+  CHECK(http.exchange(client::get("/v1/runs/purge")).result_int() == 405);
+  CHECK(client::json_of(http.exchange(client::get("/v1/runs"))).at("total") == 0);
+}

@@ -257,17 +257,16 @@ TEST_CASE("deadlines: WorkflowOptions::deadline counts from the run's start, als
   const std::string sooner =
       desk.runtime->start("nap", {}, {.deadline = desk.clock.now() + std::chrono::minutes(5)});
   CHECK(desk.runtime->get(sooner).deadline == desk.clock.now() + std::chrono::minutes(5));
-  // Queued by a Client, which has no code: stamped when first claimed, from its creation. (The
-  // Client's clock is the real one: the runtime's is moved past it.)
+  // Queued by a Client, which has no code: the deadline is in the file (add() put it there).
+  // (The Client's clock is the real one: the runtime's is moved past it.)
   Client client(desk.db);
   const std::string queued = client.start("nap");
-  CHECK_FALSE(desk.runtime->get(queued).deadline.has_value());
+  CHECK(desk.runtime->get(queued).deadline ==
+        desk.runtime->get(queued).created_at + std::chrono::minutes(10));
   desk.clock.advance(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
                                                                            desk.clock.now()) +
                      1min);
   desk.runtime->run_until_idle();
-  CHECK(desk.runtime->get(queued).deadline ==
-        desk.runtime->get(queued).created_at + std::chrono::minutes(10));
   desk.clock.advance(10min);
   desk.runtime->run_until_idle();
   for (const std::string& id : {own, sooner, queued}) {
@@ -371,5 +370,89 @@ TEST_CASE("tags: stored with the run, shown and matched by RunFilter::tags, bad 
   for (int i = 0; i < 33; ++i) many["k" + std::to_string(i)] = "v";
   CHECK_THROWS_WITH_AS(desk.runtime->start("nap", {}, {.tags = many}),
                        doctest::Contains("at most 32 tags"), Error);
+  CHECK_THROWS_WITH_AS(desk.runtime->start("nap", {}, {.priority = 1'000'001}),
+                       doctest::Contains("priority is a whole number from -1000000"), Error);
   CHECK(desk.runtime->list({}).size() == 3);
+}
+
+TEST_CASE("bulk actions: cancel, retry and purge every run a filter matches, by workflow, failing "
+          "step, error type, tag and creation time, and count them first (on each store)") {
+  Desk desk;
+  std::atomic<bool> broken{true};
+  desk.runtime->add(Workflow("ship", [&broken](Step& step, const json&) -> json {
+    step.run("label", [] { return 1; });
+    step.run("courier", [&]() -> int {
+      if (broken) throw NonRetryableError("courier down");
+      return 2;
+    });
+    return nullptr;
+  }));
+  std::atomic<int> after{0};
+  desk.runtime->add(napping(after));
+  std::vector<std::string> shipped;
+  for (int i = 0; i < 6; ++i) {
+    shipped.push_back(desk.runtime->start(
+        "ship", {}, {.tags = {{"region", i % 2 == 0 ? "eu" : "us"}}}));
+  }
+  const Clock::time_point split = desk.clock.now() + std::chrono::milliseconds(1);
+  desk.clock.advance(1s);
+  const std::string late = desk.runtime->start("ship", {}, {.tags = {{"region", "eu"}}});
+  const std::string napper = desk.runtime->start("nap");
+  desk.runtime->run_until_idle();
+  REQUIRE(desk.runtime->count({.status = Status::failed}) == 7);
+
+  // Dry run: what each filter matches.
+  CHECK(desk.runtime->count({.failed_step = "courier"}) == 7);
+  CHECK(desk.runtime->count({.failed_step = "label"}) == 0);
+  CHECK(desk.runtime->count({.error_type = "durable::NonRetryableError"}) == 7);
+  CHECK(desk.runtime->count({.tags = {{"region", "eu"}}}) == 4);
+  CHECK(desk.runtime->count({.workflow = "ship", .created_before = split}) == 6);
+  CHECK(desk.runtime->count({.created_after = split}) == 2);
+
+  broken = false;
+  CHECK(desk.runtime->retry(RunFilter{.tags = {{"region", "eu"}}, .created_before = split}) == 3);
+  desk.runtime->run_until_idle();
+  CHECK(desk.runtime->count({.status = Status::completed}) == 3);
+  CHECK(desk.runtime->count({.status = Status::failed}) == 4);
+  CHECK_THROWS_WITH_AS(desk.runtime->retry(RunFilter{.status = Status::completed}),
+                       doctest::Contains("retry by filter takes runs that are failed"), Error);
+
+  // Cancel closes the failed ones and ends the sleeping one; completed runs are left.
+  CHECK(desk.runtime->cancel(RunFilter{}, "clean-up") == 5);
+  CHECK(desk.runtime->get(napper).status == Status::cancelled);
+  CHECK(desk.runtime->get(late).status == Status::cancelled);
+  CHECK(desk.runtime->count({.status = Status::completed}) == 3);
+
+  // Purge deletes what ended, journal and all; a run that has not ended is never deleted.
+  const std::string live = desk.runtime->start("nap");
+  CHECK_THROWS_WITH_AS(desk.runtime->purge(RunFilter{.status = Status::pending}),
+                       doctest::Contains("purge by filter takes runs that are completed"), Error);
+  CHECK(desk.runtime->purge(RunFilter{.status = Status::completed}) == 3);
+  CHECK_THROWS_AS(desk.runtime->get(shipped[0]), NotFound);
+  CHECK_THROWS_AS(desk.runtime->steps(shipped[0]), NotFound);
+  CHECK(desk.runtime->purge(RunFilter{}) == 5);
+  CHECK(desk.runtime->count({}) == 1);
+  CHECK(desk.runtime->get(live).status == Status::pending);
+}
+
+TEST_CASE("retention: serve() deletes the runs that ended longer ago than it, and no other "
+          "(on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db");
+  RuntimeOptions opts = test::quiet(db);
+  opts.retention = 300ms;
+  opts.poll_interval = 20ms;
+  Runtime runtime(opts);
+  runtime.add(Workflow("quick", [](Step& step, const json&) -> json {
+    return step.run("one", [] { return 1; });
+  }));
+  runtime.add(Workflow("waits", [](Step& step, const json&) -> json {
+    return step.wait_for_event("go", "go").value_or(json());
+  }));
+  const std::string quick = runtime.start("quick");
+  const std::string waiting = runtime.start("waits");
+  test::Serving serving(runtime);
+  REQUIRE(test::eventually([&] { return runtime.get(quick).status == Status::completed; }));
+  REQUIRE(test::eventually([&] { return runtime.count({.workflow = "quick"}) == 0; }, 10s));
+  CHECK(runtime.get(waiting).status == Status::waiting);
 }

@@ -37,6 +37,16 @@ struct RateLimit {
   std::string key{};
 };
 
+/// A start of a workflow waits `period` before its run may begin; a newer start with the same
+/// `key` (a JSON pointer into the input, as WorkflowOptions::concurrency_key; empty: one for the
+/// workflow) within it replaces the waiting run's input and restarts the wait, and returns that
+/// run's id. For bursts that only the last of matters (a document saved again and again, a
+/// search box). period 0: none.
+struct Debounce {
+  std::chrono::milliseconds period{0};
+  std::string key{};
+};
+
 /// Options of a workflow.
 struct WorkflowOptions {
   std::optional<RetryPolicy> retry{};  ///< default policy of this workflow's steps
@@ -52,10 +62,13 @@ struct WorkflowOptions {
   std::string concurrency_key{};
   /// How many runs may begin per period (per key); see RateLimit.
   RateLimit rate_limit{};
+  /// See Debounce. Applies to starts by Runtime::start, a Client, the durable command and the
+  /// HTTP API, events and schedules; not to child runs, forks and continue_as_new.
+  Debounce debounce{};
   /// How long a run may take, from its start: past it, the run fails with TimeoutError wherever
   /// it is (pending, running, sleeping, waiting, paused). 0: no limit. StartOptions::deadline,
-  /// when earlier, wins. Stamped on the run by a runtime that has this workflow, when it starts
-  /// the run or first claims it (a run queued by the durable command or a Client).
+  /// when earlier, wins. add() keeps it in the file, so that every process that creates a run
+  /// of the workflow (a Client, the durable command, an event) gives the run its deadline.
   std::chrono::milliseconds deadline{0};
 };
 
@@ -149,6 +162,10 @@ struct RuntimeOptions {
   /// continue_as_new start), and on a run started without one (by the durable command, or a
   /// runtime with no version) when this runtime first claims it. RunInfo::version shows it.
   std::string version{};
+  /// serve() deletes runs that ended (completed, failed or cancelled) longer ago than this, with
+  /// their journals and histories, in small batches between the runs' own writes; 0 (the
+  /// default): keep every run. Runtime::purge deletes by filter, at any time.
+  std::chrono::milliseconds retention{0};
   /// Claims only runs of `version` (and runs of no version yet, which it then stamps): for
   /// blue/green fleets on one database, where each fleet finishes the runs its own code began.
   /// Needs a version.
@@ -198,6 +215,13 @@ struct RunFilter {
   std::string correlation_id{};
   /// Only runs that have each of these tags with this value (StartOptions::tags); empty: any.
   std::map<std::string, std::string> tags{};
+  /// Only runs whose error names this step (ErrorInfo::step_id: a failed run's failing step);
+  /// empty: any.
+  std::string failed_step{};
+  /// Only runs whose error is of this type (ErrorInfo::type, "std::runtime_error"); empty: any.
+  std::string error_type{};
+  /// Only runs created at or after, and before, these times.
+  std::optional<Clock::time_point> created_after{}, created_before{};
 };
 
 }  // namespace durable

@@ -78,6 +78,19 @@ class Runtime {
   /// fresh set of attempts. Throws NotFound, and Error for a run that is not failed.
   void retry(std::string_view run_id);
 
+  /// Bulk actions: every run the filter matches, whatever its limit, in batches. cancel() of
+  /// each that has not ended (and closes the failed ones), retry() of each failed one; both
+  /// return how many they changed. purge() deletes the runs that have ended, with their
+  /// journals, histories and tags, and returns how many; a run that has not ended is never
+  /// deleted (nor its child runs, which go on). Throws Error for a filter whose status they
+  /// cannot act on (retry of a completed run, purge of running ones).
+  std::size_t cancel(const RunFilter& filter, std::string reason = {});
+  std::size_t retry(const RunFilter& filter);
+  std::size_t purge(const RunFilter& filter);
+  /// How many runs the filter matches, whatever its limit: what a bulk action would look at
+  /// (its dry run).
+  std::size_t count(const RunFilter& filter) const;
+
   /// Holds a run: a pending, sleeping or waiting run becomes paused at once; a running one once
   /// the steps running now are journaled (RunInfo::pausing meanwhile), and no further step of it
   /// starts. A paused run is claimed by no runtime until resume(); its sleeps, wait timeouts and

@@ -162,20 +162,21 @@ $('token-form').addEventListener('submit', (event) => {
 
 // ---------------------------------------------------------------- routing
 
-// #/runs?status=failed&workflow=signup is the list; #/runs/<id> is a run.
+// #/runs?status=failed&workflow=signup&tag=tenant=acme is the list; #/runs/<id> is a run.
 function route() {
   const fragment = location.hash.replace(/^#/, '');
   const detail = fragment.match(/^\/runs\/([^?&/]+)/);
   if (detail) return {view: 'detail', id: decodeURIComponent(detail[1])};
   const query = new URLSearchParams(fragment.split('?')[1] || '');
   const status = STATUSES.includes(query.get('status')) ? query.get('status') : '';
-  return {view: 'list', status, workflow: query.get('workflow') || ''};
+  return {view: 'list', status, workflow: query.get('workflow') || '', tag: query.get('tag') || ''};
 }
 
-function listHash(status, workflow) {
+function listHash(status, workflow, tag) {
   const query = new URLSearchParams();
   if (status) query.set('status', status);
   if (workflow) query.set('workflow', workflow);
+  if (tag) query.set('tag', tag);
   const text = query.toString();
   return '#/runs' + (text ? '?' + text : '');
 }
@@ -233,6 +234,11 @@ async function loadList(seq, where) {
   const query = new URLSearchParams({limit: String(LIST_LIMIT)});
   if (where.status) query.set('status', where.status);
   if (where.workflow) query.set('workflow', where.workflow);
+  // "tenant=acme,plan=gold": the runs with each tag (tag.KEY=VALUE in the API).
+  for (const pair of where.tag.split(',')) {
+    const at = pair.indexOf('=');
+    if (at > 0 && at < pair.length - 1) query.set('tag.' + pair.slice(0, at).trim(), pair.slice(at + 1).trim());
+  }
   const data = await api('GET', 'v1/runs?' + query.toString());
   if (seq !== loadSeq) return;
   renderList(where, data);
@@ -274,7 +280,9 @@ function renderTabs(where, counts) {
       type: 'button', role: 'tab', 'aria-selected': active ? 'true' : 'false',
       class: 'tab' + (active ? ' active' : '') + (status === 'failed' && count > 0 ? ' has-failed' : ''),
       'data-testid': 'status-filter-' + key, 'data-status': key,
-      onclick: () => { location.hash = listHash(status, $('workflow-filter').value.trim()); },
+      onclick: () => {
+        location.hash = listHash(status, $('workflow-filter').value.trim(), $('tag-filter').value.trim());
+      },
     }, label, el('span', {class: 'count', 'data-testid': 'count-' + key}, String(count)));
   }));
   return total;
@@ -283,11 +291,13 @@ function renderTabs(where, counts) {
 function renderList(where, data) {
   showView('list');
   lastDetailKey = '';
-  lastListHash = listHash(where.status, where.workflow);
+  lastListHash = listHash(where.status, where.workflow, where.tag);
   const counts = data.counts || {};
   const total = renderTabs(where, counts);
   const filter = $('workflow-filter');
   if (document.activeElement !== filter && filter.value !== where.workflow) filter.value = where.workflow;
+  const tags = $('tag-filter');
+  if (document.activeElement !== tags && tags.value !== where.tag) tags.value = where.tag;
 
   const runs = (data.runs || []).slice().sort(
       (a, b) => (Date.parse(b.created_at) || 0) - (Date.parse(a.created_at) || 0));
@@ -324,7 +334,9 @@ function runRow(run) {
        run.known === false ? el('span', {
          class: 'marker', 'data-testid': 'unknown-marker',
          title: 'No worker has registered this workflow: its runs wait until one does.',
-       }, 'no worker') : null),
+       }, 'no worker') : null,
+       run.tags ? el('span', {class: 'tags', 'data-testid': 'run-tags'},
+                     Object.entries(run.tags).map(([k, v]) => k + '=' + v).join(', ')) : null),
     el('td', {}, badge(run.status, 'run-status'), orphanedMarker(run)),
     el('td', {class: 'mono', 'data-testid': 'run-worker',
               title: run.lease_until ? 'lease until ' + run.lease_until : ''}, run.worker || ''),
@@ -334,17 +346,20 @@ function runRow(run) {
 }
 
 let filterTimer = 0;
-$('workflow-filter').addEventListener('input', () => {
-  clearTimeout(filterTimer);
-  filterTimer = setTimeout(() => {
-    const where = route();
-    const next = listHash(where.view === 'list' ? where.status : '', $('workflow-filter').value.trim());
-    if (next !== location.hash) {
-      history.replaceState(null, '', next);
-      refresh();
-    }
-  }, 300);
-});
+for (const input of ['workflow-filter', 'tag-filter']) {
+  $(input).addEventListener('input', () => {
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(() => {
+      const where = route();
+      const next = listHash(where.view === 'list' ? where.status : '',
+                            $('workflow-filter').value.trim(), $('tag-filter').value.trim());
+      if (next !== location.hash) {
+        history.replaceState(null, '', next);
+        refresh();
+      }
+    }, 300);
+  });
+}
 
 // ---------------------------------------------------------------- a run
 

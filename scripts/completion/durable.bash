@@ -60,7 +60,8 @@ _durable() {
       return
       ;;
     --workflow | --correlation | --limit | --input | --key | --data | --reason | --port | --token | \
-      --from | --output | --tag | --priority | --deadline)
+      --from | --output | --tag | --priority | --deadline | --failed-step | --error-type | --since | \
+      --until)
       return  # a value of the user's own
       ;;
   esac
@@ -69,7 +70,8 @@ _durable() {
   case $command in
     "") flags="--db --json --help --version" ;;
     runs) flags="--status --workflow --correlation --tag --limit" ;;
-    cancel) flags="--reason" ;;
+    cancel) flags="--reason --status --workflow --correlation --tag --failed-step --error-type --since --until --dry-run --all" ;;
+    retry | purge) flags="--status --workflow --correlation --tag --failed-step --error-type --since --until --dry-run --all" ;;
     pause | resume) flags="--workflow" ;;
     fork) flags="--from" ;;
     resolve) flags="--output --reason" ;;
@@ -87,7 +89,7 @@ _durable() {
 
   local words=""
   case $command in
-    "") words="runs show steps retry cancel pause resume fork resolve start send stats schedules metrics events serve verify version" ;;
+    "") words="runs show steps retry cancel purge pause resume fork resolve start send stats schedules metrics events serve verify version" ;;
     show | steps | cancel | pause | resume | fork)
       ((${#args[@]} == 0)) && words=$(_durable_ids runs "$program" "${db[@]}" runs --limit 50)
       ;;

@@ -93,8 +93,15 @@ constexpr const char* kCandidateColumns =
 // The candidate in the current row of a query that selects kCandidateColumns first. Read only
 // for a run about to be admitted: SQLite reads a large input's pages only when asked for it.
 SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int crashes) {
-  Candidate run{row.text(0), before,      crashes,     row.text(2),
-                row.text(3), row.text(4), row.int32(5), row.int32(6)};
+  Candidate run;
+  run.id = row.text(0);
+  run.before = before;
+  run.crashes = crashes;
+  run.workflow = row.text(2);
+  run.correlation_id = row.text(3);
+  run.input = row.text(4);
+  run.invocations = row.int32(5);
+  run.paused = row.int32(6);
   if (!row.is_null(7)) run.flow_key = row.text(7);
   if (!row.is_null(8)) run.rate_key = row.text(8);
   run.began = !row.is_null(9);
@@ -148,10 +155,10 @@ int SqlStore::bind_workflows(sql::Query& query, int index,
   return index;
 }
 
-Claimed SqlStore::claim(const ClaimRequest& asked) {
+Claimed SqlStore::claim(const ClaimRequest& request) {
   return guarded([&] {
     Claimed claimed;
-    if (asked.workflows.empty() || asked.limit == 0) return claimed;
+    if (request.workflows.empty() || request.limit == 0) return claimed;
     // Relaxed where it may be: a claim lost to a power cut takes every later commit with it, so
     // no step under it was acknowledged, and the run is claimed again the same way. Not so a
     // claim that ends a wait by its timeout: an event that came after the cut would decide the
@@ -159,11 +166,6 @@ Claimed SqlStore::claim(const ClaimRequest& asked) {
     // durable.
     for (const sql::Sync sync : {sql::Sync::relaxed, sql::Sync::durable}) {
       sql::Transaction tx(db(), sync);
-      // The runs of a paused workflow are paused, but for one started while the pause was
-      // being made (where writers run side by side): that one waits too.
-      ClaimRequest request = asked;
-      for (const std::string& name : read_paused_workflows()) std::erase(request.workflows, name);
-      if (request.workflows.empty()) return claimed;
       const std::vector<Candidate> candidates = claimable(request);
       if (sync == sql::Sync::relaxed &&
           std::any_of(candidates.begin(), candidates.end(),
@@ -249,7 +251,12 @@ std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request
       if (admit(candidate(lapsed, Status::running, lapsed.int32(1) + 1))) return due;
     }
   }
-  claim_due(request, due, skip, admit);
+  // The runs of a paused workflow are paused, but for one started while the pause was being
+  // made (where writers run side by side): that one is not started either. (A takeover above
+  // still is: a run asked to pause is paused by it.)
+  ClaimRequest starting = request;
+  for (const std::string& name : read_paused_workflows()) std::erase(starting.workflows, name);
+  if (!starting.workflows.empty()) claim_due(starting, due, skip, admit);
   return due;
 }
 
@@ -343,19 +350,13 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
   claim.lease_until_ms = request.now_ms + request.lease_ms;
   claim.crashes = candidate.crashes;
   {
-    // A run of no version yet takes the claimer's (RuntimeOptions::version); one of no deadline
-    // yet, its workflow's (WorkflowOptions::deadline), from its creation.
-    const auto deadline = request.deadlines.find(candidate.workflow);
-    const bool stamps_deadline = deadline != request.deadlines.end() && before != Status::running;
-    // And the keys the flow gate found (FlowGate::took), and when the run first began.
+    // A run of no version yet takes the claimer's (RuntimeOptions::version). And the keys the
+    // flow gate found (FlowGate::took), and when the run first began.
     const FlowGate::Stamp& stamp = candidate.stamp;
     sql::Query update(
         db(), "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
               "crashes = ?, version = CASE WHEN version = '' THEN ? ELSE version END" +
-                  std::string(stamps_deadline
-                                  ? ", deadline_at = coalesce(deadline_at, created_at + ?)"
-                                  : "") +
-                  (stamp.flow_key ? ", flow_key = ?" : "") +
+                  std::string(stamp.flow_key ? ", flow_key = ?" : "") +
                   (stamp.rate_key ? ", rate_key = ?" : "") +
                   ", began_at = coalesce(began_at, ?) WHERE id = ?");
     int i = 1;
@@ -364,7 +365,6 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
     update.bind(i++, request.now_ms);
     update.bind(i++, candidate.crashes);
     update.bind(i++, version_);
-    if (stamps_deadline) update.bind(i++, deadline->second);
     if (stamp.flow_key) update.bind(i++, *stamp.flow_key);
     if (stamp.rate_key) update.bind(i++, *stamp.rate_key);
     update.bind(i++, request.now_ms);
@@ -403,9 +403,12 @@ bool SqlStore::release(const std::string& id, const std::string& owner, std::int
                        const std::string& reason) {
   return guarded([&] {
     sql::Transaction tx(db());
+    // A run asked to pause is paused as it is handed back.
     sql::Query update(db(),
-                      "UPDATE runs SET status = 'pending', owner = NULL, due_at = ?, "
-                      "updated_at = ? WHERE id = ? AND status = 'running' AND owner = ?");
+                      "UPDATE runs SET status = CASE WHEN paused != 0 THEN 'paused' ELSE "
+                      "'pending' END, paused_from = CASE WHEN paused != 0 THEN 'pending' ELSE "
+                      "paused_from END, owner = NULL, due_at = ?, updated_at = ? WHERE id = ? AND "
+                      "status = 'running' AND owner = ?");
     update.bind(1, now_ms);
     update.bind(2, now_ms);
     update.bind(3, id);

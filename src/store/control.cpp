@@ -9,25 +9,18 @@
 
 #include "durations.hpp"
 #include "errors_internal.hpp"
+#include "run_requests.hpp"
 #include "serialization.hpp"
 #include "store/sql_store.hpp"
 
 namespace durable::detail {
-
-namespace {
-
-bool has_ended(Status status) {
-  return status == Status::completed || status == Status::failed || status == Status::cancelled;
-}
-
-}  // namespace
 
 std::optional<Status> SqlStore::pause(const std::string& id, std::int64_t now_ms) {
   return guarded([&]() -> std::optional<Status> {
     sql::Transaction tx(db());
     const std::optional<Status> before = locked_status(id);
     if (!before) return std::nullopt;
-    if (has_ended(*before)) {
+    if (ended(*before)) {
       throw RunStateRefused("run " + id + " is " + std::string(to_string(*before)) +
                             "; only a run that has not ended can be paused");
     }
@@ -158,6 +151,14 @@ std::size_t SqlStore::resume_workflow(const std::string& workflow, std::int64_t 
       remove.bind(1, workflow);
       remove.run();
     }
+    // The pausing runs first: one whose worker is pausing it meanwhile (where writers run side
+    // by side) is waited for, found paused, and then resumed by the query after.
+    sql::Query unmark(db(),
+                      "UPDATE runs SET paused = 0 WHERE workflow = ? AND status = 'running' AND "
+                      "paused = ?");
+    unmark.bind(1, workflow);
+    unmark.bind(2, kPausedByWorkflow);
+    const std::int64_t pausing = unmark.run();
     std::vector<std::string> ids;
     {
       sql::Query query(db(),
@@ -171,12 +172,6 @@ std::size_t SqlStore::resume_workflow(const std::string& workflow, std::int64_t 
     for (const std::string& id : ids) {
       resume_in(id, now_ms, "resumed with its workflow '" + workflow + "'");
     }
-    sql::Query unmark(db(),
-                      "UPDATE runs SET paused = 0 WHERE workflow = ? AND status = 'running' AND "
-                      "paused = ?");
-    unmark.bind(1, workflow);
-    unmark.bind(2, kPausedByWorkflow);
-    const std::int64_t pausing = unmark.run();
     tx.commit();
     return ids.size() + static_cast<std::size_t>(pausing);
   });
@@ -226,6 +221,49 @@ std::optional<std::int64_t> SqlStore::next_deadline() {
                                std::string(kUnendedStatus));
     if (!query.next() || query.is_null(0)) return std::nullopt;
     return query.int64(0);
+  });
+}
+
+std::size_t SqlStore::delete_runs(const std::vector<std::string>& ids) {
+  if (ids.empty()) return 0;
+  return guarded([&] {
+    sql::Transaction tx(db());
+    std::vector<std::string> ended;
+    {
+      sql::Query query(db(), "SELECT id FROM runs WHERE id IN (" + sql::placeholders(ids.size()) +
+                                 ") AND " + std::string(kEndedStatus) +
+                                 std::string(db().dialect().lock_row));
+      int i = 1;
+      for (const std::string& id : ids) query.bind(i++, id);
+      while (query.next()) ended.push_back(query.text(0));
+    }
+    if (!ended.empty()) {
+      const std::string in = " IN (" + sql::placeholders(ended.size()) + ")";
+      for (const char* table : {"steps", "history", "waits", "run_tags"}) {
+        sql::Query remove(db(), std::string("DELETE FROM ") + table + " WHERE run_id" + in);
+        int i = 1;
+        for (const std::string& id : ended) remove.bind(i++, id);
+        remove.run();
+      }
+      sql::Query remove(db(), "DELETE FROM runs WHERE id" + in);
+      int i = 1;
+      for (const std::string& id : ended) remove.bind(i++, id);
+      remove.run();
+    }
+    tx.commit();
+    return ended.size();
+  });
+}
+
+std::vector<std::string> SqlStore::ended_before(std::int64_t before_ms, std::size_t limit) {
+  return guarded([&] {
+    std::vector<std::string> ids;
+    sql::Query query(db(), "SELECT id FROM runs WHERE " + std::string(kEndedStatus) +
+                               " AND updated_at < ? ORDER BY updated_at LIMIT ?");
+    query.bind(1, before_ms);
+    query.bind(2, static_cast<std::int64_t>(limit));
+    while (query.next()) ids.push_back(query.text(0));
+    return ids;
   });
 }
 

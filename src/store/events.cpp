@@ -111,6 +111,7 @@ Published SqlStore::publish_in(const NewEvent& event) {
     run.input = full.dump();
     run.now_ms = run.due_ms = event.now_ms;
     run.reason = "started by event '" + event.name + "'";
+    run.debounce = true;
     result.started.push_back(insert_run(run));
   }
   return result;

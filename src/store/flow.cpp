@@ -9,6 +9,11 @@ std::string FlowRule::stored() const {
   json flow = json::object();
   if (concurrency > 0 && !concurrency_key.empty()) flow["concurrency_key"] = concurrency_key;
   if (rate_limit > 0) flow["rate_key"] = rate_key;
+  if (debounce_ms > 0) {
+    flow["debounce_ms"] = debounce_ms;
+    flow["debounce_key"] = debounce_key;
+  }
+  if (deadline_ms > 0) flow["deadline_ms"] = deadline_ms;
   return flow.empty() ? std::string() : flow.dump();
 }
 

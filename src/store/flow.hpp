@@ -67,7 +67,7 @@ class FlowGate {
  private:
   struct Window {
     std::vector<std::int64_t> began;  // within the period, oldest first
-    int deferred = 0;                 // runs this claim moved to a later slot
+    int deferred = 0;  // runs this claim held back for a later slot
   };
   Window& window(const std::string& workflow, const std::string& key, const FlowRule& rule);
   std::string flow_key(const GatedRun& run, const FlowRule& rule) const;

@@ -6,9 +6,9 @@
 #include <climits>
 #include <utility>
 
+#include "durations.hpp"
 #include "errors_internal.hpp"
 #include "serialization.hpp"
-#include "store/flow.hpp"
 #include "store/sql_store.hpp"
 
 namespace durable::detail {
@@ -86,37 +86,21 @@ std::string SqlStore::insert_run(const NewRun& run) {
     existing.bind(2, run.idempotency_key);
     if (existing.next()) return existing.text(0);
   }
-  // A run of a paused workflow is created paused (control.cpp); one of a workflow with flow
-  // control gets its keys (store/flow.hpp).
-  bool paused = false;
-  std::optional<std::string> flow_key, rate_key;
-  {
-    sql::Query query(db(),
-                     "SELECT (SELECT 1 FROM paused_workflows WHERE name = ?1), "
-                     "(SELECT flow FROM workflows WHERE name = ?1)");
-    query.bind(1, run.workflow);
-    query.next();
-    paused = !query.is_null(0);
-    if (!query.is_null(1)) {
-      const json flow = json::parse(query.text(1), nullptr, false);
-      if (flow.is_object()) {
-        const json input = json::parse(run.input, nullptr, false);
-        if (const auto it = flow.find("concurrency_key"); it != flow.end() && it->is_string()) {
-          flow_key = key_at(input, it->get<std::string>());
-        }
-        if (const auto it = flow.find("rate_key"); it != flow.end() && it->is_string()) {
-          rate_key = key_at(input, it->get<std::string>());
-        }
-      }
-    }
-  }
+  // What its workflow's rules make of it (store/starts.cpp): paused, its keys, or debounced
+  // into the run of its key that waits.
+  const Admitted rules = admit_run(run);
+  if (rules.debounced_into) return *rules.debounced_into;
+  const bool paused = rules.paused;
+  const std::optional<std::string>& flow_key = rules.flow_key;
+  const std::optional<std::string>& rate_key = rules.rate_key;
   // A run of the same key inserted meanwhile by another writer (where writers run side by side)
   // leaves this insert doing nothing; the query after it finds that run.
   sql::Query insert(db(),
                     "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, "
                     "input, due_at, created_at, updated_at, parent_id, parent_step, version, "
                     "forked_from, priority, deadline_at, tags, paused, paused_from, flow_key, "
-                    "rate_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "rate_key, debounce_key) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (workflow, idempotency_key) DO NOTHING");
   insert.bind(1, run.id);
   insert.bind(2, run.workflow);
@@ -124,7 +108,7 @@ std::string SqlStore::insert_run(const NewRun& run) {
   insert.bind_text_or_null(4, run.idempotency_key);
   insert.bind(5, paused ? "paused" : "pending");
   insert.bind(6, run.input);
-  insert.bind(7, run.due_ms);
+  insert.bind(7, std::max(run.due_ms, rules.due_ms));
   insert.bind(8, run.now_ms);
   insert.bind(9, run.now_ms);
   insert.bind_text_or_null(10, run.parent_id);
@@ -132,8 +116,9 @@ std::string SqlStore::insert_run(const NewRun& run) {
   insert.bind(12, version_);
   insert.bind_text_or_null(13, run.forked_from);
   insert.bind(14, run.priority);
-  if (run.deadline_ms > 0) {
-    insert.bind(15, run.deadline_ms);
+  if (const std::int64_t deadline = rules.deadline_ms > 0 ? rules.deadline_ms : run.deadline_ms;
+      deadline > 0) {
+    insert.bind(15, deadline);
   } else {
     insert.bind_null(15);
   }
@@ -149,6 +134,11 @@ std::string SqlStore::insert_run(const NewRun& run) {
     insert.bind(20, *rate_key);
   } else {
     insert.bind_null(20);
+  }
+  if (rules.debounce_key) {
+    insert.bind(21, *rules.debounce_key);
+  } else {
+    insert.bind_null(21);
   }
   if (insert.run() == 0) {
     insert.reset();
@@ -167,7 +157,12 @@ std::string SqlStore::insert_run(const NewRun& run) {
   }
   if (!paused) announce_work();
   std::string reason = run.reason.empty() ? "started" : run.reason;
-  if (run.due_ms > run.now_ms) reason += "; delayed until its start time";
+  if (rules.debounce_key) {
+    reason += "; debounced: due at " + utc_text(std::max(run.due_ms, rules.due_ms)) +
+              " unless a newer start of its key comes first";
+  } else if (run.due_ms > run.now_ms) {
+    reason += "; delayed until its start time";
+  }
   add_history(run.id, run.now_ms, Status::pending, reason);
   if (paused) {
     add_history(run.id, run.now_ms, Status::paused,
@@ -341,14 +336,17 @@ std::vector<std::string> SqlStore::run_ids(const RunFilter& filter,
 }
 
 bool SqlStore::findable(const RunFilter& filter) {
-  if (!findable(filter.workflow) || !findable(filter.correlation_id)) return false;
+  if (!findable(filter.workflow) || !findable(filter.correlation_id) ||
+      !findable(filter.failed_step) || !findable(filter.error_type)) {
+    return false;
+  }
   return std::all_of(filter.tags.begin(), filter.tags.end(), [](const auto& tag) {
     return findable(tag.first) && findable(tag.second);
   });
 }
 
 // The conditions of a RunFilter but its limit, on `runs r`; bind_filter() binds them.
-std::string SqlStore::filtered(const RunFilter& filter) {
+std::string SqlStore::filtered(const RunFilter& filter) const {
   std::string sql;
   if (filter.status) sql += " AND r.status = ?";
   if (!filter.workflow.empty()) sql += " AND r.workflow = ?";
@@ -357,6 +355,11 @@ std::string SqlStore::filtered(const RunFilter& filter) {
     sql += " AND EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.key = ? AND "
            "t.value = ?)";
   }
+  const auto field = db_->dialect().json_field;
+  if (!filter.failed_step.empty()) sql += " AND " + field("r.error", "step_id") + " = ?";
+  if (!filter.error_type.empty()) sql += " AND " + field("r.error", "type") + " = ?";
+  if (filter.created_after) sql += " AND r.created_at >= ?";
+  if (filter.created_before) sql += " AND r.created_at < ?";
   return sql;
 }
 
@@ -368,6 +371,10 @@ int SqlStore::bind_filter(sql::Query& query, int index, const RunFilter& filter)
     query.bind(index++, key);
     query.bind(index++, value);
   }
+  if (!filter.failed_step.empty()) query.bind(index++, filter.failed_step);
+  if (!filter.error_type.empty()) query.bind(index++, filter.error_type);
+  if (filter.created_after) query.bind(index++, to_ms(*filter.created_after));
+  if (filter.created_before) query.bind(index++, to_ms(*filter.created_before));
   return index;
 }
 

@@ -140,6 +140,7 @@ std::vector<std::string> SqlStore::fire_schedules(
       run.input = row.input;
       run.now_ms = run.due_ms = now_ms;
       run.reason = "started by schedule '" + row.id + "'";
+      run.debounce = true;
       if (insert_run(run) == run.id) started.push_back(run.id);
       ++row.fired;
       if (row.remaining) --*row.remaining;

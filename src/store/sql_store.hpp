@@ -6,6 +6,8 @@
 //   runs.cpp       creating, reading and listing runs; cancel and retry
 //   repairs.cpp    an operator's repairs of a run: resolve a failed step, fork from a step
 //   control.cpp    run control: pausing and resuming runs and workflows, deadlines
+//   starts.cpp     what a workflow's rules make of a new run: paused, its keys, debounced
+//   flow.cpp       flow control at claim time: concurrency per key, rate limits
 //   claims.cpp     claims, leases, takeovers of dead owners' runs, quarantine, the due queue
 //   commits.cpp    a run's atomic writes (fenced by ownership) and its journal
 //   events.cpp     events, waits, and the runs events start
@@ -42,6 +44,9 @@ namespace durable::detail {
 /// PostgreSQL's index keeps its IN list: its planner finds this predicate implies it.
 inline constexpr const char* kLiveStatus =
     "(status = 'pending' OR status = 'sleeping' OR status = 'waiting' OR status = 'running')";
+/// The statuses of a run that has ended, as SQL: the predicate of the partial index `runs_ended`.
+inline constexpr const char* kEndedStatus =
+    "(status = 'completed' OR status = 'failed' OR status = 'cancelled')";
 /// kLiveStatus, or paused: a run that has not ended (the predicate of `runs_deadline`).
 inline constexpr const char* kUnendedStatus =
     "(status = 'pending' OR status = 'sleeping' OR status = 'waiting' OR status = 'running' OR "
@@ -95,6 +100,8 @@ class SqlStore : public Store {
   std::vector<std::string> paused_workflows() override;
   std::vector<std::string> expire(std::int64_t now_ms, std::size_t limit) override;
   std::optional<std::int64_t> next_deadline() override;
+  std::size_t delete_runs(const std::vector<std::string>& ids) override;
+  std::vector<std::string> ended_before(std::int64_t before_ms, std::size_t limit) override;
   void set_version(const std::string& version, bool only_own) override {
     version_ = version;
     only_own_version_ = only_own && !version.empty();
@@ -185,7 +192,7 @@ class SqlStore : public Store {
   void add_history(const std::string& id, std::int64_t at, Status status,
                    const std::string& reason);
   RunInfo read_run(sql::Query& query);
-  static std::string filtered(const RunFilter& filter);
+  std::string filtered(const RunFilter& filter) const;
   static int bind_filter(sql::Query& query, int index, const RunFilter& filter);
   std::string run_columns() const;
   /// Where writers run side by side, waits until no other transaction holds `key`, and holds it
@@ -199,6 +206,19 @@ class SqlStore : public Store {
   /// Queues a run again, due now: its failed steps with fresh attempts, its output and error
   /// cleared; `reason` goes into the history, "{}" in it replaced by the count of steps reset.
   std::int64_t requeue(const std::string& id, std::int64_t now_ms, std::string reason);
+
+  // starts.cpp
+  /// What a new run's workflow makes of it (its rules in the workflows and paused_workflows
+  /// tables), read inside the caller's transaction.
+  struct Admitted {
+    bool paused = false;
+    std::optional<std::string> flow_key, rate_key, debounce_key;
+    std::int64_t due_ms = 0;       ///< not due before: a debounced run's wait
+    std::int64_t deadline_ms = 0;  ///< its deadline, the workflow's counted (0: the start's)
+    /// A debounced start that replaced the input of the run of its key that waits: that run.
+    std::optional<std::string> debounced_into;
+  };
+  Admitted admit_run(const NewRun& run);
 
   // control.cpp
   /// Pauses a run that has not ended and is not running, inside the caller's transaction;

@@ -606,6 +606,28 @@ async function main(ids) {
       return `${items.length} items; the first ends at ${firstEnd.toFixed(2)}, the last begins at ${lastStart.toFixed(2)}`;
     });
 
+    await check('the tag filter shows only the runs with the tag, which show it', async () => {
+      const api = await apiGet('/v1/runs?tag.tenant=acme');
+      if (api.runs.length !== 1 || api.runs[0].id !== failedId) {
+        throw new CheckFailed('the API lists the failed run alone under tenant=acme', json(api.runs.map((r) => r.id)));
+      }
+      await stale.goto(`${baseUrl}/#/runs`);
+      await stale.locator('[data-testid="tag-filter"]').waitFor({state: 'visible', timeout: WAIT_MS});
+      await stale.fill('[data-testid="tag-filter"]', 'tenant=acme');
+      const seen = await waitFor('one row, the failed run, showing tenant=acme', async () => {
+        const rows = await readRows(stale);
+        const tags = await stale.locator('[data-testid="run-tags"]').allTextContents();
+        return {ok: rows.length === 1 && rows[0].id === failedId && tags.join() === 'tenant=acme',
+                seen: `${json(rows.map((r) => r.id))}, tags ${json(tags)}`, rows};
+      });
+      await stale.fill('[data-testid="tag-filter"]', '');
+      await waitFor('every run listed again', async () => {
+        const rows = await readRows(stale);
+        return {ok: rows.length > 1, seen: `${rows.length} rows`};
+      });
+      return `${seen.rows.length} row under tenant=acme`;
+    });
+
     await check('Pause on the sleeping run pauses it, and Resume puts it back to sleep', async () => {
       if (!ids.sleeping) return 'skipped: no sleeping run (the fixture makes one)';
       const path = `/v1/runs/${encodeURIComponent(ids.sleeping)}`;
