@@ -202,7 +202,7 @@ std::vector<RunInfo> RuntimeCore::list(const RunFilter& filter) {
 
 VerifyReport RuntimeCore::verify(const RunFilter& filter, const std::string& database) {
   const std::vector<Status> unfinished = {Status::pending, Status::running, Status::sleeping,
-                                          Status::waiting};
+                                          Status::waiting, Status::paused};
   // A connection of its own that cannot write, but for a private database, which no other
   // connection sees: then the runtime's own, a run at a time.
   const bool own = database == options_.database &&

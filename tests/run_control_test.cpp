@@ -69,6 +69,8 @@ TEST_CASE("pause and resume: a paused run is claimed by no runtime, a sleep that
   CHECK(desk.runtime->get(run).status == Status::paused);
   CHECK(after == 0);
 
+  // A paused run is unfinished: the pre-deploy check replays it too.
+  CHECK(desk.runtime->verify().runs_checked == 1);
   desk.runtime->resume(run);
   CHECK(desk.runtime->get(run).status == Status::sleeping);
   desk.runtime->run_until_idle();

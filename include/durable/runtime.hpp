@@ -130,19 +130,19 @@ class Runtime {
   void resolve(std::string_view run_id, std::string_view step_key, json output,
                std::string reason = {});
 
-  /// The pre-deploy check: replays every unfinished run (pending, running, sleeping, waiting;
-  /// with filter.status, the runs of that status) that the filter matches, whatever its limit,
-  /// against the workflows add()ed to this runtime, running no step body and writing nothing,
-  /// and reports where the code parts from a run's journal: a step id reached as another kind
-  /// of step, a call the journal does not hold where it holds a step no call met (an inserted,
-  /// renamed or removed step), a run ending or stopping before a journaled step, a run in
-  /// progress that the code now fails where nothing journaled failed (an input or result that
-  /// no longer converts), a run holding a value that cannot be read. Runs of workflows this
-  /// runtime did not add are left out of runs_checked. Each run is read with its journal in a
-  /// read transaction of its own, on a read-only connection (the runtime's own, a run at a
-  /// time, for ":memory:"), so workers serving the database go on meanwhile. Step bodies do not
-  /// run, so the steps nested in them are not checked. Throws Error when the database cannot
-  /// be read, or was written by a newer durable.
+  /// The pre-deploy check: replays every unfinished run (pending, running, sleeping, waiting,
+  /// paused; with filter.status, the runs of that status) that the filter matches, whatever its
+  /// limit, against the workflows add()ed to this runtime, running no step body and writing
+  /// nothing, and reports where the code parts from a run's journal: a step id reached as another
+  /// kind of step, a call the journal does not hold where it holds a step no call met (an inserted,
+  /// renamed or removed step), a run ending or stopping before a journaled step, a run in progress
+  /// that the code now fails where nothing journaled failed (an input or result that no longer
+  /// converts), a run holding a value that cannot be read. Runs of workflows this runtime did not
+  /// add are left out of runs_checked. Each run is read with its journal in a read transaction of
+  /// its own, on a read-only connection (the runtime's own, a run at a time, for ":memory:"), so
+  /// workers serving the database go on meanwhile. Step bodies do not run, so the steps nested in
+  /// them are not checked. Throws Error when the database cannot be read, or was written by a newer
+  /// durable.
   VerifyReport verify(const RunFilter& filter = {}) const;
 
   /// Executes every run that is due now, each until it completes, fails or sleeps, and returns
