@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "run_requests.hpp"
 #include "runtime_core.hpp"
 
 namespace durable::detail {
