@@ -97,6 +97,11 @@ TEST_CASE("keyed concurrency: two workers, 1,000 runs of 10 tenants started tena
           return timeline.finished.size() == runs.size();
         },
         120s));
+    // A body's end comes before its run's end is journaled: stop serving only once every run
+    // is completed.
+    RunFilter done;
+    done.status = Status::completed;
+    REQUIRE(test::eventually([&] { return a.count(done) == runs.size(); }, 60s));
   }
   const double seconds = std::chrono::duration<double>(Steady::now() - began).count();
   std::size_t most = 0;
