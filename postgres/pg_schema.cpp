@@ -163,6 +163,17 @@ CREATE INDEX runs_debounce ON runs (workflow, debounce_key)
   WHERE status = 'pending' AND debounce_key IS NOT NULL;
 CREATE INDEX runs_ended ON runs (updated_at)
   WHERE status IN ('completed', 'failed', 'cancelled');
+)sql",
+                                                                 R"sql(
+-- As the SQLite schema's version 13: the progress a step's body last reported.
+CREATE TABLE step_progress (
+  run_id   TEXT NOT NULL,
+  step_key TEXT NOT NULL,
+  attempt  INTEGER NOT NULL,
+  progress TEXT NOT NULL,
+  at       BIGINT NOT NULL,
+  PRIMARY KEY (run_id, step_key)
+);
 )sql"};
 
 }  // namespace durable::detail::pg

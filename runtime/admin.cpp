@@ -207,6 +207,12 @@ json Admin::show_run(std::string_view id) {
   }
   j["steps"] = json::array();
   for (const StepInfo& s : steps) j["steps"].push_back(step_json(s));
+  // What the bodies of steps not completed yet last reported (StepContext::heartbeat).
+  j["progress"] = json::array();
+  for (const StepProgress& p : db->store->progress_of(std::string(id))) {
+    j["progress"].push_back(
+        {{"step", p.step}, {"attempt", p.attempt}, {"progress", p.progress}, {"at", iso(p.at)}});
+  }
   j["runbook"] = run.status == Status::failed ? runbook(*db, run, steps) : json();
   return j;
 }

@@ -227,6 +227,15 @@ void print_run(std::ostream& out, const json& run) {
   table(out, rows);
   out << "\nsteps\n";
   print_steps(out, run.at("steps"));
+  if (run.contains("progress") && !run.at("progress").empty()) {
+    out << "\nprogress (last heartbeat of each step not completed)\n";
+    std::vector<std::vector<std::string>> progress;
+    for (const json& p : run.at("progress")) {
+      progress.push_back({text_of(p, "step"), "attempt " + text_of(p, "attempt"),
+                          text_of(p, "at"), shown(p.at("progress"))});
+    }
+    table(out, progress);
+  }
   out << "\nhistory\n";
   std::vector<std::vector<std::string>> history;
   for (const json& t : run.at("history")) {

@@ -65,6 +65,11 @@ class FiberScheduler {
   Handle running() const { return running_; }
   /// Tasks that have not returned yet.
   std::size_t alive() const { return alive_; }
+  /// From a task: it only waits for a body abandoned at its timeout to return, with its run let
+  /// go (Host::linger), and counts for no admission meanwhile; then false.
+  void set_lingering(bool lingering) { lingering ? ++lingering_ : --lingering_; }
+  /// Tasks alive that do not linger: the runs this scheduler works on.
+  std::size_t working() const { return alive_ - lingering_; }
   /// From a task: suspends it until make_ready() is called with its handle.
   void park() { suspend(); }
   /// On the scheduler's thread (the idle hook): lets a parked task go on.
@@ -82,6 +87,7 @@ class FiberScheduler {
   StepPool* pool_;
   Task* running_ = nullptr;
   std::size_t alive_ = 0;
+  std::size_t lingering_ = 0;
   std::vector<std::unique_ptr<Task>> tasks_;  // alive ones only
   std::exception_ptr first_error_;
   std::optional<std::chrono::steady_clock::time_point> recheck_at_;

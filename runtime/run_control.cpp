@@ -156,6 +156,13 @@ std::chrono::milliseconds RuntimeCore::purge_expired_runs() {
   return std::chrono::milliseconds(more ? 0 : std::min<std::int64_t>(60'000, retention / 10 + 1));
 }
 
+std::vector<StepProgress> RuntimeCore::progress(std::string_view run_id) {
+  std::lock_guard lock(store_mutex_);
+  const std::string id(run_id);
+  if (!store_->get_run(id, false)) throw no_such_run(run_id);
+  return store_->progress_of(id);
+}
+
 }  // namespace durable::detail
 
 namespace durable {
@@ -170,6 +177,10 @@ std::size_t Runtime::purge(const RunFilter& filter) {
   return core_->bulk(detail::BulkAction::purge, filter, {});
 }
 std::size_t Runtime::count(const RunFilter& filter) const { return core_->count(filter); }
+
+std::vector<StepProgress> Runtime::progress(std::string_view run_id) const {
+  return core_->progress(run_id);
+}
 
 void Runtime::pause(std::string_view run_id) { core_->pause(run_id); }
 void Runtime::resume(std::string_view run_id) { core_->resume(run_id); }

@@ -354,9 +354,8 @@ void RuntimeCore::watch_for_work() {
   }
 }
 
-RuntimeCore::RunHost::RunHost(RuntimeCore& core, RunState& run,
-                              Turn& turn)
-    : core_(&core), run_(&run), turn_(&turn) {}
+RuntimeCore::RunHost::RunHost(RuntimeCore& core, Claim& claim, Turn& turn)
+    : core_(&core), claim_(&claim), run_(&claim.run), turn_(&turn) {}
 
 void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies) {
   FiberScheduler* scheduler = FiberScheduler::current();
@@ -441,6 +440,51 @@ void RuntimeCore::RunHost::check_child(std::string_view workflow, const json& in
 
 // Waits in real time for the runtime's clock to reach wake_ms, for at most the resident sleep
 // limit (a test's clock may never get there); the caller evicts the run if it did not.
+void RuntimeCore::RunHost::hand_over(Outcome& outcome) {
+  if (core_->conclude(*claim_, outcome, yielded_)) {
+    // It would go on here at once: it is let go instead, for the next claim (here or in
+    // another process) to go on with while this invocation waits for its abandoned body.
+    std::lock_guard lock(core_->store_mutex_);
+    core_->store_->release(run_->id, core_->worker_.id, core_->now_ms(),
+                           "let go: a step attempt abandoned at its timeout still runs here");
+  }
+  std::lock_guard lock(core_->store_mutex_);
+  core_->executing_.erase(run_->id);
+}
+
+void RuntimeCore::RunHost::linger(const std::function<bool()>& done) {
+  FiberScheduler* scheduler = FiberScheduler::current();
+  const bool on_fiber = scheduler != nullptr && scheduler->on_fiber();
+  if (on_fiber) scheduler->set_lingering(true);
+  while (!done()) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    if (on_fiber) {
+      scheduler->sleep_until(until);  // the other runs' fibers go on meanwhile
+    } else {
+      std::this_thread::sleep_until(until);
+    }
+  }
+  if (on_fiber) scheduler->set_lingering(false);
+}
+
+void RuntimeCore::RunHost::save_progress(const std::string& key, int attempt,
+                                         const json& progress) {
+  const std::string text = storable_text(progress, "the progress of step '" + key + "'",
+                                         core_->options_.max_output_bytes);
+  std::lock_guard lock(core_->store_mutex_);
+  core_->store_->save_progress(run_->id, core_->worker_.id, key, attempt, text, core_->now_ms());
+}
+
+std::optional<json> RuntimeCore::RunHost::load_progress(const std::string& key) {
+  std::optional<StepProgress> stored;
+  {
+    std::lock_guard lock(core_->store_mutex_);
+    stored = core_->store_->progress(run_->id, key);
+  }
+  if (!stored) return std::nullopt;
+  return stored->progress;
+}
+
 std::int64_t RuntimeCore::RunHost::park_until(std::int64_t wake_ms) {
   const auto give_up = std::chrono::steady_clock::now() + core_->options_.resident_sleep +
                        std::chrono::milliseconds(50);
@@ -531,7 +575,8 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
       write.due_ms = outcome.wake_at_ms;
       break;
     case Outcome::Kind::lost:
-      break;  // drive() writes nothing for a lost run
+    case Outcome::Kind::handed_over:
+      break;  // conclude() writes nothing for these
   }
   return write;
 }

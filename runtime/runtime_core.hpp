@@ -48,6 +48,7 @@ class RuntimeCore {
   /// this process (an Admin's HTTP API) made work due.
   void wake() { notify_waiters(); }
   std::vector<StepInfo> steps(std::string_view run_id);
+  std::vector<StepProgress> progress(std::string_view run_id);
   void cancel(std::string_view run_id, const std::string& reason);
   void retry(std::string_view run_id);
   // In runtime/run_control.cpp: pausing runs and workflows.
@@ -127,8 +128,12 @@ class RuntimeCore {
   std::size_t run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
                       std::size_t batch);
   /// Executes a claimed run's invocations until it sleeps, ends, is lost or yields its turn;
-  /// returns how many.
-  std::size_t drive(Claim claim);
+  /// returns how many. `handed_over`: the last invocation let the run go itself (an attempt
+  /// abandoned at its timeout kept it), and another claim may hold the run by now.
+  std::size_t drive(Claim claim, bool& handed_over);
+  /// What becomes of an invocation's outcome: counted, written and logged. Whether the run goes
+  /// on at once with another invocation.
+  bool conclude(Claim& claim, Outcome& outcome, bool yielded);
   /// A claimed run's turn: when should_yield() next asks the store whether other runs wait. First
   /// after a fair slice, then at most every kYieldLook: a run of quick steps would otherwise count
   /// the due runs at every step once its slice is used (a query per step, about 12,000
@@ -246,7 +251,7 @@ class RuntimeCore {
   // What the engine asks of the runtime while one run's invocation runs.
   class RunHost final : public Host {
    public:
-    RunHost(RuntimeCore& core, RunState& run, Turn& turn);
+    RunHost(RuntimeCore& core, Claim& claim, Turn& turn);
     /// A resident invocation ended to give the run's turn up (RuntimeCore::should_yield).
     bool yielded() const { return yielded_; }
     void run_bodies(std::vector<std::function<void()>>& bodies) override;
@@ -257,6 +262,10 @@ class RuntimeCore {
     std::int64_t now_ms() override { return core_->now_ms(); }
     std::int64_t event_horizon() override;
     json call_body(const std::string& key, int attempt, const Body& body) override;
+    void save_progress(const std::string& key, int attempt, const json& progress) override;
+    std::optional<json> load_progress(const std::string& key) override;
+    void hand_over(Outcome& outcome) override;
+    void linger(const std::function<bool()>& done) override;
     void check_child(std::string_view workflow, const json& input) override;
     void result_not_converted(const std::string& key, const json& value, std::string_view type,
                               const std::exception& error) override {
@@ -265,6 +274,7 @@ class RuntimeCore {
 
    private:
     RuntimeCore* core_;
+    Claim* claim_;
     RunState* run_;
     Turn* turn_;
     bool yielded_ = false;

@@ -67,7 +67,7 @@ class RuntimeCore::Admission {
     if (failed_ || alone_ || core_->stopping() || core_->halted_) return false;
     const auto now = std::chrono::steady_clock::now();
     if (deadline_ && now >= *deadline_) return false;
-    const std::size_t alive = scheduler_->alive();
+    const std::size_t alive = scheduler_->working();
     // A body's end or a commit brings the loop back. (wait() holds one run at a time.)
     if (alive >= std::min(batch_, kClaimBatch)) return false;
     const std::size_t free = core_->step_pool().free_threads();
@@ -162,14 +162,16 @@ class RuntimeCore::Admission {
     scheduler_->spawn([this, held] {
       const std::string id = held->run.id;
       const bool alone = held->alone;
+      bool handed_over = false;
       try {
-        invocations_ += core_->drive(std::move(*held));
+        invocations_ += core_->drive(std::move(*held), handed_over);
       } catch (...) {
         failed_ = true;  // the loop admits no more; the error leaves run_due() once all end
         throw;
       }
       if (alone) alone_ = false;
       std::lock_guard lock(core_->store_mutex_);
+      if (handed_over) return;  // let go already, and perhaps claimed again since
       core_->executing_.erase(id);
       claimed_.erase(id);
     });
@@ -287,7 +289,7 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
   return 0;
 }
 
-std::size_t RuntimeCore::drive(Claim claim) {
+std::size_t RuntimeCore::drive(Claim claim, bool& handed_over) {
   Turn turn(std::chrono::steady_clock::now());
   std::shared_ptr<const Workflow> wf = find_workflow(claim.run.workflow);
   RunState& run = claim.run;
@@ -298,7 +300,7 @@ std::size_t RuntimeCore::drive(Claim claim) {
   }
   std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
   if (claim.unreadable) return fail_unreadable(claim);
-  RunHost host(*this, run, turn);
+  RunHost host(*this, claim, turn);
   for (std::size_t made = 1;; ++made) {
     if (stopping()) {  // a run claimed before serve() was asked to stop, not begun yet
       hand_back(run);
@@ -306,38 +308,48 @@ std::size_t RuntimeCore::drive(Claim claim) {
     }
     if (halted_) return made - 1;
     Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random, host).execute();
-    ++run.invocations;
-    if (outcome.kind == Outcome::Kind::lost) {
-      hand_back(run, host.yielded());
+    if (outcome.kind == Outcome::Kind::handed_over) {
+      handed_over = true;
       return made;
     }
-    RunWrite write = write_for(run, outcome, claim.lease_until_ms);
-    write.clear_crashes = claim.crashes > 0;
-    // Steps whose entries the step threads wrote as they ended, and nothing else: no write.
-    // (Unless a pause is asked for: then a write at this boundary makes it.)
-    const bool nothing_new = outcome.kind == Outcome::Kind::step_done && outcome.entries.empty() &&
-                             !write.renew_lease && !write.clear_crashes && !run.pausing;
-    if (!nothing_new) {
-      const Written written = commit(write);
-      run.next_seq += write.new_entries();
-      // Not written: the run was cancelled or taken over meanwhile; its result is not used.
-      if (written == Written::refused) return made;
-      if (written == Written::yes) run.pausing = false;  // resumed meanwhile: nothing to make
-      claim.crashes = 0;
-      record(run, &outcome.entries, &write);
-      if (written == Written::paused) {
-        logger_.write(LogLevel::info, "run.paused", "paused at a step boundary, as asked",
-                      run_fields(run), write.now_ms);
-        return made;
-      }
-    }
-    if (outcome.kind != Outcome::Kind::step_done) return made;
-    adopt(run, outcome.entries);
+    if (!conclude(claim, outcome, host.yielded())) return made;
     if (should_yield(turn)) {
       hand_back(run, true);
       return made;
     }
   }
+}
+
+bool RuntimeCore::conclude(Claim& claim, Outcome& outcome, bool yielded) {
+  RunState& run = claim.run;
+  ++run.invocations;
+  if (outcome.kind == Outcome::Kind::lost) {
+    hand_back(run, yielded);
+    return false;
+  }
+  RunWrite write = write_for(run, outcome, claim.lease_until_ms);
+  write.clear_crashes = claim.crashes > 0;
+  // Steps whose entries the step threads wrote as they ended, and nothing else: no write.
+  // (Unless a pause is asked for: then a write at this boundary makes it.)
+  const bool nothing_new = outcome.kind == Outcome::Kind::step_done && outcome.entries.empty() &&
+                           !write.renew_lease && !write.clear_crashes && !run.pausing;
+  if (!nothing_new) {
+    const Written written = commit(write);
+    run.next_seq += write.new_entries();
+    // Not written: the run was cancelled or taken over meanwhile; its result is not used.
+    if (written == Written::refused) return false;
+    if (written == Written::yes) run.pausing = false;  // resumed meanwhile: nothing to make
+    claim.crashes = 0;
+    record(run, &outcome.entries, &write);
+    if (written == Written::paused) {
+      logger_.write(LogLevel::info, "run.paused", "paused at a step boundary, as asked",
+                    run_fields(run), write.now_ms);
+      return false;
+    }
+  }
+  if (outcome.kind != Outcome::Kind::step_done) return false;
+  adopt(run, outcome.entries);
+  return true;
 }
 
 namespace {
@@ -450,7 +462,7 @@ Written RuntimeCore::commit(const RunWrite& write) {
   if (halted_) return Written::refused;
   FiberScheduler* scheduler = FiberScheduler::current();
   if (t_group != nullptr && scheduler != nullptr && scheduler->running() != nullptr &&
-      scheduler->alive() > 1) {
+      scheduler->working() > 1) {
     return t_group->wait(write);
   }
   Written written = Written::refused;

@@ -180,6 +180,17 @@ CREATE INDEX runs_debounce ON runs (workflow, debounce_key)
   WHERE status = 'pending' AND debounce_key IS NOT NULL;
 CREATE INDEX runs_ended ON runs (updated_at)
   WHERE (status = 'completed' OR status = 'failed' OR status = 'cancelled');
+)sql",
+                                                             R"sql(
+-- The progress a step's body last reported (StepContext::heartbeat), for its next attempt.
+CREATE TABLE step_progress (
+  run_id   TEXT NOT NULL,
+  step_key TEXT NOT NULL,
+  attempt  INTEGER NOT NULL,
+  progress TEXT NOT NULL,
+  at       INTEGER NOT NULL,
+  PRIMARY KEY (run_id, step_key)
+) WITHOUT ROWID;
 )sql"};
 
 }  // namespace durable::detail

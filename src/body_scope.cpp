@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "body_scope.hpp"
 
+#include <memory>
+
 #include <algorithm>
 #include <utility>
 
+#include "attempt.hpp"
 #include "errors_internal.hpp"
 #include "ids.hpp"
+#include "retry.hpp"
 
 namespace durable::detail {
 
@@ -19,7 +23,10 @@ std::string at_call_site() {
 }
 
 BodyScope::BodyScope(Invocation& invocation, std::string prefix)
-    : invocation_(&invocation), prefix_(std::move(prefix)), outer_(t_scope) {
+    : invocation_(&invocation),
+      attempt_(Attempt::current()),
+      prefix_(std::move(prefix)),
+      outer_(t_scope) {
   t_scope = this;
 }
 
@@ -84,6 +91,11 @@ Invocation::Pending& BodyScope::add(std::string_view id, const StepOptions& opts
   check_step_id(id);
   std::string base = prefix_ + std::string(id);
   if (item) base += "[" + std::to_string(*item) + "]";
+  try {
+    check_step_options(opts, invocation_->step_label(base));
+  } catch (const Error& e) {
+    throw NonRetryableError(e.what());  // another attempt would meet the same options
+  }
   Invocation::Pending& p = pending_.emplace_back();
   p.key = journal_key(base, ++uses_[base]);
   p.base = std::move(base);
@@ -111,28 +123,45 @@ Invocation::Pending& BodyScope::add(std::string_view id, const StepOptions& opts
   return p;
 }
 
-// Runs a nested body on this thread and journals its entry.
+// Runs a nested body on this thread and journals its entry. A nested attempt abandoned at its
+// timeout is waited for here: it may use this body's frames, which live only as long as it.
 void BodyScope::run(Invocation::Pending& p) {
-  {
-    BodyScope inner(*invocation_, p.key + "/");
-    const std::int64_t began = invocation_->host_->now_ms();
-    try {
-      p.result =
-          invocation_->output_entry(p, invocation_->host_->call_body(p.key, p.attempt, p.body));
-      p.result->entry.duration_ms = invocation_->host_->now_ms() - began;
-      p.result->entry.started_at_ms = began;
-    } catch (const Postpone&) {
-      throw;
-    } catch (const Lost&) {
+  Invocation& in = *invocation_;
+  const std::int64_t began = in.host_->now_ms();
+  std::shared_ptr<Attempt> abandoned;
+  try {
+    json output = Attempt::run(
+        *in.host_, p.key, p.attempt, p.options, in.config_->max_output_bytes,
+        [&in, key = p.key, attempt = p.attempt, body = p.body] {
+          BodyScope inner(in, key + "/");
+          return in.host_->call_body(key, attempt, body);
+        },
+        abandoned);
+    p.result = in.output_entry(p, std::move(output));
+    p.result->entry.duration_ms = in.host_->now_ms() - began;
+    p.result->entry.started_at_ms = began;
+  } catch (const Postpone&) {
+    throw;
+  } catch (const Lost&) {
+    p.lost = true;
+    throw;
+  } catch (...) {
+    p.result = in.attempt_failed(p, std::current_exception());
+    p.result->entry.duration_ms = in.host_->now_ms() - began;
+    p.result->entry.started_at_ms = began;
+  }
+  if (abandoned) abandoned->wait_ended();
+  // The body this step is nested in may have been abandoned meanwhile: then nothing of it is
+  // written any more.
+  std::unique_lock<std::mutex> live;
+  if (attempt_ != nullptr) {
+    live = attempt_->hold_if_live();
+    if (!live.owns_lock()) {
       p.lost = true;
-      throw;
-    } catch (...) {
-      p.result = invocation_->attempt_failed(p, std::current_exception());
-      p.result->entry.duration_ms = invocation_->host_->now_ms() - began;
-      p.result->entry.started_at_ms = began;
+      throw Lost{};
     }
   }
-  if (!invocation_->host_->write_nested(*p.result)) {
+  if (!in.host_->write_nested(*p.result)) {
     p.lost = true;
     throw Lost{};
   }

@@ -51,6 +51,7 @@ class BodyScope {
   const json* finish(const Invocation::Pending& p);
 
   Invocation* invocation_;
+  Attempt* attempt_;  // whose body this is: its nested writes stop once it is abandoned
   std::string prefix_;
   BodyScope* outer_;
   std::deque<Invocation::Pending> pending_;

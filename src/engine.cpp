@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine.hpp"
 
+#include <thread>
 #include <utility>
 
+#include "attempt.hpp"
 #include "body_scope.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
@@ -13,6 +15,14 @@
 namespace durable::detail {
 
 std::string Host::new_id() { return detail::new_id(); }
+
+void Host::hand_over(Outcome& /*outcome*/) {
+  bug("a step body was abandoned under a host that cannot hand a run over");
+}
+
+void Host::linger(const std::function<bool()>& done) {
+  while (!done()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
 
 namespace {
 
@@ -106,6 +116,7 @@ Outcome Invocation::execute() {
 // Applies what the workflow could not override: a divergence fails the run, and steps that
 // failed for good in this invocation are journaled with whatever the invocation ended in.
 Outcome Invocation::final_outcome(Outcome outcome) {
+  if (outcome.kind == Outcome::Kind::handed_over) return outcome;
   for (EntryWrite& failed : failed_) outcome.entries.push_back(std::move(failed));
   failed_.clear();
   if (diverged_ && outcome.kind != Outcome::Kind::lost) {
@@ -232,7 +243,7 @@ std::size_t Invocation::add_pending(ReplayCursor::Match match, std::string base,
     p.is_new = false;
     p.due_ms = retrying->wake_at_ms.value_or(0);
   }
-  if (opts.retry) check_policy(*opts.retry, step_label(p.key));
+  check_step_options(opts, step_label(p.key));
   p.slot = slots_.size();
   slots_.push_back(Slot{nullptr, {}});
   return p.slot;
@@ -332,10 +343,16 @@ bool Invocation::settle() {
       if (!p.written) outcome.entries.push_back(std::move(write));
     }
     pending_.clear();
+    // A body abandoned at its timeout still runs on frames this invocation must keep: whatever
+    // it ends in is handed over before it unwinds (and nothing goes on in place).
+    const bool abandoned = any_abandoned();
     if (lost) {
-      end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused", {}});
+      Outcome gone{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused", {}};
+      if (abandoned) return hand_over(std::move(gone));
+      end(std::move(gone));
     }
-    if (!journaled && !wake) return true;  // only failures: StepFailed reaches the workflow now
+    // Only failures: StepFailed reaches the workflow now.
+    if (!journaled && !wake && !abandoned) return true;
     for (EntryWrite& f : failed_) outcome.entries.push_back(std::move(f));
     failed_.clear();
     if (wake) {
@@ -345,10 +362,15 @@ bool Invocation::settle() {
                            ? retry_reason
                            : "waiting for a step's next attempt at " + format_time(*wake);
     } else {
+      const auto one = [&](const JournalEntry& e) {
+        return step_label(e.key) +
+               (e.state == StepState::failed ? " failed for good" : " completed");
+      };
       outcome.reason = outcome.entries.size() == 1
-                           ? step_label(outcome.entries.front().entry.key) + " completed"
+                           ? one(outcome.entries.front().entry)
                            : std::to_string(outcome.entries.size()) + " parallel steps journaled";
     }
+    if (abandoned) return hand_over(std::move(outcome));
     if (!stays_resident(outcome)) {
       ending_ = std::move(outcome);
       return false;
@@ -422,10 +444,18 @@ void Invocation::write_ended(Pending& p) {
 }
 
 void Invocation::run_body(Pending& p) {
-  BodyScope scope(*this, p.key + "/");
   const std::int64_t began = host_->now_ms();
+  std::shared_ptr<Attempt> abandoned;
   try {
-    p.result = output_entry(p, host_->call_body(p.key, p.attempt, p.body));
+    // By value: an abandoned body outlives p.
+    json output = Attempt::run(
+        *host_, p.key, p.attempt, p.options, config_->max_output_bytes,
+        [this, key = p.key, attempt = p.attempt, body = p.body] {
+          BodyScope scope(*this, key + "/");
+          return host_->call_body(key, attempt, body);
+        },
+        abandoned);
+    p.result = output_entry(p, std::move(output));
     p.result->entry.duration_ms = host_->now_ms() - began;
     p.result->entry.started_at_ms = began;
   } catch (const Postpone& postpone) {
@@ -437,6 +467,29 @@ void Invocation::run_body(Pending& p) {
     p.result->entry.duration_ms = host_->now_ms() - began;
     p.result->entry.started_at_ms = began;
   }
+  if (abandoned) abandon(std::move(abandoned));
+}
+
+void Invocation::abandon(std::shared_ptr<Attempt> attempt) {
+  std::lock_guard lock(abandoned_mutex_);
+  abandoned_.push_back(std::move(attempt));
+}
+
+bool Invocation::any_abandoned() {
+  std::lock_guard lock(abandoned_mutex_);
+  return !abandoned_.empty();
+}
+
+bool Invocation::hand_over(Outcome outcome) {
+  Outcome final = final_outcome(std::move(outcome));
+  host_->hand_over(final);
+  host_->linger([this] {
+    std::lock_guard lock(abandoned_mutex_);
+    return std::all_of(abandoned_.begin(), abandoned_.end(),
+                       [](const std::shared_ptr<Attempt>& a) { return a->ended(); });
+  });
+  ending_ = Outcome{Outcome::Kind::handed_over, {}, {}, {}, 0, std::move(final.reason), {}};
+  return false;
 }
 
 JournalEntry Invocation::entry_of(const Pending& p) const {

@@ -12,6 +12,7 @@
 #include <durable/workflow.hpp>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -59,6 +60,8 @@ struct Outcome {
     failed,     ///< the workflow threw; `error` says what
     lost,       ///< a nested step's write was refused: the run was cancelled or taken over
     wait,       ///< the run waits for an event (until wake_at_ms, kNever: no timeout) or a child
+    handed_over,  ///< the outcome went to Host::hand_over before the invocation ended: nothing
+                  ///< is left to write
   };
   Kind kind = Kind::failed;
   std::vector<EntryWrite> entries;
@@ -116,6 +119,17 @@ class Host {
   virtual json call_body(const std::string& /*key*/, int /*attempt*/, const Body& body) {
     return body();
   }
+  /// Stores the progress a step body last reported (StepContext::heartbeat), from its thread.
+  virtual void save_progress(const std::string& /*key*/, int /*attempt*/,
+                             const json& /*progress*/) {}
+  /// The progress last stored for the step, for its next attempt.
+  virtual std::optional<json> load_progress(const std::string& /*key*/) { return std::nullopt; }
+  /// A body abandoned at its timeout still runs: the invocation, which may not unwind while it
+  /// does, hands its outcome over here first, to be written now and the run let go (to go on on
+  /// another fiber, or in another process), and then lingers until the body returns.
+  virtual void hand_over(Outcome& outcome);
+  /// Waits, without holding a step thread where it can, until `done()` says true.
+  virtual void linger(const std::function<bool()>& done);
   /// A journaled result does not convert to the type the workflow asks for. The test kit throws
   /// its own Error here when the result is its mock's, to blame the mock rather than a change of
   /// code; returning lets the engine throw its own.
@@ -139,6 +153,7 @@ struct EngineConfig {
 };
 
 class BodyScope;
+class Attempt;
 
 /// One invocation of a run: owns the Step the workflow sees and carries out its calls.
 class Invocation {
@@ -297,7 +312,15 @@ class Invocation {
   std::optional<ErrorInfo> diverged_;  // NonDeterminism met: the run fails whatever follows
   std::string diverged_site_;          // the call that met it
   std::optional<NewCall> first_new_;   // replay_only: the first call past the journal
+  // Ends the invocation of a settle() that left bodies abandoned (at their timeout) running:
+  // hands `outcome` over and lingers until they return; false, for the caller to unwind.
+  [[nodiscard]] bool hand_over(Outcome outcome);
+  void abandon(std::shared_ptr<Attempt> attempt);
+  bool any_abandoned();
+
   std::mutex nested_mutex_;            // the journal, while bodies run nested steps
+  std::mutex abandoned_mutex_;         // abandoned_: bodies on several threads add to it
+  std::vector<std::shared_ptr<Attempt>> abandoned_;  // attempts abandoned, still running
   std::mutex random_mutex_;            // random_, used by bodies on several threads
 };
 

@@ -31,4 +31,16 @@ void check_policy(const RetryPolicy& policy, std::string_view where) {
   if (!(policy.jitter >= 0.0 && policy.jitter <= 1.0)) fail("has a jitter outside [0, 1]");
 }
 
+void check_step_options(const StepOptions& options, std::string_view where) {
+  if (options.retry) check_policy(*options.retry, where);
+  if (options.timeout.count() < 0) {
+    throw Error(std::string(where) + ": StepOptions::timeout is negative (" +
+                std::to_string(options.timeout.count()) + " ms); 0 means none");
+  }
+  if (options.heartbeat_timeout.count() < 0) {
+    throw Error(std::string(where) + ": StepOptions::heartbeat_timeout is negative (" +
+                std::to_string(options.heartbeat_timeout.count()) + " ms); 0 means none");
+  }
+}
+
 }  // namespace durable::detail

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <durable/options.hpp>
 #include <random>
+#include <string_view>
 
 namespace durable::detail {
 
@@ -15,5 +16,7 @@ std::chrono::milliseconds backoff(const RetryPolicy& policy, int attempt, std::m
 
 /// Throws Error when a policy cannot work (no attempts, negative delays, jitter outside [0, 1]).
 void check_policy(const RetryPolicy& policy, std::string_view where);
+/// Throws Error for options a step cannot run with (its policy, as above; a negative timeout).
+void check_step_options(const StepOptions& options, std::string_view where);
 
 }  // namespace durable::detail

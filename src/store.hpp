@@ -335,6 +335,17 @@ class Store {
 
   virtual Backlog backlog(std::int64_t now_ms) = 0;
 
+  /// Keeps `progress` (JSON text) as the last a body of the step reported, if the run is
+  /// running under `owner`; whether it was kept.
+  virtual bool save_progress(const std::string& run_id, const std::string& owner,
+                             const std::string& key, int attempt, const std::string& progress,
+                             std::int64_t now_ms) = 0;
+  /// The progress last kept for the step, if any.
+  virtual std::optional<StepProgress> progress(const std::string& run_id,
+                                               const std::string& key) = 0;
+  /// The progress kept for each step of the run that has not completed, by step key.
+  virtual std::vector<StepProgress> progress_of(const std::string& run_id) = 0;
+
   /// Registers the worker, seen at now_ms.
   virtual void register_worker(const Worker& worker, std::int64_t now_ms) = 0;
   /// The worker's heartbeat: records that it was alive at now_ms, claiming runs for `lease_ms`.
@@ -433,7 +444,7 @@ inline constexpr std::int64_t kLiveLeases = 2;
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 12;
+inline constexpr int kSchemaVersion = 13;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

@@ -257,3 +257,42 @@ TEST_CASE("bulk actions from the command and the HTTP API: a dry run counts, the
   CHECK(http.exchange(client::get("/v1/runs/purge")).result_int() == 405);
   CHECK(client::json_of(http.exchange(client::get("/v1/runs"))).at("total") == 0);
 }
+
+TEST_CASE("the progress a retrying step reported is shown by the durable command and the HTTP "
+          "API (on each store)") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  const std::string db = test::database(dir, "progress.db");
+  std::string id;
+  {
+    auto runtime = test::runtime_on(db, clock, test::quiet(db));
+    runtime->add(Workflow("pages", [](Step& step, const json&) -> json {
+      return step.run(
+          "fetch",
+          [](StepContext& ctx) -> int {
+            ctx.heartbeat({{"page", 7}});
+            throw std::runtime_error("the API went away");
+          },
+          {.retry = test::exact_policy(3, 1h)});
+    }));
+    id = runtime->start("pages");
+    runtime->run_until_idle();
+    REQUIRE(runtime->get(id).status == Status::sleeping);
+    const std::vector<StepProgress> progress = runtime->progress(id);
+    REQUIRE(progress.size() == 1);
+    CHECK(progress[0].progress == json{{"page", 7}});
+  }
+  const auto [code, out] =
+      test::run_shell(std::string(DURABLE_CLI) + " --db '" + db + "' show " + id + " 2>&1");
+  CHECK(code == 0);
+  CHECK(test::has(out, "progress (last heartbeat of each step not completed)"));
+  CHECK(test::has(out, "{\"page\":7}"));
+  ops::Admin admin(db);
+  ops::HttpServer server(client::ephemeral(), ops::api_handler(admin));
+  client::Connection http(server.port());
+  const json run = client::json_of(http.exchange(client::get("/v1/runs/" + id)));
+  REQUIRE(run.at("progress").size() == 1);
+  CHECK(run.at("progress")[0].at("step") == "fetch");
+  CHECK(run.at("progress")[0].at("attempt") == 1);
+  CHECK(run.at("progress")[0].at("progress") == json{{"page", 7}});
+}

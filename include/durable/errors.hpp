@@ -58,7 +58,8 @@ struct InvalidInput : Error {
 };
 
 /// A run past its deadline (StartOptions::deadline, WorkflowOptions::deadline) fails with an
-/// error of this type ("durable::TimeoutError" in ErrorInfo::type).
+/// error of this type ("durable::TimeoutError" in ErrorInfo::type), and so does a step attempt
+/// past its StepOptions::timeout or heartbeat_timeout (retried like any failed attempt).
 struct TimeoutError : Error {
   using Error::Error;
 };

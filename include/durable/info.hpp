@@ -76,6 +76,15 @@ struct StepInfo {
   std::string resolved{};
 };
 
+/// The progress a step's body last reported (StepContext::heartbeat), kept for the step's next
+/// attempt and shown while the step has not completed.
+struct StepProgress {
+  std::string step;  ///< the journal key
+  int attempt = 0;   ///< the attempt that reported it
+  json progress;
+  Clock::time_point at{};  ///< when it was stored
+};
+
 /// Where a run parts from the code that would replay it (Runtime::verify).
 struct Divergence {
   std::string run_id, workflow;

@@ -84,6 +84,14 @@ struct WaitOptions {
 /// Options of one step.
 struct StepOptions {
   std::optional<RetryPolicy> retry{};  ///< overrides the workflow's policy for this step
+  /// How long one attempt may run, in real time (under TestRuntime's virtual clock too). Past
+  /// it the attempt fails with TimeoutError and is retried per the policy; its thread is not
+  /// killed: the body goes on, its StepContext's stop_token() is requested and whatever it
+  /// returns is dropped. 0: no limit. See docs/concepts.md, "Timeouts and heartbeats".
+  std::chrono::milliseconds timeout{0};
+  /// How long a body may go without StepContext::heartbeat() (counted from the attempt's
+  /// start, then from each heartbeat) before its attempt fails as above. 0: no limit.
+  std::chrono::milliseconds heartbeat_timeout{0};
 };
 
 /// Where a run is in its life. pending: queued, not yet claimed; running: claimed by a runtime;

@@ -67,6 +67,9 @@ class Runtime {
   std::vector<RunInfo> list(const RunFilter& filter = {}) const;
   /// The journal of a run, in the order its entries were first written. Throws NotFound.
   std::vector<StepInfo> steps(std::string_view run_id) const;
+  /// The progress last reported (StepContext::heartbeat) by each step of the run that has not
+  /// completed: one still running, or retrying. Throws NotFound.
+  std::vector<StepProgress> progress(std::string_view run_id) const;
 
   /// Ends a pending, sleeping, waiting or running run as cancelled: no further step starts, and
   /// the result of a step body already running is not journaled. Also closes a failed run (it

@@ -10,6 +10,7 @@
 #include <durable/detail/type_name.hpp>
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
+#include <durable/step_context.hpp>
 #include <exception>
 #include <functional>
 #include <iterator>
@@ -53,16 +54,37 @@ constexpr bool check_step_result() {
   return StepResult<T>;
 }
 
+/// The context of the attempt whose body this thread runs (the engine sets it).
+StepContext& current_step_context();
+
+/// A body declared to take a StepContext& (`[&](durable::StepContext& ctx) { ... }`).
+template <class F>
+constexpr bool takes_context = std::is_invocable_v<std::unwrap_reference_t<F>&, StepContext&>;
+
+/// Calls a body with the attempt's context when it takes one.
+template <class F>
+decltype(auto) call_with_context(F& fn) {
+  if constexpr (takes_context<F>) {
+    return fn(current_step_context());
+  } else {
+    return fn();
+  }
+}
+
+/// What a body returns, whichever way it is called.
+template <class F>
+using body_result_t = decltype(call_with_context(std::declval<F&>()));
+
 template <class T, class F>
 Body make_body(F&& fn) {
   // Held in a shared_ptr so that move-only callables fit in a std::function.
   auto owned = std::make_shared<std::decay_t<F>>(std::forward<F>(fn));
   return [owned]() -> json {
     if constexpr (std::is_void_v<T>) {
-      (*owned)();
+      call_with_context(*owned);
       return nullptr;
     } else {
-      return detail::to_value(T((*owned)()));
+      return detail::to_value(T(call_with_context(*owned)));
     }
   };
 }
@@ -101,6 +123,9 @@ class Step {
   ///
   /// Called inside a step body, runs a nested step: keyed "outer/id", journaled on its own when
   /// it completes, and memoized when the outer step is retried.
+  ///
+  /// fn may take a durable::StepContext& instead of nothing: its attempt's stop token,
+  /// heartbeats and the progress earlier attempts reported (opts.timeout, heartbeat_timeout).
   template <class F>
   auto run(std::string_view id, F&& fn, StepOptions opts = {},
            detail::SourceLocation where = detail::SourceLocation::current());
@@ -274,9 +299,11 @@ auto all(Future<T>&... futures) {
 
 template <class F>
 auto Step::run(std::string_view id, F&& fn, StepOptions opts, detail::SourceLocation where) {
-  static_assert(std::is_invocable_v<F&>,
-                "durable: step.run(id, fn) calls fn with no arguments: write [&] { ... }");
-  using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&>>>;
+  static_assert(std::is_invocable_v<F&> || detail::takes_context<std::decay_t<F>>,
+                "durable: step.run(id, fn) calls fn with no arguments, or with a "
+                "durable::StepContext&: write [&] { ... } or "
+                "[&](durable::StepContext& ctx) { ... }");
+  using T = detail::step_result_t<std::decay_t<detail::body_result_t<std::decay_t<F>>>>;
   if constexpr (detail::check_step_result<T>()) {
     detail::note_call(where);
     const json* memo = begin_run(id, opts);
@@ -288,9 +315,11 @@ auto Step::run(std::string_view id, F&& fn, StepOptions opts, detail::SourceLoca
 
 template <class F>
 auto Step::start(std::string_view id, F&& fn, StepOptions opts, detail::SourceLocation where) {
-  static_assert(std::is_invocable_v<F&>,
-                "durable: step.start(id, fn) calls fn with no arguments: write [&] { ... }");
-  using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&>>>;
+  static_assert(std::is_invocable_v<F&> || detail::takes_context<std::decay_t<F>>,
+                "durable: step.start(id, fn) calls fn with no arguments, or with a "
+                "durable::StepContext&: write [&] { ... } or "
+                "[&](durable::StepContext& ctx) { ... }");
+  using T = detail::step_result_t<std::decay_t<detail::body_result_t<std::decay_t<F>>>>;
   if constexpr (detail::check_step_result<T>()) {
     detail::note_call(where);
     return Future<T>(*this, start_step(id, opts, detail::make_body<T>(std::forward<F>(fn)), {}));
@@ -301,10 +330,13 @@ template <class Range, class F>
 auto Step::map(std::string_view id, const Range& items, F&& fn, StepOptions opts,
                detail::SourceLocation where) {
   using Item = std::decay_t<decltype(*std::begin(items))>;
-  static_assert(std::is_invocable_v<F&, const Item&>,
-                "durable: step.map(id, items, fn) calls fn with one item: write "
-                "[&](const Item& item) { ... }");
-  using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&, const Item&>>>;
+  constexpr bool with_context = std::is_invocable_v<F&, const Item&, StepContext&>;
+  static_assert(std::is_invocable_v<F&, const Item&> || with_context,
+                "durable: step.map(id, items, fn) calls fn with one item (and a "
+                "durable::StepContext&, if it takes one): write [&](const Item& item) { ... }");
+  using R = std::conditional_t<with_context, std::invoke_result<F&, const Item&, StepContext&>,
+                               std::invoke_result<F&, const Item&>>;
+  using T = detail::step_result_t<std::decay_t<typename R::type>>;
   if constexpr (detail::check_step_result<T>()) {
     detail::note_call(where);
     return map_items<T>(id, items, std::forward<F>(fn), opts);
@@ -313,11 +345,19 @@ auto Step::map(std::string_view id, const Range& items, F&& fn, StepOptions opts
 
 template <class T, class Range, class F>
 auto Step::map_items(std::string_view id, const Range& items, F&& fn, const StepOptions& opts) {
+  using Item = std::decay_t<decltype(*std::begin(items))>;
   auto shared = std::make_shared<std::decay_t<F>>(std::forward<F>(fn));
   std::vector<Future<T>> futures;
   std::size_t index = 0;
   for (const auto& item : items) {
-    auto body = detail::make_body<T>([shared, item] { return (*shared)(item); });
+    auto body = [&] {
+      if constexpr (std::is_invocable_v<std::decay_t<F>&, const Item&, StepContext&>) {
+        return detail::make_body<T>(
+            [shared, item](StepContext& context) { return (*shared)(item, context); });
+      } else {
+        return detail::make_body<T>([shared, item] { return (*shared)(item); });
+      }
+    }();
     futures.push_back(Future<T>(*this, start_step(id, opts, std::move(body), index++)));
   }
   if constexpr (std::is_void_v<T>) {

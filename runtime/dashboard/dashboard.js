@@ -410,7 +410,7 @@ function renderDetail(run) {
   $('detail-view').replaceChildren(...[
     backLink(), head, notice,
     run.runbook ? renderRunbook(run.runbook) : null,
-    renderSummary(run), renderSteps(run), renderHistory(run)].filter(Boolean));
+    renderSummary(run), renderSteps(run), renderProgress(run), renderHistory(run)].filter(Boolean));
 }
 
 function runLink(id, testid) {
@@ -552,6 +552,21 @@ function renderSteps(run) {
             el('th', {class: 'bar-cell'}, 'Timeline' + (known.length ? ' (' + fmtDuration(span) + ')' : '')),
             el('th', {}, 'Error / wakes'))),
           el('tbody', {}, rows)));
+}
+
+// What the bodies of steps not completed last reported by heartbeat (StepContext::heartbeat).
+function renderProgress(run) {
+  const progress = run.progress || [];
+  if (!progress.length) return null;
+  return el('section', {class: 'card block', 'data-testid': 'progress'},
+    el('h2', {}, 'Progress'),
+    el('table', {},
+      el('thead', {}, el('tr', {}, el('th', {}, 'Step'), el('th', {class: 'num'}, 'Attempt'),
+                                  el('th', {}, 'At'), el('th', {}, 'Last heartbeat'))),
+      el('tbody', {}, progress.map((p) => el('tr', {'data-testid': 'progress-row'},
+        el('td', {class: 'mono'}, p.step), el('td', {class: 'num'}, String(p.attempt)),
+        el('td', {title: p.at || ''}, fmtTime(p.at)),
+        el('td', {class: 'mono'}, JSON.stringify(p.progress)))))));
 }
 
 function renderHistory(run) {

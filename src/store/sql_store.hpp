@@ -15,6 +15,7 @@
 //                  with it
 //   schedules.cpp  schedules and their firing
 //   workers.cpp    the workers that claim runs, and finding dead ones
+//   progress.cpp   the progress step bodies report by heartbeat
 //
 // Invariant kept by commit(): a journal entry is written only while its run is `running` under
 // the writing owner, so a cancelled run or one taken over after its lease lapsed never gets a
@@ -122,6 +123,11 @@ class SqlStore : public Store {
       const std::function<std::optional<std::int64_t>(const ScheduleRow&, std::int64_t)>& next)
       override;
   Backlog backlog(std::int64_t now_ms) override;
+  bool save_progress(const std::string& run_id, const std::string& owner, const std::string& key,
+                     int attempt, const std::string& progress, std::int64_t now_ms) override;
+  std::optional<StepProgress> progress(const std::string& run_id,
+                                       const std::string& key) override;
+  std::vector<StepProgress> progress_of(const std::string& run_id) override;
 
   void register_worker(const Worker& worker, std::int64_t now_ms) override;
   void touch_worker(const std::string& id, std::int64_t now_ms, std::int64_t lease_ms) override;
@@ -286,6 +292,8 @@ class SqlStore : public Store {
 
   /// JSON text read back from the database; see runs.cpp.
   json stored(const std::string& text);
+  // progress.cpp: a row of step_progress (step_key, attempt, progress, at).
+  StepProgress read_progress(sql::Query& q);
 
   std::unique_ptr<sql::Connection> db_;
   std::string name_;

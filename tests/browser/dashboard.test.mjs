@@ -414,6 +414,19 @@ async function main(ids) {
       return `${rows} rows`;
     });
 
+    await check('the progress the failing step last reported is shown', async () => {
+      const progress = failedRun.progress || [];
+      if (progress.length !== 1) throw new CheckFailed('1 progress entry from the API', `${progress.length}`);
+      const rows = page.locator('[data-testid="progress-row"]');
+      if ((await rows.count()) !== 1) throw new CheckFailed('1 progress row', `${await rows.count()}`);
+      const text = await rows.first().innerText();
+      const shown = JSON.stringify(progress[0].progress);
+      if (!text.includes(progress[0].step) || !text.includes(shown)) {
+        throw new CheckFailed(`a row with ${progress[0].step} and ${shown}`, json(text));
+      }
+      return text.replace(/\s+/g, ' ');
+    });
+
     await check('the runbook is shown', async () => {
       if (!failedRun.runbook) throw new CheckFailed('a runbook from the API', 'null');
       if (!(await page.locator('[data-testid="runbook"]').isVisible())) {

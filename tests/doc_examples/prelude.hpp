@@ -61,3 +61,4 @@ durable::Workflow signup_workflow();
 durable::Workflow digest_workflow();
 durable::Workflow order_workflow();
 std::string poll_inbox();
+void reindex_shard(int shard);
