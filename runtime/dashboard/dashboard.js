@@ -188,6 +188,7 @@ let loading = false;
 let lastDetailKey = ''; // the detail is rebuilt only when what it shows changed
 let actionNotice = null; // {runId, kind: 'ok' | 'error', text}: the outcome of the last action
 let lastListHash = '#/runs'; // where "All runs" goes back to: the list as last filtered
+let pausedWorkflows = [];    // from /v1/stats
 
 function banner(message) {
   $('banner').textContent = message || '';
@@ -228,6 +229,9 @@ async function loadStats(seq) {
   set('stat-failed-runs', String(stats.failed_runs ?? '–'), stats.failed_runs > 0);
   set('stat-retries', String(stats.retries ?? '–'));
   set('stat-workers', String(stats.workers ?? '–'));
+  pausedWorkflows = stats.paused_workflows || [];
+  const where = route();
+  if (where.view === 'list') renderWorkflowButton(where, pausedWorkflows);
 }
 
 async function loadList(seq, where) {
@@ -661,6 +665,83 @@ async function act(kind, run) {
   lastDetailKey = '';
   await refresh();
 }
+
+// ---------------------------------------------------------------- bulk actions
+
+// The list's filter as a bulk action's body (POST /v1/runs/retry|cancel): status, workflow and
+// tags; null when nothing narrows it (the API would refuse it without "all").
+function bulkFilter(where) {
+  const filter = {};
+  if (where.status) filter.status = where.status;
+  if (where.workflow) filter.workflow = where.workflow;
+  const tags = {};
+  for (const pair of where.tag.split(',')) {
+    const at = pair.indexOf('=');
+    if (at > 0 && at < pair.length - 1) tags[pair.slice(0, at).trim()] = pair.slice(at + 1).trim();
+  }
+  if (Object.keys(tags).length) filter.tags = tags;
+  return Object.keys(filter).length ? filter : null;
+}
+
+function bulkNotice(kind, text) {
+  const notice = $('bulk-notice');
+  notice.className = 'notice ' + kind;
+  notice.textContent = text;
+  notice.hidden = false;
+}
+
+// Counts first (a dry run), asks, then acts.
+async function bulk(kind) {
+  const where = route();
+  const filter = bulkFilter(where);
+  if (!filter) {
+    bulkNotice('error', 'Choose a status, a workflow or a tag first: a bulk action needs a filter.');
+    return;
+  }
+  try {
+    const counted = await api('POST', 'v1/runs/' + kind, {...filter, dry_run: true});
+    if (!window.confirm(ACTIONS[kind].label + ' ' + counted.matched + ' run(s) matching ' +
+                        JSON.stringify(filter) + '?\n' + ACTIONS[kind].question)) return;
+    const done = await api('POST', 'v1/runs/' + kind, filter);
+    bulkNotice('ok', ACTIONS[kind].done + ' ' + done.changed + ' run(s).');
+  } catch (e) {
+    bulkNotice('error', ACTIONS[kind].label + ' failed: ' + e.message +
+                        (e.status ? ' (' + e.status + ' ' + e.code + ')' : ''));
+  }
+  await refresh();
+}
+
+// Pause or resume the workflow the list is filtered by (POST /v1/workflows/{name}/...).
+async function toggleWorkflow() {
+  const button = $('workflow-pause');
+  const name = button.dataset.workflow;
+  const kind = button.dataset.action;
+  if (!name || !window.confirm(ACTIONS[kind].label + ' workflow ' + name + '?\n' +
+                               (kind === 'pause' ? 'Its runs, and those started until it is ' +
+                                'resumed, are held.' : 'Its runs go on where they were.'))) return;
+  try {
+    await api('POST', 'v1/workflows/' + encodeURIComponent(name) + '/' + kind);
+    bulkNotice('ok', ACTIONS[kind].done + ' workflow ' + name + '.');
+  } catch (e) {
+    bulkNotice('error', ACTIONS[kind].label + ' failed: ' + e.message);
+  }
+  await refresh();
+}
+
+// The workflow button says what it would do: pause, or resume a paused workflow.
+function renderWorkflowButton(where, paused) {
+  const button = $('workflow-pause');
+  button.hidden = !where.workflow;
+  if (!where.workflow) return;
+  const kind = (paused || []).includes(where.workflow) ? 'resume' : 'pause';
+  button.dataset.workflow = where.workflow;
+  button.dataset.action = kind;
+  button.textContent = ACTIONS[kind].label + ' workflow ' + where.workflow;
+}
+
+$('bulk-retry').addEventListener('click', () => bulk('retry'));
+$('bulk-cancel').addEventListener('click', () => bulk('cancel'));
+$('workflow-pause').addEventListener('click', toggleWorkflow);
 
 // ---------------------------------------------------------------- start-up and auto-refresh
 

@@ -669,6 +669,54 @@ async function main(ids) {
       return 'paused, then sleeping again';
     });
 
+    await check('Pause workflow on a list filtered by workflow pauses its runs, and Resume resumes them', async () => {
+      if (!ids.sleeping) return 'skipped: no sleeping run (the fixture makes one)';
+      const name = 'send-reminder';
+      await stale.goto(`${baseUrl}/#/runs?workflow=${name}`);
+      const press = async (label, want) => {
+        const button = stale.locator('[data-testid="workflow-pause"]');
+        await waitFor(`the button reads "${label}"`, async () => {
+          const text = (await button.isVisible()) ? await button.innerText() : '(hidden)';
+          return {ok: text === label, seen: json(text)};
+        });
+        stale.once('dialog', (dialog) => dialog.accept());
+        await button.click();
+        await waitFor(`the workflow ${want}`, async () => {
+          const stats = await apiGet('/v1/stats');
+          const run = await apiGet(`/v1/runs/${encodeURIComponent(ids.sleeping)}`);
+          const held = stats.paused_workflows.includes(name);
+          const ok = want === 'paused' ? held && run.status === 'paused' : !held && run.status === 'sleeping';
+          return {ok, seen: `paused_workflows ${json(stats.paused_workflows)}, run ${run.status}`};
+        });
+      };
+      await press(`Pause workflow ${name}`, 'paused');
+      await press(`Resume workflow ${name}`, 'resumed');
+      return `${name} paused, then resumed`;
+    });
+
+    await check('Cancel matching counts the runs a filter matches first, then cancels them', async () => {
+      if (!ids.waiting) return 'skipped: no waiting run (the fixture makes one)';
+      const name = 'approve-expense';
+      await stale.goto(`${baseUrl}/#/runs?workflow=${name}`);
+      await stale.locator('[data-testid="bulk-cancel"]').waitFor({state: 'visible', timeout: WAIT_MS});
+      let asked = '';
+      stale.once('dialog', (dialog) => { asked = dialog.message(); dialog.accept(); });
+      const counted = stale.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith('/v1/runs/cancel'));
+      await stale.click('[data-testid="bulk-cancel"]');
+      const dry = await counted;
+      if (dry.status() !== 200) throw new CheckFailed('200 from the dry run', `${dry.status()}`);
+      await waitFor('the waiting run cancelled, and the page saying so', async () => {
+        const run = await apiGet(`/v1/runs/${encodeURIComponent(ids.waiting)}`);
+        const notice = await stale.locator('[data-testid="bulk-notice"]').innerText().catch(() => '');
+        return {ok: run.status === 'cancelled' && notice.includes('Cancelled 1 run'),
+                seen: `run ${run.status}, notice ${json(notice)}`};
+      });
+      if (!asked.startsWith('Cancel 1 run(s) matching')) {
+        throw new CheckFailed('a question with the dry run\'s count', json(asked));
+      }
+      return asked.split('\n')[0];
+    });
+
     await check('the page threw no error', async () => {
       if (pageErrors.length) throw new CheckFailed('no uncaught error', json(pageErrors));
     });
