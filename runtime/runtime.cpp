@@ -354,8 +354,9 @@ void RuntimeCore::watch_for_work() {
   }
 }
 
-RuntimeCore::RunHost::RunHost(RuntimeCore& core, Claim& claim, Turn& turn)
-    : core_(&core), claim_(&claim), run_(&claim.run), turn_(&turn) {}
+RuntimeCore::RunHost::RunHost(RuntimeCore& core, Claim& claim, Turn& turn,
+                              const std::function<void()>& let_go)
+    : core_(&core), claim_(&claim), run_(&claim.run), turn_(&turn), let_go_(&let_go) {}
 
 void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies) {
   FiberScheduler* scheduler = FiberScheduler::current();
@@ -441,6 +442,7 @@ void RuntimeCore::RunHost::check_child(std::string_view workflow, const json& in
 // Waits in real time for the runtime's clock to reach wake_ms, for at most the resident sleep
 // limit (a test's clock may never get there); the caller evicts the run if it did not.
 void RuntimeCore::RunHost::hand_over(Outcome& outcome) {
+  handed_over_ = true;
   if (core_->conclude(*claim_, outcome, yielded_)) {
     // It would go on here at once: it is let go instead, for the next claim (here or in
     // another process) to go on with while this invocation waits for its abandoned body.
@@ -448,8 +450,7 @@ void RuntimeCore::RunHost::hand_over(Outcome& outcome) {
     core_->store_->release(run_->id, core_->worker_.id, core_->now_ms(),
                            "let go: a step attempt abandoned at its timeout still runs here");
   }
-  std::lock_guard lock(core_->store_mutex_);
-  core_->executing_.erase(run_->id);
+  (*let_go_)();
 }
 
 void RuntimeCore::RunHost::linger(const std::function<bool()>& done) {
@@ -469,6 +470,7 @@ void RuntimeCore::RunHost::linger(const std::function<bool()>& done) {
 
 void RuntimeCore::RunHost::save_progress(const std::string& key, int attempt,
                                          const json& progress) {
+  if (core_->halted_) return;  // the crash sweep's crash: nothing more is written
   const std::string text = storable_text(progress, "the progress of step '" + key + "'",
                                          core_->options_.max_output_bytes);
   std::lock_guard lock(core_->store_mutex_);

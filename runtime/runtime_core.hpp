@@ -128,11 +128,12 @@ class RuntimeCore {
   std::size_t run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
                       std::size_t batch);
   /// Executes a claimed run's invocations until it sleeps, ends, is lost or yields its turn;
-  /// returns how many. `handed_over`: the last invocation let the run go itself (an attempt
-  /// abandoned at its timeout kept it), and another claim may hold the run by now.
-  std::size_t drive(Claim claim, bool& handed_over);
+  /// returns how many. `let_go` is called when an invocation lets the run go before it ends
+  /// (Host::hand_over: a body abandoned at its timeout keeps it), with the run written: another
+  /// claim may hold it from then on.
+  std::size_t drive(Claim claim, const std::function<void()>& let_go);
   /// What becomes of an invocation's outcome: counted, written and logged. Whether the run goes
-  /// on at once with another invocation.
+  /// on at once with another invocation (its entries then still to be adopted).
   bool conclude(Claim& claim, Outcome& outcome, bool yielded);
   /// A claimed run's turn: when should_yield() next asks the store whether other runs wait. First
   /// after a fair slice, then at most every kYieldLook: a run of quick steps would otherwise count
@@ -251,9 +252,11 @@ class RuntimeCore {
   // What the engine asks of the runtime while one run's invocation runs.
   class RunHost final : public Host {
    public:
-    RunHost(RuntimeCore& core, Claim& claim, Turn& turn);
+    RunHost(RuntimeCore& core, Claim& claim, Turn& turn, const std::function<void()>& let_go);
     /// A resident invocation ended to give the run's turn up (RuntimeCore::should_yield).
     bool yielded() const { return yielded_; }
+    /// An invocation handed the run over: whatever it ends in is not this runtime's to write.
+    bool handed_over() const { return handed_over_; }
     void run_bodies(std::vector<std::function<void()>>& bodies) override;
     bool write_nested(const EntryWrite& entry) override;
     void write_ended(const EntryWrite& entry, const WriteDone& done) override;
@@ -277,7 +280,9 @@ class RuntimeCore {
     Claim* claim_;
     RunState* run_;
     Turn* turn_;
+    const std::function<void()>* let_go_;
     bool yielded_ = false;
+    bool handed_over_ = false;
     // While the run's fiber waits for a batch of bodies: the loop's group that commits their
     // entries as they end, and how many of those it has yet to commit.
     CommitGroup* group_ = nullptr;

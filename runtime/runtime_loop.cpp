@@ -10,6 +10,9 @@
 // slow runs cannot starve the runs due after them.
 
 #include <algorithm>
+#include <functional>
+#include <set>
+#include <utility>
 
 #include "run_requests.hpp"
 #include "runtime_core.hpp"
@@ -162,18 +165,23 @@ class RuntimeCore::Admission {
     scheduler_->spawn([this, held] {
       const std::string id = held->run.id;
       const bool alone = held->alone;
-      bool handed_over = false;
+      // Once: when drive() returns, or before, when an invocation lets the run go while a body
+      // abandoned at its timeout still runs (the run may be claimed again meanwhile).
+      bool let_go = false;
+      const std::function<void()> release = [&] {
+        if (std::exchange(let_go, true)) return;
+        if (alone) alone_ = false;
+        std::lock_guard lock(core_->store_mutex_);
+        core_->executing_.erase(id);
+        if (const auto it = claimed_.find(id); it != claimed_.end()) claimed_.erase(it);
+      };
       try {
-        invocations_ += core_->drive(std::move(*held), handed_over);
+        invocations_ += core_->drive(std::move(*held), release);
       } catch (...) {
         failed_ = true;  // the loop admits no more; the error leaves run_due() once all end
         throw;
       }
-      if (alone) alone_ = false;
-      std::lock_guard lock(core_->store_mutex_);
-      if (handed_over) return;  // let go already, and perhaps claimed again since
-      core_->executing_.erase(id);
-      claimed_.erase(id);
+      release();
     });
   }
 
@@ -183,7 +191,9 @@ class RuntimeCore::Admission {
   std::size_t batch_;
   std::vector<std::string> names_;
   std::map<std::string, FlowRule> flows_;
-  std::set<std::string> claimed_;  // by this loop and not let go yet (store_mutex_)
+  // By this loop and not let go yet (store_mutex_); a run let go early may be claimed again
+  // before its first claim's fiber ends.
+  std::multiset<std::string> claimed_;
   std::size_t invocations_ = 0;
   bool failed_ = false;
   std::exception_ptr error_;  // out of a claim
@@ -289,7 +299,7 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
   return 0;
 }
 
-std::size_t RuntimeCore::drive(Claim claim, bool& handed_over) {
+std::size_t RuntimeCore::drive(Claim claim, const std::function<void()>& let_go) {
   Turn turn(std::chrono::steady_clock::now());
   std::shared_ptr<const Workflow> wf = find_workflow(claim.run.workflow);
   RunState& run = claim.run;
@@ -300,7 +310,7 @@ std::size_t RuntimeCore::drive(Claim claim, bool& handed_over) {
   }
   std::mt19937_64 random(seed);  // for retry jitter; seeding costs a microsecond, so once a claim
   if (claim.unreadable) return fail_unreadable(claim);
-  RunHost host(*this, claim, turn);
+  RunHost host(*this, claim, turn, let_go);
   for (std::size_t made = 1;; ++made) {
     if (stopping()) {  // a run claimed before serve() was asked to stop, not begun yet
       hand_back(run);
@@ -308,11 +318,9 @@ std::size_t RuntimeCore::drive(Claim claim, bool& handed_over) {
     }
     if (halted_) return made - 1;
     Outcome outcome = Invocation(run, *wf, engine_config_, now_ms(), random, host).execute();
-    if (outcome.kind == Outcome::Kind::handed_over) {
-      handed_over = true;
-      return made;
-    }
+    if (host.handed_over()) return made;  // written and let go already
     if (!conclude(claim, outcome, host.yielded())) return made;
+    adopt(run, outcome.entries);
     if (should_yield(turn)) {
       hand_back(run, true);
       return made;
@@ -347,9 +355,7 @@ bool RuntimeCore::conclude(Claim& claim, Outcome& outcome, bool yielded) {
       return false;
     }
   }
-  if (outcome.kind != Outcome::Kind::step_done) return false;
-  adopt(run, outcome.entries);
-  return true;
+  return outcome.kind == Outcome::Kind::step_done;
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "attempt.hpp"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -38,13 +39,35 @@ StepContext& current_step_context() {
   return t_attempt->context();
 }
 
+// A timeout this long is no timeout: added to a steady-clock time (in nanoseconds) it could
+// overflow.
+constexpr std::chrono::milliseconds kLongest = std::chrono::hours(24 * 365 * 100);
+
+LiveHold::LiveHold(Attempt* innermost) {
+  std::vector<Attempt*> chain;
+  for (Attempt* a = innermost; a != nullptr; a = a->parent_) {
+    if (a->timed_) chain.push_back(a);
+  }
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    std::unique_lock lock = (*it)->hold_if_live();
+    if (!lock.owns_lock()) {
+      locks_.clear();
+      live_ = false;
+      return;
+    }
+    locks_.push_back(std::move(lock));
+  }
+}
+
 Attempt::Attempt(Host& host, std::string key, int attempt, const StepOptions& options,
-                 std::size_t max_progress_bytes, bool timed)
+                 std::size_t max_progress_bytes, bool timed, Attempt* parent)
     : host_(&host),
+      parent_(parent),
+      timed_(timed),
       key_(std::move(key)),
       attempt_(attempt),
-      timeout_(options.timeout),
-      heartbeat_timeout_(options.heartbeat_timeout),
+      timeout_(std::min(options.timeout, kLongest)),
+      heartbeat_timeout_(std::min(options.heartbeat_timeout, kLongest)),
       max_progress_bytes_(max_progress_bytes),
       // An attempt run inline is never abandoned: its token, which cannot be stopped, needs no
       // shared state.
@@ -144,8 +167,8 @@ void Attempt::heartbeat(json progress) {
                 " bytes; the limit is " + std::to_string(max_progress_bytes_) +
                 " (RuntimeOptions::max_output_bytes)");
   }
-  const std::unique_lock write = hold_if_live();
-  if (!write.owns_lock()) return;  // abandoned: nobody listens any more
+  const LiveHold live(this);
+  if (!live) return;  // abandoned (or the body it is nested in): nobody listens any more
   std::unique_lock state(mutex_);
   const auto now = Steady::now();
   last_beat_ = now;
@@ -157,8 +180,8 @@ void Attempt::heartbeat(json progress) {
 
 void Attempt::save_last() {
   if (!reported_) return;
-  const std::unique_lock write = hold_if_live();
-  if (!write.owns_lock()) return;
+  const LiveHold live(this);
+  if (!live) return;
   std::unique_lock state(mutex_);
   save_progress(state);
 }

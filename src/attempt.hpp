@@ -14,15 +14,33 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "engine.hpp"
 
 namespace durable::detail {
 
+class Attempt;
+
+/// Holds the write locks of an attempt and of each attempt it is nested in that can be
+/// abandoned, outermost first: while held, none of them is abandoned (abandoning one waits), so
+/// a body may touch its invocation's state and write. Holds nothing, and is false, when one of
+/// them is abandoned already: the body's work is dropped from then on.
+class LiveHold {
+ public:
+  explicit LiveHold(Attempt* innermost);
+  explicit operator bool() const { return live_; }
+
+ private:
+  std::vector<std::unique_lock<std::mutex>> locks_;
+  bool live_ = true;
+};
+
 class Attempt {
  public:
+  /// `parent`: the attempt whose body runs this one's step (a nested step), if any.
   Attempt(Host& host, std::string key, int attempt, const StepOptions& options,
-          std::size_t max_progress_bytes, bool timed);
+          std::size_t max_progress_bytes, bool timed, Attempt* parent);
   Attempt(const Attempt&) = delete;
   Attempt& operator=(const Attempt&) = delete;
 
@@ -34,13 +52,14 @@ class Attempt {
   /// waits for it before it unwinds them.
   template <class Call>
   static json run(Host& host, const std::string& key, int attempt, const StepOptions& options,
-                  std::size_t max_progress_bytes, Call&& call,
+                  std::size_t max_progress_bytes, Attempt* parent, Call&& call,
                   std::shared_ptr<Attempt>& abandoned) {
     if (!timed(options)) {
-      Attempt here(host, key, attempt, options, max_progress_bytes, false);
+      Attempt here(host, key, attempt, options, max_progress_bytes, false, parent);
       return here.run_here(std::forward<Call>(call));
     }
-    auto self = std::make_shared<Attempt>(host, key, attempt, options, max_progress_bytes, true);
+    auto self =
+        std::make_shared<Attempt>(host, key, attempt, options, max_progress_bytes, true, parent);
     return self->wait_for(self, std::function<json()>(std::forward<Call>(call)), abandoned);
   }
   /// Whether an attempt with these options runs on a thread of its own.
@@ -49,9 +68,8 @@ class Attempt {
   /// Whether the body of an abandoned attempt has returned; wait_ended() waits until it has.
   bool ended() const;
   void wait_ended();
-  /// Held while a body writes (a nested step's entry, its progress): no write begins once the
-  /// attempt is abandoned, and abandoning waits for one under way. Not owning the lock once the
-  /// attempt is abandoned.
+  /// Held while a body writes or touches its invocation's state (see LiveHold): not owning the
+  /// lock once the attempt is abandoned.
   std::unique_lock<std::mutex> hold_if_live();
   /// The attempt whose body runs on this thread, if any.
   static Attempt* current();
@@ -83,6 +101,7 @@ class Attempt {
     return result;
   }
   static void set_current(Attempt* attempt);
+  friend class LiveHold;
   json wait_for(std::shared_ptr<Attempt> self, std::function<json()> call,
                 std::shared_ptr<Attempt>& abandoned);
   // Stores the latest progress once the body ends, unless it is stored already.
@@ -92,6 +111,8 @@ class Attempt {
   void save_progress(std::unique_lock<std::mutex>& state);
 
   Host* host_;
+  Attempt* parent_;  // outlives this attempt: its body waits for this one's
+  bool timed_;       // only a timed attempt can be abandoned
   std::string key_;
   int attempt_;
   std::chrono::milliseconds timeout_, heartbeat_timeout_;

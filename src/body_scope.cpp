@@ -2,6 +2,7 @@
 #include "body_scope.hpp"
 
 #include <memory>
+#include <optional>
 
 #include <algorithm>
 #include <utility>
@@ -96,6 +97,10 @@ Invocation::Pending& BodyScope::add(std::string_view id, const StepOptions& opts
   } catch (const Error& e) {
     throw NonRetryableError(e.what());  // another attempt would meet the same options
   }
+  // An abandoned body touches nothing of its invocation's any more: the invocation goes on
+  // without it.
+  const LiveHold live(attempt_);
+  if (!live) throw Lost{};
   Invocation::Pending& p = pending_.emplace_back();
   p.key = journal_key(base, ++uses_[base]);
   p.base = std::move(base);
@@ -129,47 +134,44 @@ void BodyScope::run(Invocation::Pending& p) {
   Invocation& in = *invocation_;
   const std::int64_t began = in.host_->now_ms();
   std::shared_ptr<Attempt> abandoned;
+  std::optional<json> output;
+  std::exception_ptr error;
   try {
-    json output = Attempt::run(
-        *in.host_, p.key, p.attempt, p.options, in.config_->max_output_bytes,
+    output = Attempt::run(
+        *in.host_, p.key, p.attempt, p.options, in.config_->max_output_bytes, attempt_,
         [&in, key = p.key, attempt = p.attempt, body = p.body] {
           BodyScope inner(in, key + "/");
           return in.host_->call_body(key, attempt, body);
         },
         abandoned);
-    p.result = in.output_entry(p, std::move(output));
-    p.result->entry.duration_ms = in.host_->now_ms() - began;
-    p.result->entry.started_at_ms = began;
   } catch (const Postpone&) {
     throw;
   } catch (const Lost&) {
     p.lost = true;
     throw;
   } catch (...) {
-    p.result = in.attempt_failed(p, std::current_exception());
-    p.result->entry.duration_ms = in.host_->now_ms() - began;
-    p.result->entry.started_at_ms = began;
+    error = std::current_exception();
   }
   if (abandoned) abandoned->wait_ended();
   // The body this step is nested in may have been abandoned meanwhile: then nothing of it is
-  // written any more.
-  std::unique_lock<std::mutex> live;
-  if (attempt_ != nullptr) {
-    live = attempt_->hold_if_live();
-    if (!live.owns_lock()) {
-      p.lost = true;
-      throw Lost{};
-    }
+  // made or written any more.
+  const LiveHold live(attempt_);
+  if (!live) {
+    p.lost = true;
+    throw Lost{};
   }
+  p.result = output ? in.output_entry(p, std::move(*output)) : in.attempt_failed(p, error);
+  p.result->entry.duration_ms = in.host_->now_ms() - began;
+  p.result->entry.started_at_ms = began;
   if (!in.host_->write_nested(*p.result)) {
     p.lost = true;
     throw Lost{};
   }
-  std::lock_guard lock(invocation_->nested_mutex_);
+  std::lock_guard lock(in.nested_mutex_);
   if (p.result->is_new) {
-    invocation_->run_->journal.append(p.result->entry);
+    in.run_->journal.append(p.result->entry);
   } else {
-    invocation_->run_->journal.update(p.result->entry);
+    in.run_->journal.update(p.result->entry);
   }
 }
 
@@ -179,7 +181,7 @@ const json* BodyScope::finish(const Invocation::Pending& p) {
     case StepState::completed:
       return &e.output;
     case StepState::retrying:
-      throw Postpone{e.wake_at_ms.value_or(invocation_->now_ms_)};
+      throw Postpone{e.wake_at_ms.value_or(invocation_->host_->now_ms())};
     default:
       throw StepFailed(e.error.value_or(ErrorInfo{"unknown", "", e.key, e.attempts}));
   }

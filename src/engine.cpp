@@ -94,6 +94,9 @@ Outcome Invocation::execute() {
   } catch (...) {
     outcome.error = describe(std::current_exception());
   }
+  // Handed over already (and swallowed by the workflow since): nothing of it is the runtime's
+  // to write any more.
+  if (ending_ && ending_->kind == Outcome::Kind::handed_over) return std::move(*ending_);
   if (ending_) {
     // Unwinding had begun and the workflow turned it into a return, another exception, or
     // another step call. What the ending steps did is kept; the run fails.
@@ -293,7 +296,10 @@ bool Invocation::settle() {
     }
     bool written = false;
     for (const Pending& p : pending_) {
-      if (p.write_error) std::rethrow_exception(p.write_error);  // the store failed
+      if (p.write_error) {  // the store failed
+        linger();  // not out of here while an abandoned body may use these frames
+        std::rethrow_exception(p.write_error);
+      }
       written = written || p.written;
     }
     // Entries the step threads journaled are this invocation's own from here on: the calls
@@ -449,7 +455,7 @@ void Invocation::run_body(Pending& p) {
   try {
     // By value: an abandoned body outlives p.
     json output = Attempt::run(
-        *host_, p.key, p.attempt, p.options, config_->max_output_bytes,
+        *host_, p.key, p.attempt, p.options, config_->max_output_bytes, nullptr,
         [this, key = p.key, attempt = p.attempt, body = p.body] {
           BodyScope scope(*this, key + "/");
           return host_->call_body(key, attempt, body);
@@ -482,14 +488,25 @@ bool Invocation::any_abandoned() {
 
 bool Invocation::hand_over(Outcome outcome) {
   Outcome final = final_outcome(std::move(outcome));
-  host_->hand_over(final);
+  std::exception_ptr error;
+  try {
+    host_->hand_over(final);
+  } catch (...) {
+    error = std::current_exception();  // rethrown once out of the handler: linger() may switch
+  }                                    // fibers, which a handler must not span
+  linger();
+  if (error) std::rethrow_exception(error);
+  ending_ = Outcome{Outcome::Kind::handed_over, {}, {}, {}, 0, std::move(final.reason), {}};
+  return false;
+}
+
+void Invocation::linger() {
+  if (!any_abandoned()) return;
   host_->linger([this] {
     std::lock_guard lock(abandoned_mutex_);
     return std::all_of(abandoned_.begin(), abandoned_.end(),
                        [](const std::shared_ptr<Attempt>& a) { return a->ended(); });
   });
-  ending_ = Outcome{Outcome::Kind::handed_over, {}, {}, {}, 0, std::move(final.reason), {}};
-  return false;
 }
 
 JournalEntry Invocation::entry_of(const Pending& p) const {

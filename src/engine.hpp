@@ -317,6 +317,8 @@ class Invocation {
   [[nodiscard]] bool hand_over(Outcome outcome);
   void abandon(std::shared_ptr<Attempt> attempt);
   bool any_abandoned();
+  // Waits until every abandoned body has returned (at once when none was abandoned).
+  void linger();
 
   std::mutex nested_mutex_;            // the journal, while bodies run nested steps
   std::mutex abandoned_mutex_;         // abandoned_: bodies on several threads add to it

@@ -259,3 +259,89 @@ TEST_CASE("bad step timeouts and unstorable progress are clear errors") {
   CHECK(runtime.get(nan).status == Status::completed);
   CHECK(test::has(runtime.get(nan).output.get<std::string>(), "cannot be stored"));
 }
+
+TEST_CASE("what an abandoned body does after its timeout is dropped: nested steps at any depth "
+          "neither run nor are journaled (on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db");
+  Runtime runtime(serving_options(db));
+  std::atomic<int> attempts{0};
+  std::atomic<bool> deep_ran{false}, late_ran{false}, first_returned{false};
+  runtime.add(Workflow("deep", [&](Step& step, const json&) -> json {
+    return step.run(
+        "outer",
+        [&]() -> std::string {
+          if (++attempts > 1) return "second";
+          try {
+            // An untimed nested step inside the timed one: its own step comes after the outer
+            // attempt was abandoned.
+            step.run("middle", [&] {
+              std::this_thread::sleep_for(400ms);
+              return step.run("deep", [&] {
+                deep_ran = true;
+                return 1;
+              });
+            });
+            step.run("late", [&] {
+              late_ran = true;
+              return 2;
+            });
+          } catch (...) {
+            first_returned = true;
+            throw;
+          }
+          first_returned = true;
+          return "first";
+        },
+        {.retry = test::quick_retries(2), .timeout = 100ms});
+  }));
+  const std::string run = runtime.start("deep");
+  test::Serving serving(runtime);
+  REQUIRE(test::eventually([&] { return runtime.get(run).status == Status::completed; }));
+  REQUIRE(test::eventually([&] { return first_returned.load(); }));
+  std::this_thread::sleep_for(100ms);
+  CHECK(runtime.get(run).output == "second");
+  CHECK_FALSE(deep_ran.load());
+  CHECK_FALSE(late_ran.load());
+  std::vector<std::string> keys;
+  for (const StepInfo& s : runtime.steps(run)) keys.push_back(s.id);
+  CHECK(keys == std::vector<std::string>{"outer"});
+}
+
+TEST_CASE("a workflow that swallows the unwinding after a hand-over does not fail its run, and "
+          "a timeout of milliseconds::max() is no timeout (on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db");
+  Runtime runtime(serving_options(db));
+  std::atomic<int> attempts{0};
+  runtime.add(Workflow("swallow", [&](Step& step, const json&) -> json {
+    try {
+      step.run(
+          "t",
+          [&](StepContext& ctx) {
+            if (++attempts == 1) {
+              while (!ctx.stop_token().stop_requested()) std::this_thread::sleep_for(5ms);
+            }
+            return 0;
+          },
+          {.retry = test::quick_retries(2), .timeout = 100ms});
+    } catch (...) {
+      // Swallows durable's unwinding in the invocation that handed the run over (later ones
+      // would fail the run for it, as always).
+      if (attempts > 1) throw;
+    }
+    return step.run("endless", [] { return std::string("done"); },
+                    {.timeout = std::chrono::milliseconds::max(),
+                     .heartbeat_timeout = std::chrono::milliseconds::max()});
+  }));
+  const std::string run = runtime.start("swallow");
+  test::Serving serving(runtime);
+  REQUIRE(test::eventually([&] {
+    const Status s = runtime.get(run).status;
+    return s == Status::completed || s == Status::failed;
+  }));
+  const RunInfo done = runtime.get(run);
+  CHECK(done.status == Status::completed);
+  CHECK(done.output == "done");
+  CHECK(attempts == 2);
+}
