@@ -9,6 +9,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -112,6 +113,8 @@ class PgConnection final : public sql::Connection {
   void commit() override;
   void rollback() noexcept override;
   const sql::Dialect& dialect() const override;
+  std::int64_t run_application(std::string_view text, const std::vector<json>& params,
+                               json* rows) override;
 
   /// LISTEN on `channel` (quoted as an identifier, so any text is a channel of its own).
   void listen(const std::string& channel);
@@ -139,6 +142,9 @@ class PgConnection final : public sql::Connection {
   void exec_on_channel(std::string_view command, const std::string& channel);
   /// Moves every notification libpq has read off its queue; true when there was one.
   bool drain_notifications();
+  /// Rows written so far in this transaction to each table of durable's schema
+  /// (pg_application.cpp: how run_application tells a write to durable's tables).
+  std::map<std::string, std::int64_t> durable_writes();
 
   ConnectionHandle connection_;
   std::string shown_uri_;

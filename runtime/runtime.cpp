@@ -374,6 +374,19 @@ void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies
   group_ = nullptr;
 }
 
+// On a fiber, in the loop's next group commit, with other runs' writes (each transaction body
+// in a savepoint of its own); elsewhere, at once.
+void RuntimeCore::RunHost::write_transaction(const EntryWrite& entry, const WriteDone& done) {
+  FiberScheduler* scheduler = FiberScheduler::current();
+  CommitGroup* group = CommitGroup::current();
+  if (scheduler == nullptr || !scheduler->on_fiber() || group == nullptr) {
+    Host::write_ended(entry, done);
+    return;
+  }
+  group->queue(*run_, entry, done, queued_);
+  group->wait_queued(queued_);
+}
+
 bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
   return core_->step_writes_.write(*run_, entry);
 }

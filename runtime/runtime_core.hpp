@@ -260,6 +260,7 @@ class RuntimeCore {
     void run_bodies(std::vector<std::function<void()>>& bodies) override;
     bool write_nested(const EntryWrite& entry) override;
     void write_ended(const EntryWrite& entry, const WriteDone& done) override;
+    void write_transaction(const EntryWrite& entry, const WriteDone& done) override;
     bool journal_now(std::vector<EntryWrite>& entries) override;
     std::int64_t park_until(std::int64_t wake_ms) override;
     std::int64_t now_ms() override { return core_->now_ms(); }

@@ -563,6 +563,12 @@ void RuntimeCore::adopt(RunState& run, std::vector<EntryWrite>& entries) {
 
 std::exception_ptr RuntimeCore::wrote(EntriesWrite& w) {
   try {
+    // A transaction step's entry is what its body made of it in the store.
+    for (EntryWrite& e : w.entries) {
+      if (e.transaction && e.transaction->written) {
+        e = EntryWrite{*e.transaction->written, e.is_new};
+      }
+    }
     record(*w.run, &w.entries, nullptr);
     committed(w.run->id, &w.entries);
   } catch (...) {

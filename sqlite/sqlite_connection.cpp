@@ -9,6 +9,8 @@
 
 #include <unordered_map>
 
+#include "sqlite_application.hpp"
+
 namespace durable::detail {
 
 namespace {
@@ -134,6 +136,10 @@ class SqliteConnection final : public sql::Connection {
     restore_synchronous();
   }
   const sql::Dialect& dialect() const override { return kSqliteDialect; }
+  std::int64_t run_application(std::string_view text, const std::vector<json>& params,
+                               json* rows) override {
+    return run_sqlite_application(db_->getHandle(), text, params, rows);
+  }
 
   SQLite::Database& database() { return *db_; }
 

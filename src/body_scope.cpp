@@ -23,9 +23,10 @@ std::string at_call_site() {
   return site.empty() ? std::string() : " (at " + site + ")";
 }
 
-BodyScope::BodyScope(Invocation& invocation, std::string prefix)
+BodyScope::BodyScope(Invocation& invocation, std::string prefix, bool transaction)
     : invocation_(&invocation),
       attempt_(Attempt::current()),
+      transaction_(transaction),
       prefix_(std::move(prefix)),
       outer_(t_scope) {
   t_scope = this;
@@ -36,6 +37,13 @@ BodyScope::~BodyScope() { t_scope = outer_; }
 BodyScope* BodyScope::current() { return t_scope; }
 
 void BodyScope::refuse(std::string_view tool, std::string_view id) const {
+  if (transaction_) {
+    throw NonRetryableError(std::string(tool) + "('" + std::string(id) +
+                            "') was called inside the body of step.transaction '" +
+                            prefix_.substr(0, prefix_.size() - 1) +
+                            "', which runs inside the store's write: it may use its "
+                            "durable::Sql only");
+  }
   throw NonRetryableError(std::string(tool) + "('" + std::string(id) +
                           "') was called inside the body of " +
                           invocation_->step_label(prefix_.substr(0, prefix_.size() - 1)) +
@@ -89,6 +97,7 @@ const json& BodyScope::await(std::size_t slot) {
 // with its result set; a new one (or one due for another attempt) without.
 Invocation::Pending& BodyScope::add(std::string_view id, const StepOptions& opts,
                                     std::optional<std::size_t> item) {
+  if (transaction_) refuse(item ? "step.map" : "step.run", id);
   check_step_id(id);
   std::string base = prefix_ + std::string(id);
   if (item) base += "[" + std::to_string(*item) + "]";

@@ -27,7 +27,9 @@ std::string at_call_site();
 
 class BodyScope {
  public:
-  BodyScope(Invocation& invocation, std::string prefix);
+  /// `transaction`: the body of a Step::transaction, which runs inside the store's write and
+  /// may call no step tool.
+  BodyScope(Invocation& invocation, std::string prefix, bool transaction = false);
   ~BodyScope();
   BodyScope(const BodyScope&) = delete;
   BodyScope& operator=(const BodyScope&) = delete;
@@ -52,6 +54,7 @@ class BodyScope {
 
   Invocation* invocation_;
   Attempt* attempt_;  // whose body this is: its nested writes stop once it is abandoned
+  bool transaction_;  // a Step::transaction's body
   std::string prefix_;
   BodyScope* outer_;
   std::deque<Invocation::Pending> pending_;

@@ -284,7 +284,7 @@ bool Invocation::settle() {
     const bool each_when_ended = config_->write_as_ended && due > 1;
     std::vector<std::function<void()>> bodies;
     for (Pending& p : pending_) {
-      if (p.due_ms > now_ms_) continue;
+      if (p.due_ms > now_ms_ || p.transaction) continue;
       bodies.emplace_back([this, &p, each_when_ended] {
         run_body(p);
         if (each_when_ended) write_ended(p);
@@ -293,6 +293,9 @@ bool Invocation::settle() {
     if (!bodies.empty()) {
       host_->run_bodies(bodies);
       now_ms_ = host_->now_ms();  // the bodies took time
+    }
+    for (Pending& p : pending_) {
+      if (p.due_ms <= now_ms_ && p.transaction && !any_abandoned()) write_transaction(p);
     }
     bool written = false;
     for (const Pending& p : pending_) {
@@ -419,7 +422,17 @@ Outcome Invocation::evicted(std::int64_t wake_ms) const {
 // in p.write_error and rethrown on the workflow's side, once every body has returned.
 void Invocation::write_ended(Pending& p) {
   if (!p.result || p.lost) return;
-  const auto done = [this, &p](bool written, std::exception_ptr error) {
+  try {
+    host_->write_ended(*p.result, when_written(p));
+  } catch (...) {
+    p.write_error = std::current_exception();
+  }
+}
+
+// What becomes of p once its entry was written on its own (write_ended, write_transaction): it
+// joins the run's journal, as the store wrote it (a transaction's body decides its entry there).
+Host::WriteDone Invocation::when_written(Pending& p) {
+  return [this, &p](bool written, std::exception_ptr error) {
     if (error) {
       p.write_error = error;
       return;
@@ -429,6 +442,9 @@ void Invocation::write_ended(Pending& p) {
       return;
     }
     try {
+      if (const auto& tx = p.result->transaction; tx && tx->written) {
+        p.result = EntryWrite{*tx->written, p.result->is_new};
+      }
       JournalEntry entry = p.result->entry;
       entry.output_text = std::string();  // the journal keeps the parsed value only
       std::lock_guard lock(nested_mutex_);
@@ -442,11 +458,6 @@ void Invocation::write_ended(Pending& p) {
       p.write_error = std::current_exception();
     }
   };
-  try {
-    host_->write_ended(*p.result, done);
-  } catch (...) {
-    p.write_error = std::current_exception();
-  }
 }
 
 void Invocation::run_body(Pending& p) {
@@ -474,39 +485,6 @@ void Invocation::run_body(Pending& p) {
     p.result->entry.started_at_ms = began;
   }
   if (abandoned) abandon(std::move(abandoned));
-}
-
-void Invocation::abandon(std::shared_ptr<Attempt> attempt) {
-  std::lock_guard lock(abandoned_mutex_);
-  abandoned_.push_back(std::move(attempt));
-}
-
-bool Invocation::any_abandoned() {
-  std::lock_guard lock(abandoned_mutex_);
-  return !abandoned_.empty();
-}
-
-bool Invocation::hand_over(Outcome outcome) {
-  Outcome final = final_outcome(std::move(outcome));
-  std::exception_ptr error;
-  try {
-    host_->hand_over(final);
-  } catch (...) {
-    error = std::current_exception();  // rethrown once out of the handler: linger() may switch
-  }                                    // fibers, which a handler must not span
-  linger();
-  if (error) std::rethrow_exception(error);
-  ending_ = Outcome{Outcome::Kind::handed_over, {}, {}, {}, 0, std::move(final.reason), {}};
-  return false;
-}
-
-void Invocation::linger() {
-  if (!any_abandoned()) return;
-  host_->linger([this] {
-    std::lock_guard lock(abandoned_mutex_);
-    return std::all_of(abandoned_.begin(), abandoned_.end(),
-                       [](const std::shared_ptr<Attempt>& a) { return a->ended(); });
-  });
 }
 
 JournalEntry Invocation::entry_of(const Pending& p) const {

@@ -41,10 +41,26 @@ struct RunState {
   bool pausing = false;
 };
 
+struct TransactionStep;
+
 /// A journal entry to write: new, or an update of the entry with its key.
 struct EntryWrite {
   JournalEntry entry;
   bool is_new = true;
+  /// A Step::transaction: the store runs its body in the transaction that writes the entry, and
+  /// writes what it ends in instead of `entry`.
+  std::shared_ptr<TransactionStep> transaction{};
+};
+
+/// The body of a Step::transaction, as the store runs it: in a savepoint of the transaction that
+/// writes its entry, on the store's own connection (`session`).
+struct TransactionStep {
+  /// Runs the body; the entry of the step completed with its result. Throws what the body threw.
+  std::function<EntryWrite(SqlSession& session)> run;
+  /// The entry of the attempt that threw `error`, its writes rolled back.
+  std::function<EntryWrite(std::exception_ptr error)> failed;
+  /// What the store wrote, once it has (set again if the transaction ran again).
+  std::optional<JournalEntry> written;
 };
 
 /// A wake time that never comes: a wait with no timeout.
@@ -97,6 +113,11 @@ class Host {
       return;
     }
     done(written, nullptr);
+  }
+  /// Journals a Step::transaction's entry now (its body runs in the transaction that writes
+  /// it), from the run's own thread; `done` as for write_ended, before this returns.
+  virtual void write_transaction(const EntryWrite& write, const WriteDone& done) {
+    Host::write_ended(write, done);
   }
   /// Resident invocations (Replay::on_recovery): journals these entries now and adds them to
   /// the run's journal, so the workflow can go on in place. False as for write_nested.
@@ -173,6 +194,10 @@ class Invocation {
   // the workflow's, so that the unwinding crosses no frame of durable's with locals to destroy.
   // Each such frame costs the unwinder a resume, about 9,000 instructions (callgrind).
   const json* run_new(Body body);
+  const json* begin_transaction(std::string_view id, const StepOptions& opts);
+  const json* run_transaction(TransactionBody body);
+  std::size_t start_transaction(std::string_view id, const StepOptions& opts,
+                                TransactionBody body);
   std::size_t start_step(std::string_view id, const StepOptions& opts, Body body,
                          std::optional<std::size_t> item);
   const json* await(std::size_t slot);
@@ -235,6 +260,7 @@ class Invocation {
     bool lost = false;                            // a nested write was refused
     bool written = false;            // journaled by its step thread as it ended (parallel steps)
     std::exception_ptr write_error;  // that write failed
+    TransactionBody transaction;     // a Step::transaction: run by the store, not a step thread
   };
   // A started step as the workflow sees it through its Future.
   struct Slot {
@@ -270,6 +296,9 @@ class Invocation {
   }
   void run_body(Pending& pending);
   void write_ended(Pending& pending);
+  Host::WriteDone when_written(Pending& pending);
+  // A Step::transaction's attempt: its body runs in the store's transaction that journals it.
+  void write_transaction(Pending& pending);
   EntryWrite attempt_failed(const Pending& pending, std::exception_ptr error);
   EntryWrite output_entry(const Pending& pending, json output);
   JournalEntry entry_of(const Pending& pending) const;
@@ -321,6 +350,9 @@ class Invocation {
   void linger();
 
   std::mutex nested_mutex_;            // the journal, while bodies run nested steps
+  // The Sql objects transaction bodies were given: kept, ended, for the invocation's life, so
+  // that one kept past its body's call throws instead of reaching freed memory.
+  std::vector<std::unique_ptr<Sql>> sqls_;
   std::mutex abandoned_mutex_;         // abandoned_: bodies on several threads add to it
   std::vector<std::shared_ptr<Attempt>> abandoned_;  // attempts abandoned, still running
   std::mutex random_mutex_;            // random_, used by bodies on several threads

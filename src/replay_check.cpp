@@ -19,6 +19,7 @@ class ReplayHost final : public Host {
  public:
   void run_bodies(std::vector<std::function<void()>>& /*bodies*/) override {}
   bool write_nested(const EntryWrite& /*write*/) override { return false; }
+  void write_transaction(const EntryWrite& /*write*/, const WriteDone& /*done*/) override {}
   bool journal_now(std::vector<EntryWrite>& /*entries*/) override { return false; }
   std::int64_t park_until(std::int64_t /*wake_ms*/) override { return now_ms(); }
   std::int64_t now_ms() override { return to_ms(Clock::now()); }

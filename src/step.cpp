@@ -23,9 +23,19 @@ const json* Step::begin_run(std::string_view id, const StepOptions& opts) {
   return invocation_->begin_run(id, opts);
 }
 const json* Step::run_new(detail::Body body) { return invocation_->run_new(std::move(body)); }
+const json* Step::begin_transaction(std::string_view id, const StepOptions& opts) {
+  return invocation_->begin_transaction(id, opts);
+}
+const json* Step::run_transaction(detail::TransactionBody body) {
+  return invocation_->run_transaction(std::move(body));
+}
 std::size_t Step::start_step(std::string_view id, const StepOptions& opts, detail::Body body,
                              std::optional<std::size_t> item) {
   return invocation_->start_step(id, opts, std::move(body), item);
+}
+std::size_t Step::start_transaction(std::string_view id, const StepOptions& opts,
+                                   detail::TransactionBody body) {
+  return invocation_->start_transaction(id, opts, std::move(body));
 }
 const json* Step::await(std::size_t slot) { return invocation_->await(slot); }
 void Step::end_invocation() { invocation_->unwind(); }

@@ -10,6 +10,7 @@
 #include <durable/detail/type_name.hpp>
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
+#include <durable/sql.hpp>
 #include <durable/step_context.hpp>
 #include <exception>
 #include <functional>
@@ -38,6 +39,8 @@ using step_result_t =
 
 /// A step body with its result turned into JSON (null for void); the engine runs it.
 using Body = std::function<json()>;
+/// The body of a Step::transaction, likewise; the store runs it in the step's transaction.
+using TransactionBody = std::function<json(Sql&)>;
 
 /// Records where in the workflow's source the step tool being called was called from (per
 /// thread), for the messages of NonDeterminism.
@@ -74,6 +77,18 @@ decltype(auto) call_with_context(F& fn) {
 /// What a body returns, whichever way it is called.
 template <class F>
 using body_result_t = decltype(call_with_context(std::declval<F&>()));
+
+template <class T, class F>
+TransactionBody make_transaction_body(F&& fn) {
+  return [fn = std::forward<F>(fn)](Sql& sql) mutable -> json {
+    if constexpr (std::is_void_v<T>) {
+      fn(sql);
+      return nullptr;
+    } else {
+      return detail::to_value(T(fn(sql)));
+    }
+  };
+}
 
 template <class T, class F>
 Body make_body(F&& fn) {
@@ -130,8 +145,19 @@ class Step {
   auto run(std::string_view id, F&& fn, StepOptions opts = {},
            detail::SourceLocation where = detail::SourceLocation::current());
 
+  /// Runs fn(sql) once per run, inside the very transaction that journals the step, and returns
+  /// its result as run() does: the application's writes through `sql` (a durable::Sql on the
+  /// store's own connection: SQLite's file, PostgreSQL's database) and the step's journal entry
+  /// commit together or not at all, so a crash can never apply them twice. An exception out of
+  /// fn rolls its writes back and is one failed attempt, retried per opts.retry. Called from the
+  /// workflow function, not inside another step's body (Error). opts.timeout does not apply.
+  template <class F>
+  auto transaction(std::string_view id, F&& fn, StepOptions opts = {},
+                   detail::SourceLocation where = detail::SourceLocation::current());
+
   /// Starts fn() as a step that runs in parallel with the other started steps, and returns a
-  /// Future for its result. Nothing runs until the workflow waits: get() or ready()-then-get(),
+  /// Future for its result (a fn taking a durable::Sql& starts a transaction step: see
+  /// transaction()). Nothing runs until the workflow waits: get() or ready()-then-get(),
   /// all(), map(), a new run(), a sleep, or the workflow's return. Then every started step not
   /// yet journaled runs, concurrently on the step threads, and all of them are journaled before
   /// the next invocation. Keys follow the order of the start() calls, not of completion.
@@ -243,8 +269,14 @@ class Step {
   // end_invocation() unwinds the workflow, called here, where no frame of durable's is left with
   // a destructor for the unwinder to run.
   const json* run_new(detail::Body body);
+  const json* begin_transaction(std::string_view id, const StepOptions& opts);
+  const json* run_transaction(detail::TransactionBody body);
   std::size_t start_step(std::string_view id, const StepOptions& opts, detail::Body body,
                          std::optional<std::size_t> item);
+  std::size_t start_transaction(std::string_view id, const StepOptions& opts,
+                                detail::TransactionBody body);
+  template <class F>
+  auto start_body(std::string_view id, F&& fn, const StepOptions& opts);
   const json* await(std::size_t slot);
   [[noreturn]] void end_invocation();
   bool ready(std::size_t slot) const;
@@ -314,14 +346,43 @@ auto Step::run(std::string_view id, F&& fn, StepOptions opts, detail::SourceLoca
 }
 
 template <class F>
+auto Step::transaction(std::string_view id, F&& fn, StepOptions opts,
+                       detail::SourceLocation where) {
+  static_assert(std::is_invocable_v<F&, Sql&>,
+                "durable: step.transaction(id, fn) calls fn with a durable::Sql&: write "
+                "[&](durable::Sql& sql) { ... }");
+  using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&, Sql&>>>;
+  if constexpr (detail::check_step_result<T>()) {
+    detail::note_call(where);
+    const json* memo = begin_transaction(id, opts);
+    if (memo == nullptr) memo = run_transaction(detail::make_transaction_body<T>(std::ref(fn)));
+    if (memo == nullptr) end_invocation();
+    if constexpr (!std::is_void_v<T>) return convert<T>(*memo);
+  }
+}
+
+template <class F>
 auto Step::start(std::string_view id, F&& fn, StepOptions opts, detail::SourceLocation where) {
+  if constexpr (std::is_invocable_v<F&, Sql&>) {  // a transaction step, started
+    using T = detail::step_result_t<std::decay_t<std::invoke_result_t<F&, Sql&>>>;
+    if constexpr (detail::check_step_result<T>()) {
+      detail::note_call(where);
+      return Future<T>(*this, start_transaction(id, opts, detail::make_transaction_body<T>(
+                                                             std::forward<F>(fn))));
+    }
+  } else {
+    return start_body(id, std::forward<F>(fn), opts);
+  }
+}
+
+template <class F>
+auto Step::start_body(std::string_view id, F&& fn, const StepOptions& opts) {
   static_assert(std::is_invocable_v<F&> || detail::takes_context<std::decay_t<F>>,
                 "durable: step.start(id, fn) calls fn with no arguments, or with a "
                 "durable::StepContext&: write [&] { ... } or "
                 "[&](durable::StepContext& ctx) { ... }");
   using T = detail::step_result_t<std::decay_t<detail::body_result_t<std::decay_t<F>>>>;
   if constexpr (detail::check_step_result<T>()) {
-    detail::note_call(where);
     return Future<T>(*this, start_step(id, opts, detail::make_body<T>(std::forward<F>(fn)), {}));
   }
 }

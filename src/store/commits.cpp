@@ -67,8 +67,8 @@ Written SqlStore::apply(const RunWrite& w) {
   bool pausing = false;
   {
     sql::Query owner(db(),
-                     "SELECT status, coalesce(owner, ''), CASE WHEN parent_id IS NULL THEN 0 ELSE 1 "
-                     "END, paused FROM runs WHERE id = ?" +
+                     "SELECT status, coalesce(owner, ''), CASE WHEN parent_id IS NULL THEN 0 "
+                     "ELSE 1 END, paused FROM runs WHERE id = ?" +
                          std::string(db().dialect().lock_row));
     owner.bind(1, w.run_id);
     if (!owner.next() || owner.text(0) != "running" || owner.text(1) != w.owner) {
@@ -86,6 +86,12 @@ Written SqlStore::apply(const RunWrite& w) {
   if (w.entries != nullptr) {
     std::size_t seq = w.first_seq;
     for (const EntryWrite& e : *w.entries) {
+      if (e.transaction) {  // Step::transaction: its body decides the entry, here
+        const EntryWrite ran = run_transaction(e);
+        write_entry(w, ran, ran.is_new ? seq++ : 0);
+        woke = side_effects(w, ran) || woke;
+        continue;
+      }
       write_entry(w, e, e.is_new ? seq++ : 0);
       woke = side_effects(w, e) || woke;
     }

@@ -12,8 +12,10 @@
 
 #include <cstdint>
 #include <durable/errors.hpp>
+#include <durable/options.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace durable::detail::sql {
 
@@ -114,6 +116,12 @@ class Connection {
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
   virtual const Dialect& dialect() const = 0;
+  /// The application's SQL (Step::transaction), in the transaction under way: one statement
+  /// with `$1`, `$2`... parameters, bound from JSON values; its rows (objects of column name to
+  /// value) appended to `rows` when not null. Returns the rows it changed. Throws Failure (Fault
+  /// other) for SQL the database refuses, and for SQL that would write durable's own tables.
+  virtual std::int64_t run_application(std::string_view text, const std::vector<json>& params,
+                                       json* rows) = 0;
 };
 
 /// One use of a statement: reads as a plain statement, and resets it when the use ends.

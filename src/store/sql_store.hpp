@@ -16,6 +16,7 @@
 //   schedules.cpp  schedules and their firing
 //   workers.cpp    the workers that claim runs, and finding dead ones
 //   progress.cpp   the progress step bodies report by heartbeat
+//   transactions.cpp  Step::transaction bodies, in the transaction that journals them
 //
 // Invariant kept by commit(): a journal entry is written only while its run is `running` under
 // the writing owner, so a cancelled run or one taken over after its lease lapsed never gets a
@@ -292,6 +293,8 @@ class SqlStore : public Store {
 
   /// JSON text read back from the database; see runs.cpp.
   json stored(const std::string& text);
+  // transactions.cpp: a Step::transaction's body in a savepoint; the entry to write.
+  EntryWrite run_transaction(const EntryWrite& write);
   // progress.cpp: a row of step_progress (step_key, attempt, progress, at).
   StepProgress read_progress(sql::Query& q);
 
