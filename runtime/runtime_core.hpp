@@ -266,6 +266,7 @@ class RuntimeCore {
     std::int64_t now_ms() override { return core_->now_ms(); }
     std::int64_t event_horizon() override;
     json call_body(const std::string& key, int attempt, const Body& body) override;
+    bool halted() override { return core_->halted_; }
     void save_progress(const std::string& key, int attempt, const json& progress) override;
     std::optional<json> load_progress(const std::string& key) override;
     void hand_over(Outcome& outcome) override;

@@ -394,9 +394,9 @@ bool RuntimeCore::CommitGroup::flush() {
       written = core_->commit_with(std::move(writes), batch);
     }
   } catch (...) {
-    error = std::current_exception();
+    if (!core_->halted_) error = std::current_exception();
   }
-  // Halted: nothing was written.
+  // Halted (before, or inside the transaction): nothing was written.
   written.resize(waiting_.size() + queued.size(), Written::refused);
   for (std::size_t i = 0; i < waiting_.size(); ++i) {
     Waiter& w = *waiting_[i];
@@ -515,7 +515,10 @@ void RuntimeCore::StepWrites::commit(std::vector<Pending*>& batch) {
       batch[i]->written = written[i] != Written::refused;
     }
   } catch (...) {
-    for (Pending* p : batch) p->error = std::current_exception();
+    // Halted inside the transaction (a transaction body's crash): nothing was written.
+    if (!core_->halted_) {
+      for (Pending* p : batch) p->error = std::current_exception();
+    }
     return;
   }
   for (Pending* p : batch) {

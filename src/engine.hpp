@@ -43,6 +43,10 @@ struct RunState {
 
 struct TransactionStep;
 
+/// Thrown out of a transaction body when its host halted meanwhile (the crash sweep's crash):
+/// the store's transaction ends with nothing of it written, as if the process had died in it.
+struct Halted {};
+
 /// A journal entry to write: new, or an update of the entry with its key.
 struct EntryWrite {
   JournalEntry entry;
@@ -135,6 +139,8 @@ class Host {
   /// (detail::new_id); a scripted test gives its own, so its journals come out the same each
   /// time.
   virtual std::string new_id();
+  /// Whether this host stopped writing, as a killed process would (the crash sweep).
+  virtual bool halted() { return false; }
   /// Runs a step body (attempt 1, 2, ...) and returns its result; the test kit replaces the
   /// body here (mocks, injected failures) and records which bodies ran.
   virtual json call_body(const std::string& /*key*/, int /*attempt*/, const Body& body) {

@@ -56,7 +56,10 @@ void Invocation::write_transaction(Pending& p) {
       Sql* sql;
       ~End() { SqlAccess::end(*sql); }
     } end{&sql};
-    EntryWrite done = output_entry(p, p.transaction(sql));
+    // Through call_body like any body: the test kit sees it (mocks, the crash sweep).
+    json output = host_->call_body(p.key, p.attempt, [&] { return p.transaction(sql); });
+    if (host_->halted()) throw Halted{};
+    EntryWrite done = output_entry(p, std::move(output));
     // A result that cannot be journaled fails the step: its writes must not commit without it.
     if (done.entry.state != StepState::completed) {
       throw NonRetryableError(done.entry.error ? done.entry.error->message : "not journaled");

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
     runtime.add(durable::test::slow_workflow(argv[2]));
     runtime.add(durable::test::poison_workflow(argv[2]));
     runtime.add(durable::test::fanout_workflow(argv[2]));
+    runtime.add(durable::test::transfers_workflow(argv[2]));
     runtime.serve();
     return 0;
   } catch (const std::exception& e) {

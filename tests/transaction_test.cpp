@@ -63,9 +63,11 @@ std::string failure(Runtime& runtime, const std::string& id) {
 }  // namespace
 
 TEST_CASE("step.transaction commits the application's writes with the step's entry, and a "
-          "replay does not run them again (on each store)") {
+          "replay does not run them again, at Durability::full too (on each store)") {
   test::TempDir dir;
-  auto runtime = bank(test::database(dir, "db"));
+  RuntimeOptions full;
+  full.durability = Durability::full;
+  auto runtime = bank(test::database(dir, "db"), full);
   std::atomic<int> bodies{0};
   runtime->add(Workflow("transfer", [&](Step& step, const json& input) -> json {
     const json after = step.transaction("move", [&](Sql& sql) {

@@ -129,4 +129,29 @@ inline Workflow fanout_workflow(const std::string& log) {
   });
 }
 
+// "transfers": five transfers of input["amount"] between input["from"] and input["to"], each
+// in step.transaction, each recording itself in `applied` (no key: a transfer applied twice
+// leaves two rows) and holding its transaction input["ms"] (default 5) milliseconds, so that
+// kills land inside transactions too. Its bodies log "RUN tN" as they begin.
+inline Workflow transfers_workflow(const std::string& log) {
+  return Workflow("transfers", [log](Step& step, const json& input) -> json {
+    const int ms = input.value("ms", 5);
+    for (int i = 0; i < 5; ++i) {
+      std::string id = "t";
+      id += std::to_string(i);
+      step.transaction(id, [&](Sql& sql) {
+        log_body(log, std::string(step.run_id()) + " " + id);
+        const int amount = input.at("amount").get<int>();
+        sql.exec("UPDATE accounts SET balance = balance - $1 WHERE id = $2", amount,
+                 input.at("from").get<std::string>());
+        sql.exec("UPDATE accounts SET balance = balance + $1 WHERE id = $2", amount,
+                 input.at("to").get<std::string>());
+        sql.exec("INSERT INTO applied (transfer) VALUES ($1)", std::string(step.run_id()) + "/" + id);
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      });
+    }
+    return "moved";
+  });
+}
+
 }  // namespace durable::test

@@ -164,6 +164,62 @@ TEST_CASE("20 random kill -9s of a serving process during 100 runs lose no run (
                                 << "worker: " << before_last << "; bodies run again: " << again);
 }
 
+TEST_CASE("20 random kill -9s of a serving process during 100 runs of transfers in "
+          "step.transaction apply none twice (on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db"), log = dir.file("bodies");
+  // The test's own runtime has only the workflows it runs itself: the tables, and reading them.
+  Runtime bank(RuntimeOptions{.database = db, .log_level = LogLevel::off});
+  bank.add(Workflow("sql", [](Step& step, const json& input) -> json {
+    return step.transaction("sql", [&](Sql& sql) {
+      for (const json& text : input.at("before")) sql.exec(text.get<std::string>());
+      return sql.query(input.at("text").get<std::string>());
+    });
+  }));
+  const auto query = [&](const std::string& text, json before = json::array()) {
+    const std::string id = bank.start("sql", {{"text", text}, {"before", std::move(before)}});
+    bank.run_until_idle();
+    REQUIRE(bank.get(id).status == Status::completed);
+    return bank.get(id).output;
+  };
+  query("SELECT 1 AS ok", {"CREATE TABLE accounts (id TEXT PRIMARY KEY, balance INTEGER)",
+                           "INSERT INTO accounts VALUES ('alice', 100000), ('bob', 100000)",
+                           "CREATE TABLE applied (transfer TEXT NOT NULL)"});
+  Runtime starter(RuntimeOptions{.database = db, .log_level = LogLevel::off});
+  starter.add(test::transfers_workflow(log));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 100; ++i) {
+    ids.push_back(starter.start("transfers", {{"amount", i + 1},
+                                              {"from", i % 2 == 0 ? "alice" : "bob"},
+                                              {"to", i % 2 == 0 ? "bob" : "alice"}}));
+  }
+  std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> lifetime_ms(30, 250);
+  for (int kill_no = 0; kill_no < 20; ++kill_no) {
+    const pid_t worker = spawn_worker(db, log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(lifetime_ms(random)));
+    kill(worker, SIGKILL);
+    CHECK(reap(worker) == -SIGKILL);
+  }
+  const pid_t last = spawn_worker(db, log);
+  const bool done =
+      test::eventually([&] { return completed(starter, "transfers") == 100; }, 60s, 20ms);
+  kill(last, SIGTERM);
+  CHECK(reap(last) == 0);
+  REQUIRE(done);
+  const json twice = query("SELECT transfer, count(*) AS n FROM applied GROUP BY transfer "
+                           "HAVING count(*) > 1");
+  const json applied = query("SELECT count(*) AS n FROM applied");
+  const json total = query("SELECT sum(balance) AS total FROM accounts");
+  CHECK(twice.empty());
+  CHECK(applied[0]["n"] == 500);
+  CHECK(total[0]["total"] == 200000);
+  // The bodies a kill interrupted ran again, and their writes were rolled back with them.
+  const int again = test::bodies_run_again(test::bodies_by_step(log));
+  MESSAGE("transfers applied twice: " << twice.size() << "; applied " << applied[0]["n"]
+                                      << " of 500; bodies run again after kills: " << again);
+}
+
 TEST_CASE(
     "SIGTERM stops a serving process gracefully: the running body finishes, the run goes on (on "
     "each store)") {

@@ -92,6 +92,8 @@ EntryWrite SqlStore::run_transaction(const EntryWrite& write) {
     db().execute("RELEASE SAVEPOINT durable_step");
   } catch (const sql::Failure&) {
     throw;  // the database failed, not the body: the whole transaction fails, or runs again
+  } catch (const Halted&) {
+    throw;  // the crash sweep's crash: nothing of the transaction is written
   } catch (...) {
     error = std::current_exception();
   }
