@@ -61,6 +61,55 @@ json column(pg_result* result, int row, int i) {
   }
 }
 
+// The end of a dollar quote's opening tag ($$, $tag$) at text[i], or 0 when there is none.
+std::size_t dollar_tag_end(std::string_view text, std::size_t i) {
+  if (text[i] != '$' || (i > 0 && (std::isalnum(static_cast<unsigned char>(text[i - 1])) ||
+                                   text[i - 1] == '_'))) {
+    return 0;
+  }
+  std::size_t j = i + 1;
+  if (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) return 0;  // $1
+  while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) {
+    ++j;
+  }
+  return j < text.size() && text[j] == '$' ? j + 1 : 0;
+}
+
+// Whether the text names durable's schema (`durable.runs`, `"durable".steps`) outside quoted
+// text and comments: its tables are durable's alone.
+bool names_schema(std::string_view text, std::string_view schema) {
+  const auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return out;
+  };
+  const std::string wanted = lower(schema);
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    std::string word;
+    std::size_t end = i + 1;
+    if (c == '"') {
+      end = text.find('"', i + 1);
+      end = end == std::string_view::npos ? text.size() : end + 1;
+      word = std::string(text.substr(i + 1, end - i - 2));
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      while (end < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) {
+        ++end;
+      }
+      word = lower(text.substr(i, end - i));
+    } else if (c == '\'') {
+      end = text.find('\'', i + 1);
+      end = end == std::string_view::npos ? text.size() : end + 1;
+    }
+    std::size_t next = end;
+    while (next < text.size() && std::isspace(static_cast<unsigned char>(text[next]))) ++next;
+    if (!word.empty() && word == wanted && next < text.size() && text[next] == '.') return true;
+    i = end;
+  }
+  return false;
+}
+
 // The highest `$N` in the text, outside quoted text and comments: the server refuses a count
 // of parameters that differs with a protocol error, which would end the connection.
 int highest_parameter(std::string_view text) {
@@ -68,8 +117,16 @@ int highest_parameter(std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
     const char c = text[i];
     if (c == '\'' || c == '"') {
-      const std::size_t close = text.find(c, i + 1);
-      i = close == std::string_view::npos ? text.size() : close + 1;
+      // E'...' strings escape with a backslash; the others double the quote.
+      const bool escapes = c == '\'' && i > 0 && (text[i - 1] == 'E' || text[i - 1] == 'e');
+      std::size_t j = i + 1;
+      while (j < text.size() && text[j] != c) j += escapes && text[j] == '\\' ? 2 : 1;
+      i = std::min(j + 1, text.size());
+    } else if (const std::size_t tag_end = dollar_tag_end(text, i); tag_end != 0) {
+      // $tag$ ... $tag$: a string, whatever it holds.
+      const std::string_view tag = text.substr(i, tag_end - i);
+      const std::size_t close = text.find(tag, tag_end);
+      i = close == std::string_view::npos ? text.size() : close + tag.size();
     } else if (text.substr(i, 2) == "--") {
       const std::size_t end = text.find('\n', i);
       i = end == std::string_view::npos ? text.size() : end;
@@ -109,11 +166,22 @@ std::int64_t PgConnection::run_application(std::string_view text,
                                               " parameter(s); " + std::to_string(params.size()) +
                                               " were given");
   }
+  {
+    const ResultHandle schema = exec("SELECT current_schema()", "reading durable's schema");
+    if (names_schema(text, PQgetvalue(schema.get(), 0, 0))) {
+      throw sql::Failure(sql::Fault::other,
+                         std::string("a step.transaction body may not use durable's own "
+                                     "schema '") +
+                             PQgetvalue(schema.get(), 0, 0) + "'");
+    }
+  }
   const std::map<std::string, std::int64_t> before = durable_writes();
-  // Unqualified names are the application's: its role's and database's own search_path.
+  // Unqualified names are the application's: its role's and database's own search_path. A
+  // deferred constraint is checked at the statement, not at the commit of every run's writes.
   const ResultHandle saved = exec(
-      "SELECT current_setting('search_path'), set_config('search_path', (SELECT reset_val FROM "
-      "pg_settings WHERE name = 'search_path'), true)",
+      "SET CONSTRAINTS ALL IMMEDIATE; SELECT current_setting('search_path'), "
+      "set_config('search_path', (SELECT reset_val FROM pg_settings WHERE name = "
+      "'search_path'), true)",
       "setting the application's search_path");
   const std::string durable_path = PQgetvalue(saved.get(), 0, 0);
   std::vector<std::string> values;
@@ -131,9 +199,14 @@ std::int64_t PgConnection::run_application(std::string_view text,
       PQexecParams(connection_.get(), statement.c_str(), static_cast<int>(pointers.size()),
                    nullptr, pointers.data(), nullptr, nullptr, 0),
       "running the step's SQL");
+  if (PQtransactionStatus(connection_.get()) != PQTRANS_INTRANS) {
+    throw sql::Failure(sql::Fault::ended,
+                       "the step's SQL ended the transaction that journals it, which it may not");
+  }
+  // For the session, not only the transaction: the body may have set it for the session.
   const char* path = durable_path.c_str();
-  checked(PQexecParams(connection_.get(), "SELECT set_config('search_path', $1, true)", 1, nullptr,
-                       &path, nullptr, nullptr, 0),
+  checked(PQexecParams(connection_.get(), "SELECT set_config('search_path', $1, false)", 1,
+                       nullptr, &path, nullptr, nullptr, 0),
           "setting durable's search_path again");
   for (const auto& [table, writes] : durable_writes()) {
     const auto was = before.find(table);

@@ -43,7 +43,13 @@ struct Authorizer {
       if (me->refused.empty()) me->refused = why;
       return SQLITE_DENY;
     };
-    const auto table = [](const char* name) { return name != nullptr && is_durable_table(name); };
+    const auto durable = [](const char* name) {
+      return name != nullptr && is_durable_table(name);
+    };
+    const auto own = [&](const char* name) {
+      return deny(std::string("a step.transaction body may not write or change durable's own "
+                              "table '") + name + "'");
+    };
     switch (action) {
       case SQLITE_TRANSACTION:
       case SQLITE_SAVEPOINT:
@@ -53,25 +59,33 @@ struct Authorizer {
         return deny("a step.transaction body may not ATTACH or DETACH a database");
       case SQLITE_PRAGMA:
         return deny("a step.transaction body may not run a PRAGMA");
+      // The table is the first name: writes, and tables or views made or dropped under a name
+      // of durable's (a temporary one would hide durable's own from its statements).
       case SQLITE_INSERT:
       case SQLITE_UPDATE:
       case SQLITE_DELETE:
+      case SQLITE_CREATE_TABLE:
+      case SQLITE_CREATE_TEMP_TABLE:
+      case SQLITE_CREATE_VIEW:
+      case SQLITE_CREATE_TEMP_VIEW:
       case SQLITE_DROP_TABLE:
+      case SQLITE_DROP_TEMP_TABLE:
+      case SQLITE_DROP_VIEW:
+      case SQLITE_DROP_TEMP_VIEW:
+      case SQLITE_CREATE_VTABLE:
+        return durable(a) ? own(a) : SQLITE_OK;
+      // The table is the second name (ALTER: the database, then the table): indexes and
+      // triggers on a table of durable's fire inside its own writes.
       case SQLITE_ALTER_TABLE:
-        if (table(a)) {
-          return deny(std::string("a step.transaction body may not write durable's own table '") +
-                      a + "'");
-        }
-        return SQLITE_OK;
       case SQLITE_CREATE_INDEX:
+      case SQLITE_CREATE_TEMP_INDEX:
       case SQLITE_DROP_INDEX:
+      case SQLITE_DROP_TEMP_INDEX:
       case SQLITE_CREATE_TRIGGER:
+      case SQLITE_CREATE_TEMP_TRIGGER:
       case SQLITE_DROP_TRIGGER:
-        if (table(b)) {
-          return deny(std::string("a step.transaction body may not change durable's own table '") +
-                      b + "'");
-        }
-        return SQLITE_OK;
+      case SQLITE_DROP_TEMP_TRIGGER:
+        return durable(b) ? own(b) : SQLITE_OK;
       default:
         return SQLITE_OK;
     }
@@ -151,6 +165,17 @@ bool only_blanks(std::string_view rest) {
   return true;
 }
 
+// A conflict resolved by ROLLBACK (INSERT OR ROLLBACK, a column's ON CONFLICT ROLLBACK, a
+// trigger's RAISE(ROLLBACK)) ends the whole transaction the step's entry is written in: the
+// write must be made again, without this body's SQL.
+void ended_check(sqlite3* db) {
+  if (sqlite3_get_autocommit(db) != 0) {
+    throw sql::Failure(sql::Fault::ended,
+                       "the step's SQL rolled back the transaction that journals it (a conflict "
+                       "resolved by ROLLBACK, or RAISE(ROLLBACK)), which it may not end");
+  }
+}
+
 }  // namespace
 
 bool is_durable_table(std::string_view name) {
@@ -224,6 +249,7 @@ std::int64_t run_sqlite_application(sqlite3* db, std::string_view text,
     const int step = sqlite3_step(raw);
     if (step == SQLITE_DONE) break;
     if (step != SQLITE_ROW) {
+      ended_check(db);
       const int primary = step & 0xFF;
       const sql::Fault fault = primary == SQLITE_FULL ? sql::Fault::disk_full
                                : primary == SQLITE_BUSY || primary == SQLITE_LOCKED
@@ -236,7 +262,8 @@ std::int64_t run_sqlite_application(sqlite3* db, std::string_view text,
     for (int i = 0; i < columns; ++i) row[sqlite3_column_name(raw, i)] = column(raw, i);
     rows->push_back(std::move(row));
   }
-  return sqlite3_changes64(db);
+  ended_check(db);
+  return sqlite3_stmt_readonly(raw) ? 0 : sqlite3_changes64(db);
 }
 
 }  // namespace durable::detail

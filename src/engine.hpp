@@ -65,6 +65,9 @@ struct TransactionStep {
   std::function<EntryWrite(std::exception_ptr error)> failed;
   /// What the store wrote, once it has (set again if the transaction ran again).
   std::optional<JournalEntry> written;
+  /// Why its SQL ended the store's transaction, once it has: the write is made again with
+  /// this attempt failed, not run.
+  std::optional<std::string> ended;
 };
 
 /// A wake time that never comes: a wait with no timeout.

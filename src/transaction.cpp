@@ -69,6 +69,7 @@ void Invocation::write_transaction(Pending& p) {
     return done;
   };
   tx.failed = [this, &p, began](std::exception_ptr error) {
+    if (host_->halted()) throw Halted{};  // the crash sweep's crash: nothing is written
     EntryWrite failed = attempt_failed(p, std::move(error));
     failed.entry.started_at_ms = began;
     failed.entry.duration_ms = host_->now_ms() - began;

@@ -145,16 +145,34 @@ TEST_CASE("statements that would end or nest the transaction, or write durable's
       {"ATTACH DATABASE 'other.db' AS other", "ATTACH is not allowed"},
       {"VACUUM", "VACUUM is not allowed"},
       {"PRAGMA user_version = 7", "PRAGMA is not allowed"},
-      {"UPDATE " + own + " SET status = 'completed'", "durable's own table 'runs'"},
+      {"UPDATE " + own + " SET status = 'completed'",
+       test::on_postgres() ? "durable's own schema" : "durable's own table 'runs'"},
       {"DELETE FROM " + std::string(test::on_postgres() ? "durable.steps" : "steps"),
-       "durable's own table 'steps'"},
+       test::on_postgres() ? "durable's own schema" : "durable's own table 'steps'"},
       {"", "no SQL statement"},
+      {"ABORT", "ABORT is not allowed"},
+      {"CREATE TEMP TABLE steps (x INTEGER)", "CREATE TEMP is not allowed"},
+      {"create temporary view runs AS SELECT 1", "CREATE TEMPORARY is not allowed"},
+      {test::on_postgres() ? "ALTER TABLE durable.runs ADD COLUMN x INTEGER"
+                           : "ALTER TABLE runs ADD COLUMN x INTEGER",
+       test::on_postgres() ? "durable's own schema" : "durable's own table 'runs'"},
+      {test::on_postgres() ? "TRUNCATE durable.history"
+                           : "CREATE TRIGGER t AFTER INSERT ON steps BEGIN SELECT 1; END",
+       test::on_postgres() ? "durable's own schema" : "durable's own table 'steps'"},
   };
   for (const auto& [text, expected] : refused) {
     CAPTURE(text);
     const std::string id = runtime->start("sql", {{"text", text}});
     runtime->run_until_idle();
     CHECK(test::has(failure(*runtime, id), expected));
+  }
+  if (!test::on_postgres()) {
+    // A conflict resolved by ROLLBACK ends the store's whole transaction: the step fails, and
+    // the write is made again without it.
+    const std::string rolled = runtime->start(
+        "sql", {{"text", "INSERT OR ROLLBACK INTO accounts (id, balance) VALUES ('alice', 1)"}});
+    runtime->run_until_idle();
+    CHECK(test::has(failure(*runtime, rolled), "rolled back the transaction that journals it"));
   }
   // Two statements in one call.
   const std::string two = runtime->start("sql", {{"text", "SELECT 1; SELECT 2"}});

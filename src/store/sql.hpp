@@ -26,6 +26,9 @@ enum class Fault {
   busy,        ///< another writer held the database past the wait
   retry,       ///< the transaction lost a conflict (deadlock, serialization): run it again
   connection,  ///< the connection to the server broke; a new one may succeed
+  /// The application's SQL (Step::transaction) ended the transaction it ran in: the write is
+  /// made again, with that body's attempt failed instead of run.
+  ended,
 };
 
 /// A database call failed. `what()` is the database's own words.
