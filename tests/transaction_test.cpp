@@ -160,7 +160,10 @@ TEST_CASE("statements that would end or nest the transaction, or write durable's
                            : "CREATE TRIGGER t AFTER INSERT ON steps BEGIN SELECT 1; END",
        test::on_postgres() ? "durable's own schema" : "durable's own table 'steps'"},
   };
-  for (const auto& [text, expected] : refused) {
+  for (const auto& item : refused) {
+    // Not a structured binding: clang 14 cannot capture one in CAPTURE's lambda.
+    const std::string& text = item.first;
+    const std::string& expected = item.second;
     CAPTURE(text);
     const std::string id = runtime->start("sql", {{"text", text}});
     runtime->run_until_idle();
