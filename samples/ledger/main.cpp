@@ -127,7 +127,8 @@ int main(int argc, char** argv) {
     const Tally a = tally(exact), b = tally(twice);
     std::cout << "step.transaction: crash-free balances " << exact.expected.info.output.dump()
               << "; " << a.right << " of " << a.cases
-              << " crash points end with them, the total kept at " << a.total_kept << "\n";
+              << " crash points end with them; " << a.total_kept << " of " << a.cases
+              << " keep the total of " << 2 * kOpening << "\n";
     std::cout << "step.run and a separate connection: crash-free balances "
               << twice.expected.info.output.dump() << "; " << b.right << " of " << b.cases
               << " crash points end with them\n";
