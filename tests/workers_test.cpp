@@ -205,7 +205,9 @@ TEST_CASE("20 random kill -9s of a serving process during 100 runs of transfers 
   const bool done =
       test::eventually([&] { return completed(starter, "transfers") == 100; }, 60s, 20ms);
   kill(last, SIGTERM);
-  CHECK(reap(last) == 0);
+  // When the kills left nothing to do, the SIGTERM may come before serve() handles it.
+  const int exit = reap(last);
+  CHECK((exit == 0 || exit == -SIGTERM));
   REQUIRE(done);
   const json twice = query("SELECT transfer, count(*) AS n FROM applied GROUP BY transfer "
                            "HAVING count(*) > 1");
