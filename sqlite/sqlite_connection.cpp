@@ -23,6 +23,7 @@ std::string json_field(std::string_view column, std::string_view field) {
   const int primary = code & 0xFF;
   sql::Fault fault = sql::Fault::other;
   if (primary == SQLITE_FULL) fault = sql::Fault::disk_full;
+  if (primary == SQLITE_IOERR) fault = sql::Fault::io;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) fault = sql::Fault::busy;
   // The connection's message is about this code unless another call came between.
   throw sql::Failure(

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "ids.hpp"
 #include "ops_queries.hpp"
@@ -22,6 +24,9 @@
 namespace durable::detail {
 
 namespace {
+
+// How long a connection waits for another one's lock before "database is locked".
+constexpr std::chrono::milliseconds kBusyTimeout{10'000};
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw Error("database '" + path + "': " + what);
@@ -57,6 +62,7 @@ std::int64_t look_at(const std::string& path) {
   std::unique_ptr<SQLite::Database> look;
   try {
     look = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY);
+    look->setBusyTimeout(static_cast<int>(kBusyTimeout.count()));
     return check_file(*look, path);
   } catch (const SQLite::Exception& e) {
     // Kept open until here so that its errno tells a read-only mount from a full disk.
@@ -76,6 +82,24 @@ void migrate(SQLite::Database& db, const std::string& path, std::int64_t version
   tx.commit();
 }
 
+// Puts the file in WAL mode; its journal mode ("wal" once done). Switching a new file needs
+// every other connection's locks gone for a moment, and SQLite answers "database is locked" at
+// once, without the busy timeout, when another process holds one (a second worker opening the
+// same new file): it is tried again here for as long as the busy timeout.
+std::string switch_to_wal(SQLite::Database& db) {
+  const auto until = std::chrono::steady_clock::now() + kBusyTimeout;
+  for (;;) {
+    try {
+      return db.execAndGet("PRAGMA journal_mode=WAL").getString();
+    } catch (const SQLite::Exception& e) {
+      if ((e.getErrorCode() & 0xFF) != SQLITE_BUSY || std::chrono::steady_clock::now() > until) {
+        throw;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 // Opens (creating it if need be), validates and migrates a file for reading and writing.
 std::unique_ptr<SQLite::Database> open_writer(const std::string& path, Durability durability) {
   const std::int64_t version = look_at(path);
@@ -90,7 +114,7 @@ std::unique_ptr<SQLite::Database> open_writer(const std::string& path, Durabilit
   } catch (const SQLite::Exception& e) {
     throw open_error(path, e, nullptr);
   }
-  db->setBusyTimeout(10'000);
+  db->setBusyTimeout(static_cast<int>(kBusyTimeout.count()));
   // SQLite opens a file it may not write read-only without a word; say so now, not at the first
   // write of a run.
   if (sqlite3_db_readonly(db->getHandle(), "main") == 1) {
@@ -99,7 +123,7 @@ std::unique_ptr<SQLite::Database> open_writer(const std::string& path, Durabilit
   try {
     migrate(*db, path, version);
     if (path != ":memory:") {
-      const std::string mode = db->execAndGet("PRAGMA journal_mode=WAL").getString();
+      const std::string mode = switch_to_wal(*db);
       if (mode != "wal") fail(path, "could not switch to WAL mode (got '" + mode + "')");
     }
     db->exec(durability == Durability::full ? "PRAGMA synchronous=FULL"
@@ -182,7 +206,7 @@ class SqliteStore final : public SqlStore {
 
 std::unique_ptr<SqliteStore> open_reader_store(const std::string& path) {
   std::unique_ptr<SQLite::Database> db = open_sqlite_reader(path);
-  db->setBusyTimeout(10'000);
+  db->setBusyTimeout(static_cast<int>(kBusyTimeout.count()));
   std::int64_t version = 0;
   try {
     version = check_file(*db, path);
@@ -257,7 +281,7 @@ std::unique_ptr<OpsQueries> open_sqlite_ops_queries(const std::string& database)
     } catch (const SQLite::Exception& e) {
       throw Error(std::string("database query failed: ") + e.what());
     }
-    db->setBusyTimeout(10'000);
+    db->setBusyTimeout(static_cast<int>(kBusyTimeout.count()));
     return sqlite_connection(std::move(db));
   });
 }

@@ -23,6 +23,7 @@ namespace durable::detail::sql {
 enum class Fault {
   other,
   disk_full,   ///< nothing was written; free space and try again
+  io,          ///< the disk failed to read or write the file
   busy,        ///< another writer held the database past the wait
   retry,       ///< the transaction lost a conflict (deadlock, serialization): run it again
   connection,  ///< the connection to the server broke; a new one may succeed
