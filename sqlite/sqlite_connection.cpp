@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "sqlite_application.hpp"
+#include "sqlite_store.hpp"
 
 namespace durable::detail {
 
@@ -21,13 +22,19 @@ std::string json_field(std::string_view column, std::string_view field) {
 
 [[noreturn]] void throw_failure(sqlite3* db, int code) {
   const int primary = code & 0xFF;
+  // The connection's message and codes are about this failure unless another call came between.
+  const bool current = (sqlite3_errcode(db) & 0xFF) == primary;
   sql::Fault fault = sql::Fault::other;
-  if (primary == SQLITE_FULL) fault = sql::Fault::disk_full;
-  if (primary == SQLITE_IOERR) fault = sql::Fault::io;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) fault = sql::Fault::busy;
-  // The connection's message is about this code unless another call came between.
-  throw sql::Failure(
-      fault, (sqlite3_errcode(db) & 0xFF) == primary ? sqlite3_errmsg(db) : sqlite3_errstr(code));
+  if (primary == SQLITE_FULL || primary == SQLITE_IOERR) {
+    // As at opening: a full disk can also be an I/O error (growing the -shm, or ENOSPC), and an
+    // I/O error that is neither is the disk failing.
+    const int extended = current ? sqlite3_extended_errcode(db) : code;
+    const OpenFault seen = classify_open_error(extended, current ? sqlite3_system_errno(db) : 0);
+    if (seen == OpenFault::disk_full) fault = sql::Fault::disk_full;
+    if (seen == OpenFault::io_error && extended != SQLITE_IOERR_NOMEM) fault = sql::Fault::io;
+  }
+  throw sql::Failure(fault, current ? sqlite3_errmsg(db) : sqlite3_errstr(code));
 }
 
 class SqliteStatement final : public sql::Statement {

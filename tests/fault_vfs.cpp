@@ -14,8 +14,9 @@ namespace durable::test {
 
 namespace {
 
-FaultVfs* active = nullptr;   // the one whose callbacks run; set while a FaultVfs lives
-sqlite3_vfs* real = nullptr;  // SQLite's unix VFS
+FaultVfs* active = nullptr;     // the one whose callbacks run; set while a FaultVfs lives
+sqlite3_vfs* real = nullptr;    // SQLite's unix VFS
+sqlite3_vfs* before = nullptr;  // the default VFS before this one
 thread_local int injected_errno = 0;
 
 struct File {
@@ -176,6 +177,7 @@ const char* io_op_name(IoOp op) {
 FaultVfs::FaultVfs(std::string directory) : directory_(std::move(directory)) {
   if (active != nullptr) throw std::logic_error("one FaultVfs at a time");
   real = sqlite3_vfs_find("unix");
+  before = sqlite3_vfs_find(nullptr);
   if (real == nullptr) throw std::runtime_error("SQLite has no unix VFS");
   vfs_.iVersion = 2;
   vfs_.szOsFile = static_cast<int>(sizeof(File)) + real->szOsFile;
@@ -203,7 +205,7 @@ FaultVfs::FaultVfs(std::string directory) : directory_(std::move(directory)) {
 
 FaultVfs::~FaultVfs() {
   sqlite3_vfs_unregister(&vfs_);
-  sqlite3_vfs_register(real, 1);
+  sqlite3_vfs_register(before != nullptr ? before : real, 1);
   active = nullptr;
 }
 
@@ -224,6 +226,7 @@ void FaultVfs::fail(IoOp op, std::int64_t nth, int code, int system_errno, bool 
 void FaultVfs::heal() { armed_op_ = -1; }
 
 int FaultVfs::strike(IoOp op) {
+  injected_errno = 0;  // an errno is only for the operation that failed
   const std::int64_t n = ++counts_[index(op)];
   if (armed_op_.load() != static_cast<int>(op)) return SQLITE_OK;
   const std::int64_t at = armed_at_.load();

@@ -7,7 +7,8 @@
 // once, as another process holding it for a moment would.
 //
 // While a FaultVfs lives it is SQLite's default VFS: every connection opened meanwhile (the
-// runtime's, the test's own) goes through it. One at a time per process.
+// runtime's, the test's own) goes through it, and must be closed before it is destroyed. One at
+// a time per process.
 
 #include <sqlite3.h>
 

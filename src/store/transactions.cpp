@@ -78,7 +78,8 @@ class ApplicationSql final : public SqlSession {
         ended_ = e.what();
         throw;
       }
-      // The database itself (broken, full, a conflict to run again): the whole write fails.
+      // The database itself (broken, full, a failing disk, a conflict to run again): the whole
+      // write fails.
       if (e.fault() != sql::Fault::other && e.fault() != sql::Fault::busy) throw;
       failed_ = "database '" + *name_ + "': " + e.what();
       if (e.fault() == sql::Fault::busy) throw Error(failed_);  // a lock or a timeout: retried
