@@ -40,7 +40,7 @@ install(FILES ${PROJECT_BINARY_DIR}/durableConfig.cmake ${PROJECT_BINARY_DIR}/du
 # pkg-config: durable.pc and durable-testing.pc.
 #
 # A static libdurable.a is all a consumer links, so its dependencies (SQLiteCpp, SQLite,
-# Boost.Context, libpq) are in Libs and Requires: `pkg-config --libs durable` links. A shared
+# Boost.Context, libpq, OpenSSL) are in Libs and Requires: `pkg-config --libs durable` links. A shared
 # libdurable.so carries them itself, so they go to Libs.private and Requires.private, for
 # `pkg-config --static` only. nlohmann_json and threads are public either way (the headers use
 # them).
@@ -84,7 +84,7 @@ durable_pc_link_flag(Boost::context durable_pc_boost_context)
 set(durable_pc_private_libs "${durable_pc_sqlitecpp} ${durable_pc_boost_context}")
 if(BUILD_SHARED_LIBS)
   set(durable_pc_kind "shared")
-  set(durable_pc_private_fields "Requires.private: sqlite3, libpq\nLibs.private: ${durable_pc_private_libs}\n")
+  set(durable_pc_private_fields "Requires.private: sqlite3, libpq, libssl, libcrypto\nLibs.private: ${durable_pc_private_libs}\n")
   set(durable_pc_testing_private_fields "Libs.private: ${durable_pc_private_libs}\n")
   set(durable_pc_libs "")
   set(durable_pc_requires "nlohmann_json >= 3.10")
@@ -93,7 +93,7 @@ else()
   set(durable_pc_private_fields "")
   set(durable_pc_testing_private_fields "")
   set(durable_pc_libs " ${durable_pc_private_libs}")
-  set(durable_pc_requires "nlohmann_json >= 3.10, sqlite3, libpq")
+  set(durable_pc_requires "nlohmann_json >= 3.10, sqlite3, libpq, libssl, libcrypto")
 endif()
 
 set(pc_name durable)

@@ -49,7 +49,7 @@ set(CPACK_DEBIAN_CLI_PACKAGE_SECTION utils)
 
 # What libdurable-dev needs: the -dev packages that the CMake package config finds and that
 # durable.pc names (Requires, or Requires.private for pkg-config's --cflags).
-set(durable_dev_depends "nlohmann-json3-dev (>= 3.10), libsqlite3-dev, libsqlitecpp-dev, libboost-context-dev (>= 1.74), libpq-dev")
+set(durable_dev_depends "nlohmann-json3-dev (>= 3.10), libsqlite3-dev, libsqlitecpp-dev, libboost-context-dev (>= 1.74), libpq-dev, libssl-dev")
 # The shared libraries the binaries need: dpkg-shlibdeps reads them off the ELF files when it is
 # installed (Debian's dpkg-dev); otherwise they are written here from what the build found.
 find_program(DURABLE_DPKG_SHLIBDEPS dpkg-shlibdeps)
@@ -58,7 +58,7 @@ if(DURABLE_DPKG_SHLIBDEPS AND DURABLE_FILE)
   set(durable_binary_depends "")
   set(durable_shlibdeps ON)
 else()
-  set(durable_binary_depends "libsqlite3-0, libpq5, libboost-context${Boost_VERSION_MAJOR}.${Boost_VERSION_MINOR}.${Boost_VERSION_PATCH}, libstdc++6, libc6")
+  set(durable_binary_depends "libsqlite3-0, libpq5, libssl3, libboost-context${Boost_VERSION_MAJOR}.${Boost_VERSION_MINOR}.${Boost_VERSION_PATCH}, libstdc++6, libc6")
   set(durable_shlibdeps OFF)
 endif()
 if(BUILD_SHARED_LIBS)

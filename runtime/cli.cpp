@@ -27,7 +27,9 @@
 #include <durable/cli.hpp>
 #include <durable/version.hpp>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,12 +40,12 @@
 
 #include "admin.hpp"
 #include "api.hpp"
+#include "bulk.hpp"
 #include "cli_print.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
 #include "http_server.hpp"
-#include "bulk.hpp"
 #include "run_requests.hpp"
 #include "runtime_core.hpp"
 #include "store.hpp"
@@ -93,7 +95,8 @@ constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] CO
   metrics                                        the Prometheus metrics of the file
   events purge --older-than AGE                  delete events older than AGE (e.g. 7d) that
                                                  no waiting run needs
-  serve [--address A] [--port P] [--token T]     HTTP API, /metrics and dashboard over the file
+  serve [--address A] [--port P] [--token T] [--tls-cert F --tls-key F]
+        [--signing-secret-file F]                HTTP API, /metrics and dashboard over the file
   verify [--workflow W] [--status S] [--correlation C]
                                                  replay the unfinished runs against this
                                                  program's code (from durable::cli_main only)
@@ -160,7 +163,7 @@ const std::vector<Syntax>& syntaxes() {
       {"schedules", {}, 0, 2},
       {"metrics", {}},
       {"events", {"older-than"}, 1, 1, "a subcommand (purge)"},
-      {"serve", {"address", "port", "token"}},
+      {"serve", {"address", "port", "token", "tls-cert", "tls-key", "signing-secret-file"}},
       {"verify", {"workflow", "status", "correlation"}},
       {"version", {}}};
   return kSyntax;
@@ -309,6 +312,26 @@ int serve_with_workflows(const std::string& database, ops::HttpOptions http,
   return kOk;
 }
 
+// The secret of signed requests: the file's bytes without a final line break, or else
+// DURABLE_SIGNING_SECRET. Never a flag: any user of the host can read a command line.
+std::string signing_secret(const Command& cmd) {
+  const std::string path = cmd.flag("signing-secret-file");
+  std::string secret;
+  if (path.empty()) {
+    if (const char* env = std::getenv("DURABLE_SIGNING_SECRET")) secret = env;
+  } else {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) throw UsageError("cannot read the signing secret file '" + path + "'");
+    secret.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+    if (secret.empty()) throw UsageError("the signing secret file '" + path + "' is empty");
+  }
+  if (const auto invalid = ops::detail::invalid_signing_secret(secret)) {
+    throw UsageError(*invalid + (path.empty() ? " (DURABLE_SIGNING_SECRET)" : " (" + path + ")"));
+  }
+  return secret;
+}
+
 int serve(const std::string& database, const Command& cmd, durable::Runtime* app) {
   ops::HttpOptions http;
   http.address = cmd.flag("address", "127.0.0.1");
@@ -325,6 +348,12 @@ int serve(const std::string& database, const Command& cmd, durable::Runtime* app
     if (const char* env = std::getenv("DURABLE_TOKEN")) http.token = env;
   }
   if (const auto invalid = ops::detail::invalid_token(http.token)) throw UsageError(*invalid);
+  http.signing_secret = signing_secret(cmd);
+  http.tls_cert_file = cmd.flag("tls-cert");
+  http.tls_key_file = cmd.flag("tls-key");
+  if (http.tls_cert_file.empty() != http.tls_key_file.empty()) {
+    throw UsageError("TLS needs both --tls-cert and --tls-key");
+  }
   require_database(database);
   if (app != nullptr) return serve_with_workflows(database, http, *app);
   // The signals are taken by sigwait below: block them before any thread starts.
@@ -549,10 +578,9 @@ int repair(const Context& at, const Command& cmd) {
   const json output = parse_json(cmd.flag("output"), "--output");
   ops::Admin admin = open_admin(at.database, false);
   if (durable::detail::RuntimeCore* core = at.core()) {
-    admin.set_resolve_check([core](const durable::detail::RecordedRun& run,
-                                   const std::string& step, const json& value) {
-      core->check_resolution(run, step, value);
-    });
+    admin.set_resolve_check(
+        [core](const durable::detail::RecordedRun& run, const std::string& step,
+               const json& value) { core->check_resolution(run, step, value); });
   }
   const json done = admin.resolve_step(id, cmd.args[1], output, cmd.flag("reason"));
   return at.answer(done, [](std::ostream& o, const json& j) {

@@ -123,25 +123,74 @@ std::optional<std::string> invalid_token(std::string_view token) {
          "Bearer <token>'";
 }
 
-std::optional<std::string> refuse_token(const HttpOptions& options, const PublicRead& read,
-                                        std::string_view authorization) {
-  if (options.token.empty()) return std::nullopt;
+namespace {
+
+std::string needed_credentials(const HttpOptions& options) {
+  const std::string bearer = "'Authorization: Bearer <token>'";
+  const std::string signed_request =
+      "a signed request ('Authorization: " + std::string(kSignatureScheme) +
+      " t=..., nonce=..., sig=...', see docs/operations.md)";
+  if (options.signing_secret.empty()) return "the header " + bearer;
+  if (options.token.empty()) return signed_request;
+  return "the header " + bearer + " or " + signed_request;
+}
+
+}  // namespace
+
+std::optional<std::string> refuse_credentials(const HttpOptions& options, const PublicRead& read,
+                                              std::string_view authorization, std::int64_t now,
+                                              std::optional<Signature>& signature) {
+  signature.reset();
+  if (options.token.empty() && options.signing_secret.empty()) return std::nullopt;
   const auto& open = options.public_paths;
   // Only a GET or HEAD with no body: anything else on a public path would have its body read,
-  // and count against the bodies in flight, for a client without the token.
+  // and count against the bodies in flight, for a client without credentials.
   if (read.bodiless_get && std::find(open.begin(), open.end(), read.path) != open.end()) {
     return std::nullopt;
   }
+  if (is_signature_header(authorization)) {
+    if (options.signing_secret.empty()) {
+      return "this server takes no signed requests (it has no signing secret): send " +
+             needed_credentials(options);
+    }
+    std::string error;
+    auto parsed = parse_signature(authorization, error);
+    if (!parsed) return "the signature header is malformed: " + error;
+    if (auto stale = refuse_timestamp(parsed->timestamp, now, options.signature_window)) {
+      return stale;
+    }
+    signature = std::move(parsed);
+    return std::nullopt;
+  }
   constexpr std::string_view kScheme = "Bearer ";
-  if (authorization.size() < kScheme.size() ||
+  if (options.token.empty() || authorization.size() < kScheme.size() ||
       !iequals(authorization.substr(0, kScheme.size()), kScheme)) {
-    return "this server needs the header 'Authorization: Bearer <token>'";
+    return "this server needs " + needed_credentials(options);
   }
   std::string_view given = authorization.substr(kScheme.size());
   while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
   while (!given.empty() && given.back() == ' ') given.remove_suffix(1);
   if (!equal_in_constant_time(given, options.token)) return "the bearer token is wrong";
   return std::nullopt;
+}
+
+std::optional<std::string> refuse_signature(const HttpOptions& options, const Signature& signature,
+                                            std::string_view method, std::string_view target,
+                                            std::string_view body) {
+  const std::string expected =
+      hmac_sha256(options.signing_secret,
+                  signed_text(method, target, signature.timestamp, signature.nonce, body));
+  if (equal_in_constant_time(signature.digest, expected)) return std::nullopt;
+  return "the signature does not match the request: sign the method, the target as sent (path "
+         "and query), t, nonce and the body, one per line, with HMAC-SHA256 under the server's "
+         "signing secret";
+}
+
+std::vector<std::string> challenges(const HttpOptions& options) {
+  std::vector<std::string> out;
+  if (!options.token.empty()) out.emplace_back("Bearer");
+  if (!options.signing_secret.empty()) out.emplace_back(kSignatureScheme);
+  return out;
 }
 
 bool is_loopback_name(std::string_view host) {
@@ -156,9 +205,9 @@ bool is_loopback_name(std::string_view host) {
 
 // A page on another site can make the operator's browser send requests here (a form, a no-cors
 // fetch), and, by rebinding its own name to 127.0.0.1, read the answers. Browsers say where a
-// request comes from, so refuse: an Origin that is not this server's own page (which is served
-// over plain http), and, on a loopback address, a Host that is not exactly a loopback name with
-// an optional port. Clients that are not browsers send no Origin.
+// request comes from, so refuse: an Origin that is not this server's own page, and, on a loopback
+// address, a Host that is not exactly a loopback name with an optional port. Clients that are not
+// browsers send no Origin. The page's own origin is https:// when the server speaks TLS.
 std::optional<std::string> refuse_cross_site(const HttpOptions& options, std::string_view host,
                                              std::string_view origin) {
   if (is_loopback_name(options.address) && !host.empty()) {
@@ -169,13 +218,13 @@ std::optional<std::string> refuse_cross_site(const HttpOptions& options, std::st
     }
   }
   if (origin.empty()) return std::nullopt;
-  constexpr std::string_view kOwnScheme = "http://";
-  const bool own = origin.size() > kOwnScheme.size() &&
-                   iequals(origin.substr(0, kOwnScheme.size()), kOwnScheme) &&
-                   iequals(origin.substr(kOwnScheme.size()), host);
+  const std::string_view own_scheme = options.tls_cert_file.empty() ? "http://" : "https://";
+  const bool own = origin.size() > own_scheme.size() &&
+                   iequals(origin.substr(0, own_scheme.size()), own_scheme) &&
+                   iequals(origin.substr(own_scheme.size()), host);
   if (!own) {
     return "the request comes from another site (Origin '" + std::string(origin) +
-           "'): the API answers only its own page (http://" + std::string(host) +
+           "'): the API answers only its own page (" + std::string(own_scheme) + std::string(host) +
            ") and clients that are not browsers";
   }
   return std::nullopt;

@@ -21,6 +21,8 @@
 
 #include "http_server.hpp"
 
+#include <openssl/ssl.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -28,14 +30,17 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cstdint>
 #include <durable/errors.hpp>
 #include <limits>
@@ -44,9 +49,11 @@
 #include <optional>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "http_checks.hpp"
+#include "http_signing.hpp"
 
 namespace durable::ops {
 
@@ -56,6 +63,8 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 using detail::iequals;
 
 // How long a connection that is being closed (after an error response, or Connection: close)
@@ -122,7 +131,23 @@ struct Shared {
   std::atomic<std::size_t> connections{0};
   std::atomic<std::size_t> refusing{0};
   std::atomic<std::size_t> body_bytes{0};
+  std::optional<asio::ssl::context> tls;          // set when the server speaks TLS
+  std::optional<detail::ReplayGuard> signatures;  // set when it takes signed requests
 };
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+HttpResponse unauthorized(const HttpOptions& options, std::string reason) {
+  HttpResponse response = json_error(401, "unauthorized", std::move(reason));
+  for (auto& challenge : detail::challenges(options)) {
+    response.headers.emplace_back("WWW-Authenticate", std::move(challenge));
+  }
+  return response;
+}
 
 std::string_view to_std(beast::string_view text) { return {text.data(), text.size()}; }
 
@@ -154,10 +179,12 @@ HttpResponse overloaded(std::string code, std::string message) {
 }
 
 // Everything decided on the header alone, before a body byte is read: fills in the request's
-// method, path, query and content type, or answers why it is refused.
+// method, path, query and content type (and its signature, to check once the body is read), or
+// answers why it is refused.
 std::optional<HttpResponse> refuse_header(const HttpOptions& options,
                                           const http::request<http::string_body>& header,
-                                          HttpRequest& request) {
+                                          HttpRequest& request,
+                                          std::optional<detail::Signature>& signature) {
   request.method = std::string(to_std(header.method_string()));
   if (!detail::decode_target(to_std(header.target()), request.path, request.query)) {
     return json_error(
@@ -172,11 +199,10 @@ std::optional<HttpResponse> refuse_header(const HttpOptions& options,
   const bool get = header.method() == http::verb::get || header.method() == http::verb::head;
   const bool bodiless = !header.chunked() && (!header.has_content_length() ||
                                               header[http::field::content_length] == "0");
-  if (const auto refusal = detail::refuse_token(options, {request.path, get && bodiless},
-                                                to_std(header[http::field::authorization]))) {
-    HttpResponse response = json_error(401, "unauthorized", *refusal);
-    response.headers.emplace_back("WWW-Authenticate", "Bearer");
-    return response;
+  if (auto refusal = detail::refuse_credentials(options, {request.path, get && bodiless},
+                                                to_std(header[http::field::authorization]),
+                                                unix_now(), signature)) {
+    return unauthorized(options, std::move(*refusal));
   }
   request.content_type = std::string(to_std(header[http::field::content_type]));
   return std::nullopt;
@@ -258,29 +284,108 @@ HttpResponse malformed(const beast::error_code& error, const HttpOptions& option
   return json_error(400, "bad_request", "malformed HTTP request: " + error.message());
 }
 
+// A signed request, once its body is read: the digest must match and must not have been
+// accepted before within the window.
+std::optional<HttpResponse> refuse_signed(Shared& shared, const detail::Signature& signature,
+                                          const http::request<http::string_body>& message) {
+  const HttpOptions& options = shared.options;
+  if (auto mismatch = detail::refuse_signature(options, signature, to_std(message.method_string()),
+                                               to_std(message.target()), message.body())) {
+    return unauthorized(options, std::move(*mismatch));
+  }
+  const auto outcome = shared.signatures->accept(
+      signature.digest, signature.timestamp + options.signature_window.count(), unix_now());
+  if (outcome == detail::ReplayGuard::Outcome::replayed) {
+    return unauthorized(options,
+                        "this signed request was accepted before (the same signature within the "
+                        "window): a replay. Sign each request with a new nonce");
+  }
+  if (outcome == detail::ReplayGuard::Outcome::full) {
+    return overloaded("too_many_signatures",
+                      "the server remembers as many signatures as it may (max_signatures) until "
+                      "the oldest leave the window; try again");
+  }
+  return std::nullopt;
+}
+
+// The answer to a client that speaks plain HTTP to a TLS port, sent in plain text.
+HttpResponse plain_http_refused() {
+  return json_error(400, "bad_request",
+                    "this server speaks HTTPS (TLS): use https:// in the URL, not http://");
+}
+
 // ---- One connection ------------------------------------------------------------------------
 
-class Session : public std::enable_shared_from_this<Session> {
+// A connection over plain TCP (PlainStream) or TLS (TlsStream): the same requests, read and
+// answered the same way; only the start (the TLS handshake) and the close differ.
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
  public:
   Session(tcp::socket socket, Shared& shared, Held slot)
-      : stream_(std::move(socket)), shared_(shared), slot_(std::move(slot)) {}
+      : stream_(make_stream(std::move(socket), shared)), shared_(shared), slot_(std::move(slot)) {}
 
-  void start() {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
-  }
-
-  // A connection over max_connections: answered 503 before anything is read, then closed.
-  void refuse() {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-      self->send(
-          overloaded("too_many_connections",
-                     "the server has " + std::to_string(self->shared_.options.max_connections) +
-                         " connections open, its limit (max_connections); try again"),
-          11, false, false);
+  // refuse: a connection over max_connections, answered 503 (after the handshake, with TLS)
+  // before anything is read, then closed.
+  void start(bool refuse) {
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this(), refuse] {
+      if constexpr (kTls) {
+        self->detect_tls(refuse);
+      } else {
+        self->begin(refuse);
+      }
     });
   }
 
  private:
+  static Stream make_stream(tcp::socket socket, Shared& shared) {
+    if constexpr (kTls) {
+      return Stream(std::move(socket), *shared.tls);
+    } else {
+      return Stream(std::move(socket));
+    }
+  }
+
+  PlainStream& lowest() { return beast::get_lowest_layer(stream_); }
+
+  void begin(bool refuse) {
+    if (!refuse) return read_header();
+    send(overloaded("too_many_connections",
+                    "the server has " + std::to_string(shared_.options.max_connections) +
+                        " connections open, its limit (max_connections); try again"),
+         11, false, false);
+  }
+
+  // A client that speaks plain HTTP to a TLS port is told so in plain text, rather than left
+  // with a failed handshake it cannot read; then the handshake goes on from the bytes read.
+  void detect_tls(bool refuse) {
+    lowest().expires_after(shared_.options.idle_timeout);
+    beast::async_detect_ssl(
+        lowest(), buffer_,
+        [self = this->shared_from_this(), refuse](beast::error_code error, bool tls) {
+          if (error) return self->close();
+          if (!tls) return self->refuse_plain();
+          self->stream_.async_handshake(
+              asio::ssl::stream_base::server, self->buffer_.data(),
+              [self, refuse](beast::error_code handshake_error, std::size_t used) {
+                if (handshake_error) return self->close();
+                self->buffer_.consume(used);
+                self->begin(refuse);
+              });
+        });
+  }
+
+  void refuse_plain() {
+    plain_ = true;
+    response_ = to_message(plain_http_refused(), 11, false, false);
+    http::async_write(lowest(), response_,
+                      [self = this->shared_from_this()](beast::error_code error, std::size_t) {
+                        if (error) return self->close();
+                        self->linger();
+                      });
+  }
+
   // The header first, so that it is checked before the body is read, a body over the limit is
   // refused unread, and a client waiting for 100 Continue gets it only once it may go on.
   void read_header() {
@@ -289,17 +394,16 @@ class Session : public std::enable_shared_from_this<Session> {
         shared_.options.max_header, std::numeric_limits<std::uint32_t>::max())));
     parser_->body_limit(shared_.options.max_body);
     request_ = HttpRequest{};
-    stream_.expires_after(shared_.options.idle_timeout);
+    lowest().expires_after(shared_.options.idle_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code error, std::size_t) {
-                              self->on_header(error);
-                            });
+                            [self = this->shared_from_this()](
+                                beast::error_code error, std::size_t) { self->on_header(error); });
   }
 
   void on_header(beast::error_code error) {
     if (error) return on_read_error(error);
     const auto& header = parser_->get();
-    if (auto refusal = refuse_header(shared_.options, header, request_)) {
+    if (auto refusal = refuse_header(shared_.options, header, request_, signature_)) {
       return refuse_request(std::move(*refusal));
     }
     if (!parser_->is_done()) {
@@ -319,11 +423,12 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool expects_continue = header.version() == 11 && !parser_->is_done() &&
                                   beast::iequals(header[http::field::expect], "100-continue");
     if (!expects_continue) return read_body();
-    asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
-                      [self = shared_from_this()](beast::error_code write_error, std::size_t) {
-                        if (write_error) return self->close();
-                        self->read_body();
-                      });
+    asio::async_write(
+        stream_, asio::buffer(kContinue.data(), kContinue.size()),
+        [self = this->shared_from_this()](beast::error_code write_error, std::size_t) {
+          if (write_error) return self->close();
+          self->read_body();
+        });
   }
 
   // Refused on its header: a request without a body keeps the connection as it asked; one with
@@ -336,7 +441,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read_body() {
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code error, std::size_t) {
+                     [self = this->shared_from_this()](beast::error_code error, std::size_t) {
                        self->on_request(error);
                      });
   }
@@ -344,8 +449,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_request(beast::error_code error) {
     if (error) return on_read_error(error);
     auto& message = parser_->get();
-    request_.body = std::move(message.body());
     const bool head = message.method() == http::verb::head;
+    if (signature_) {
+      if (auto refusal = refuse_signed(shared_, *signature_, message)) {
+        return send(std::move(*refusal), message.version(), message.keep_alive(), head);
+      }
+    }
+    request_.body = std::move(message.body());
     if (const HttpResponse* page = static_response(shared_.options, message, request_)) {
       return send(*page, message.version(), message.keep_alive(), head);
     }
@@ -356,7 +466,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // session, its request and its body bytes until the handler returns; once the server stops,
   // the pool drops it unrun (see handle()).
   void hand_off(unsigned version, bool keep_alive, bool head) {
-    auto task = [self = shared_from_this(), request = std::move(request_),
+    auto task = [self = this->shared_from_this(), request = std::move(request_),
                  bytes = std::move(body_bytes_), version, keep_alive, head]() mutable {
       std::optional<HttpResponse> response = handle(self->shared_, request);
       request = HttpRequest{};
@@ -379,9 +489,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void send(HttpResponse response, unsigned version, bool keep_alive, bool head) {
     response_ = to_message(std::move(response), version, keep_alive, head);
-    stream_.expires_after(shared_.options.idle_timeout);
+    lowest().expires_after(shared_.options.idle_timeout);
     http::async_write(stream_, response_,
-                      [self = shared_from_this()](beast::error_code error, std::size_t) {
+                      [self = this->shared_from_this()](beast::error_code error, std::size_t) {
                         if (error) return self->close();
                         if (self->response_.keep_alive()) return self->read_header();
                         self->linger();
@@ -390,42 +500,55 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Closing a socket with unread input makes the kernel send a reset, which can destroy the
   // response before the client reads it (a 413 while the client still sends its body). So:
-  // send FIN, then read and discard until the client closes too, for at most kLingerTime.
+  // send FIN, then read and discard until the client closes too, for at most kLingerTime. Over
+  // TLS, the close_notify alert goes first, within the same time.
   void linger() {
     body_bytes_.release();
+    lowest().expires_after(kLingerTime);
+    if constexpr (kTls) {
+      if (!plain_) {
+        plain_ = true;  // the TLS layer is done with: what follows is raw TCP
+        return stream_.async_shutdown(
+            [self = this->shared_from_this()](beast::error_code) { self->linger(); });
+      }
+    }
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(kLingerTime);
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
     discard();
   }
 
   void discard() {
-    stream_.async_read_some(asio::buffer(discarded_),
-                            [self = shared_from_this()](beast::error_code error, std::size_t) {
-                              if (error) return self->close();
-                              self->discard();
-                            });
+    lowest().async_read_some(asio::buffer(discarded_), [self = this->shared_from_this()](
+                                                           beast::error_code error, std::size_t) {
+      if (error) return self->close();
+      self->discard();
+    });
   }
 
   void close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    lowest().close();
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   Shared& shared_;
   Held slot_;  // this connection's place in connections (or refusing)
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;  // a fresh one per request
   HttpRequest request_;                         // decoded from the header; its body once read
+  std::optional<detail::Signature> signature_;  // a signed request's, checked once read
   Held body_bytes_;                             // the body's share of max_body_bytes_in_flight
   http::response<http::string_body> response_;  // kept alive while written
+  bool plain_ = false;  // TLS only: the connection speaks raw TCP from now on (see linger())
   std::array<char, 4096> discarded_;
 };
 
 tcp::endpoint endpoint_to_bind(const HttpOptions& options) {
   if (const auto invalid = detail::invalid_token(options.token)) throw Error(*invalid);
+  if (const auto invalid = detail::invalid_signing_secret(options.signing_secret)) {
+    throw Error(*invalid);
+  }
   beast::error_code error;
   const asio::ip::address address = options.address == "localhost"
                                         ? asio::ip::address(asio::ip::address_v4::loopback())
@@ -435,12 +558,42 @@ tcp::endpoint endpoint_to_bind(const HttpOptions& options) {
                 "': not an IP address; use 127.0.0.1, ::1, localhost, 0.0.0.0, :: or an address "
                 "of this host");
   }
-  if (!address.is_loopback() && options.token.empty()) {
+  if (!address.is_loopback() && options.token.empty() && options.signing_secret.empty()) {
     throw Error("refusing to serve HTTP on " + options.address +
                 " without a token: anyone who can reach it could start and cancel runs; set a "
-                "bearer token or bind a loopback address (127.0.0.1)");
+                "bearer token or a signing secret, or bind a loopback address (127.0.0.1)");
   }
   return {address, options.port};
+}
+
+// The TLS context of HttpOptions::tls_cert_file and tls_key_file: TLS 1.2 and later only.
+asio::ssl::context tls_context(const HttpOptions& options) {
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    throw Error(
+        "TLS needs both a certificate file and a key file (--tls-cert and --tls-key); "
+        "only the " +
+        std::string(options.tls_cert_file.empty() ? "key" : "certificate") + " file was given");
+  }
+  asio::ssl::context context(asio::ssl::context::tls_server);
+  context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                      asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                      asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+  beast::error_code error;
+  context.use_certificate_chain_file(options.tls_cert_file, error);
+  if (error) {
+    throw Error("cannot serve HTTPS: the certificate file '" + options.tls_cert_file +
+                "' cannot be read as a PEM certificate chain: " + error.message());
+  }
+  context.use_private_key_file(options.tls_key_file, asio::ssl::context::pem, error);
+  if (!error && SSL_CTX_check_private_key(context.native_handle()) != 1) {
+    error = asio::error::invalid_argument;
+  }
+  if (error) {
+    throw Error("cannot serve HTTPS: the key file '" + options.tls_key_file +
+                "' cannot be read as a PEM private key, or it is not the key of the certificate '" +
+                options.tls_cert_file + "': " + error.message());
+  }
+  return context;
 }
 
 std::string host_and_port(const asio::ip::address& address, unsigned short port) {
@@ -500,6 +653,12 @@ HttpServer::Impl::Impl(HttpOptions options, HttpHandler handler) {
   shared.handler = std::move(handler);
   shared.server = this;
   const tcp::endpoint wanted = endpoint_to_bind(shared.options);
+  if (!shared.options.tls_cert_file.empty() || !shared.options.tls_key_file.empty()) {
+    shared.tls.emplace(tls_context(shared.options));
+  }
+  if (!shared.options.signing_secret.empty()) {
+    shared.signatures.emplace(shared.options.max_signatures);
+  }
   const int thread_count = std::max(1, shared.options.threads);
   io.emplace(thread_count);
   acceptor.emplace(*io);
@@ -536,11 +695,18 @@ void HttpServer::Impl::on_accept(beast::error_code error, tcp::socket socket) {
     });
     return;
   }
-  if (auto slot = Held::take(shared.connections, 1, shared.options.max_connections)) {
-    std::make_shared<Session>(std::move(socket), shared, std::move(*slot))->start();
-  } else if (auto refusal = Held::take(shared.refusing, 1, kMaxRefusing)) {
-    std::make_shared<Session>(std::move(socket), shared, std::move(*refusal))->refuse();
-  }  // else the socket closes here, unanswered
+  std::optional<Held> slot = Held::take(shared.connections, 1, shared.options.max_connections);
+  const bool refuse = !slot;
+  if (refuse) slot = Held::take(shared.refusing, 1, kMaxRefusing);
+  if (!slot) {
+    // The socket closes here, unanswered.
+  } else if (shared.tls) {
+    std::make_shared<Session<TlsStream>>(std::move(socket), shared, std::move(*slot))
+        ->start(refuse);
+  } else {
+    std::make_shared<Session<PlainStream>>(std::move(socket), shared, std::move(*slot))
+        ->start(refuse);
+  }
   accept();
 }
 
@@ -586,7 +752,8 @@ HttpServer::~HttpServer() { impl_->stop(); }
 unsigned short HttpServer::port() const { return impl_->endpoint.port(); }
 
 std::string HttpServer::url() const {
-  return "http://" + host_and_port(impl_->endpoint.address(), impl_->endpoint.port());
+  return std::string(impl_->shared.tls ? "https://" : "http://") +
+         host_and_port(impl_->endpoint.address(), impl_->endpoint.port());
 }
 
 void HttpServer::stop() { impl_->stop(); }

@@ -48,10 +48,24 @@ struct HttpOptions {
   std::string address = "127.0.0.1";
   unsigned short port = 8080;  ///< 0: an ephemeral port (see HttpServer::port())
   /// The bearer token: empty (none), or visible ASCII, '!' to '~' (no space, no control
-  /// character). Required when the address is not loopback (127.0.0.0/8, ::1, localhost).
-  /// When set, every request but a GET or HEAD with no body to one of public_paths needs
-  /// `Authorization: Bearer <token>`.
+  /// character). A token or a signing_secret is required when the address is not loopback
+  /// (127.0.0.0/8, ::1, localhost). When either is set, every request but a GET or HEAD with no
+  /// body to one of public_paths needs `Authorization: Bearer <token>` or a signature.
   std::string token{};
+  /// The shared secret of signed requests (runtime/http_signing.hpp; docs/operations.md): empty
+  /// (none), or at least 32 bytes. A request signed with it needs no token.
+  std::string signing_secret{};
+  /// How far a signed request's timestamp may be from this host's clock, either way; within
+  /// it, a signature is accepted once.
+  std::chrono::seconds signature_window{300};
+  /// Signatures remembered within the window (about 70 bytes each); past this many, signed
+  /// requests get 503 too_many_signatures until the oldest expire.
+  std::size_t max_signatures = 500'000;
+  /// TLS: the PEM file of the certificate chain (the server's certificate first) and the PEM
+  /// file of its private key; both or neither. When set, every connection is TLS 1.2 or later,
+  /// url() says https, and a client that speaks plain HTTP gets 400 in plain text.
+  std::string tls_cert_file{};
+  std::string tls_key_file{};
   std::size_t max_body = 1 << 20;  ///< larger request bodies get 413
   int threads = 2;                 ///< io threads (at least one)
   /// Paths (decoded, exact match) served without the token: the dashboard page holds no data.
@@ -82,18 +96,22 @@ struct HttpOptions {
 /// The routes use it too, so that all errors share one shape.
 HttpResponse json_error(int status, std::string code, std::string message);
 
-/// Serves HTTP/1.0 and 1.1 (keep-alive, chunked request bodies, Expect: 100-continue) until
-/// stopped. Errors it answers itself, all as json_error: 400 bad_request (malformed HTTP, a
-/// target that does not decode), 401 unauthorized (with `WWW-Authenticate: Bearer`), 403
-/// forbidden (a browser request from another site: an Origin other than http:// and this
-/// server's Host, or, on a loopback address, a Host that is not exactly a loopback name with an
-/// optional port, as DNS rebinding makes it), 413 payload_too_large, 431 header_too_large, 500
-/// internal (the handler threw), 503 too_many_connections and too_many_bodies (with
-/// `Retry-After`). The target, Host, Origin and token are checked on the header, before any
-/// body byte is read or `100 Continue` is sent; a request refused with a body still unread is
-/// answered and its connection closed. Every response carries `X-Frame-Options: DENY`,
-/// `Content-Security-Policy: frame-ancestors 'none'` and `X-Content-Type-Options: nosniff`
-/// (set by the server, over any the handler sets), so no other site can frame a page of it.
+/// Serves HTTP/1.0 and 1.1 (keep-alive, chunked request bodies, Expect: 100-continue), over TLS
+/// when configured, until stopped. Errors it answers itself, all as json_error: 400 bad_request
+/// (malformed HTTP, a target that does not decode), 401 unauthorized (with `WWW-Authenticate:
+/// Bearer` and/or `Durable-Signature`: no credentials, wrong ones, a stale or replayed
+/// signature, one that does not match the body), 403 forbidden (a browser request from another
+/// site: an Origin other than http:// (https:// with TLS) and this server's Host, or, on a loopback
+/// address, a Host that is not exactly a loopback name with an optional port, as DNS rebinding
+/// makes it), 413 payload_too_large, 431 header_too_large, 500 internal (the handler threw), 503
+/// too_many_connections, too_many_bodies and too_many_signatures (with `Retry-After`). The target,
+/// Host, Origin and token, or the signature's form, timestamp and freshness, are checked on the
+/// header, before any body byte is read or `100 Continue` is sent (a signature's digest, which
+/// covers the body, once the body is read, before the handler is called); a request refused with a
+/// body still unread is answered and its connection closed. Every response carries
+/// `X-Frame-Options: DENY`, `Content-Security-Policy: frame-ancestors 'none'` and
+/// `X-Content-Type-Options: nosniff` (set by the server, over any the handler sets), so no other
+/// site can frame a page of it.
 ///
 /// Threading: the constructor starts HttpOptions::threads io threads, which accept connections,
 /// read requests and send responses, and HttpOptions::handler_threads handler threads, which
@@ -109,10 +127,10 @@ HttpResponse json_error(int status, std::string code, std::string message);
 /// from any thread.
 class HttpServer {
  public:
-  /// Binds, listens and starts serving. Throws durable::Error for a token that is not valid (see
-  /// HttpOptions::token), a non-loopback address without a token, an address that does not
-  /// parse, or an address and port it cannot listen on (in use, not local); the message names
-  /// the address and port.
+  /// Binds, listens and starts serving. Throws durable::Error for a token or signing secret that
+  /// is not valid, a non-loopback address without either, an address that does not parse, a TLS
+  /// certificate or key that cannot be read or do not match (the message names the file), or an
+  /// address and port it cannot listen on (in use, not local; the message names them).
   HttpServer(HttpOptions options, HttpHandler handler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -120,7 +138,8 @@ class HttpServer {
 
   /// The bound port (the ephemeral one chosen when HttpOptions::port was 0).
   unsigned short port() const;
-  /// Where the server listens: "http://127.0.0.1:PORT", "http://[::1]:PORT".
+  /// Where the server listens: "http://127.0.0.1:PORT", "http://[::1]:PORT", "https://..." with
+  /// TLS.
   std::string url() const;
   /// Stops serving; see the threading contract above. Idempotent.
   void stop();

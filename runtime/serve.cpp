@@ -135,6 +135,9 @@ HttpServing serve_http(const RuntimeOptions& options, std::function<void()> on_c
   listen.address = options.http.address;
   listen.port = options.http.port;
   listen.token = options.http.token;
+  listen.signing_secret = options.http.signing_secret;
+  listen.tls_cert_file = options.http.tls_cert_file;
+  listen.tls_key_file = options.http.tls_key_file;
   listen.static_responses = ops::static_pages();
   serving.server = std::make_unique<ops::HttpServer>(listen, ops::api_handler(*serving.admin));
   return serving;

@@ -3,7 +3,7 @@
 # Sourced by scripts/demo and scripts/test: installs the Debian 12 packages durable builds with,
 # when any is missing. Needs root, or sudo.
 durable_packages=(g++ cmake ninja-build pkg-config libsqlite3-dev libsqlitecpp-dev
-  nlohmann-json3-dev libboost-dev libboost-context-dev doctest-dev libpq-dev)
+  nlohmann-json3-dev libboost-dev libboost-context-dev doctest-dev libpq-dev libssl-dev)
 # Only for tests: Chromium for the dashboard's browser test (tests/browser), wrk for the HTTP
 # load test, clang and clang-16 for the build with clang and the check that the public headers
 # and samples compile with Debian's clang 14 and 16, prometheus

@@ -14,11 +14,13 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "stores.hpp"
 #include "support.hpp"
+#include "tls_support.hpp"
 
 using namespace durable;
 using namespace std::chrono_literals;
@@ -332,4 +334,64 @@ TEST_CASE(
   const auto [code, out] = shell(cli + "--json stats");
   REQUIRE(code == 0);
   CHECK(json::parse(out).at("total") == 0);
+}
+
+TEST_CASE(
+    "durable serve: --tls-cert, --tls-key and --signing-secret-file serve HTTPS to signed "
+    "clients (on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "app.db");
+  { Runtime runtime({.database = db}); }
+  const auto certificate = test::tls::make_self_signed(dir.path(), "server");
+  const std::string secret = std::string(32, 'k');
+  const std::string secret_file = dir.file("secret");
+  std::ofstream(secret_file) << secret << "\n";  // as `openssl rand -hex 32 > FILE` writes it
+  test::ServeProcess serve(DURABLE_CLI, db, {},
+                           {"--tls-cert", certificate.cert_file, "--tls-key", certificate.key_file,
+                            "--signing-secret-file", secret_file});
+  const std::string first = lines_within(serve.fd(), 1, 10s);
+  const std::string prefix = "at https://127.0.0.1:";
+  const std::size_t at = first.find(prefix);
+  REQUIRE(at != std::string::npos);
+  const auto port = static_cast<unsigned short>(std::stoi(first.substr(at + prefix.size())));
+  test::tls::Client client(port, certificate.cert_file);
+  CHECK(client.exchange(test::tls::http::verb::get, "/v1/stats").result_int() == 401);
+  const std::string signature = test::tls::signature_header(
+      secret, "GET", "/v1/stats", test::tls::unix_now(), "cli-test-nonce-01", "");
+  CHECK(client.exchange(test::tls::http::verb::get, "/v1/stats", "", signature).result_int() ==
+        200);
+}
+
+TEST_CASE("durable serve: TLS files and the signing secret are checked before serving") {
+  test::TempDir dir;
+  const std::string db = dir.file("app.db");
+  { Runtime runtime({.database = db}); }
+  const auto certificate = test::tls::make_self_signed(dir.path(), "server");
+  const std::string serve = std::string(DURABLE_CLI) + " --db '" + db + "' serve --port 0 ";
+  std::ofstream(dir.file("short")) << "too short\n";
+  std::ofstream(dir.file("empty")) << "\n";
+  struct Case {
+    std::string flags;
+    int code;
+    std::string expected;
+  };
+  for (const Case& bad : {
+           Case{"--tls-cert '" + certificate.cert_file + "'", 2,
+                "TLS needs both --tls-cert and --tls-key"},
+           Case{"--signing-secret-file '" + dir.file("missing") + "'", 2,
+                "cannot read the signing secret file"},
+           Case{"--signing-secret-file '" + dir.file("short") + "'", 2, "at least 32"},
+           Case{"--signing-secret-file '" + dir.file("empty") + "'", 2, "is empty"},
+           Case{"--tls-cert '" + dir.file("missing.crt") + "' --tls-key '" + certificate.key_file +
+                    "'",
+                1, "missing.crt"},
+       }) {
+    CAPTURE(bad.flags);
+    const auto [code, out] = shell(serve + bad.flags);
+    CHECK(code == bad.code);
+    CHECK(has(out, bad.expected));
+  }
+  const auto [code, out] = shell("DURABLE_SIGNING_SECRET=short " + serve);
+  CHECK(code == 2);
+  CHECK(has(out, "DURABLE_SIGNING_SECRET"));
 }

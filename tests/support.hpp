@@ -183,12 +183,14 @@ inline std::pair<int, std::string> shell(const std::string& command) {
 class ServeProcess {
  public:
   ServeProcess(const std::string& cli, const std::string& db,
-               const std::vector<std::string>& before = {}) {
+               const std::vector<std::string>& before = {},
+               const std::vector<std::string>& after = {}) {
     int pipe_fds[2];
     if (::pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
     std::vector<std::string> words = {cli};
     words.insert(words.end(), before.begin(), before.end());
     for (const char* word : {"--db", db.c_str(), "serve", "--port", "0"}) words.emplace_back(word);
+    words.insert(words.end(), after.begin(), after.end());
     std::vector<char*> argv;
     for (std::string& word : words) argv.push_back(word.data());
     argv.push_back(nullptr);

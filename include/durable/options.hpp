@@ -124,7 +124,15 @@ enum class LogLevel { debug, info, warn, error, off };
 struct HttpListen {
   std::string address{};       ///< empty: no HTTP; "127.0.0.1", "::1", "0.0.0.0", a host IP
   unsigned short port = 8080;  ///< 0: any free port (Runtime::http_url() tells which)
-  std::string token{};         ///< bearer token; required when the address is not loopback
+  /// Bearer token. A token or a signing secret is required when the address is not loopback.
+  std::string token{};
+  /// The shared secret of signed requests (HMAC-SHA256; docs/operations.md, "Signed
+  /// requests"): empty, or at least 32 bytes. A request signed with it needs no token.
+  std::string signing_secret{};
+  /// TLS: the PEM file of the certificate chain and the PEM file of its private key, both or
+  /// neither. With them the server speaks only HTTPS (TLS 1.2 or later).
+  std::string tls_cert_file{};
+  std::string tls_key_file{};
 };
 
 /// Options of a Runtime.

@@ -42,7 +42,7 @@ _durable() {
   done
 
   case $prev in
-    --db)
+    --db | --tls-cert | --tls-key | --signing-secret-file)
       compopt -o filenames 2>/dev/null  # a / after directories, names quoted
       mapfile -t COMPREPLY < <(compgen -f -- "$cur")
       return
@@ -79,7 +79,7 @@ _durable() {
     start) flags="--input --key --correlation --priority --tag --deadline" ;;
     send) flags="--data" ;;
     events) flags="--older-than" ;;
-    serve) flags="--address --port --token" ;;
+    serve) flags="--address --port --token --tls-cert --tls-key --signing-secret-file" ;;
   esac
   if [[ $cur == -* ]]; then
     [[ -n $command ]] && flags+=" --db --json"
