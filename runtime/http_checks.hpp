@@ -42,7 +42,7 @@ struct PublicRead {
 /// of one of HttpOptions::public_paths goes on without credentials. The credentials are the
 /// bearer token (HttpOptions::token) or a signature (HttpOptions::signing_secret): a signed
 /// request whose form and timestamp (against `now`, Unix seconds) pass goes on with `signature`
-/// set, and its digest is checked once its body has been read (verify_signature).
+/// set, and its digest is checked once its body has been read (refuse_signature).
 std::optional<std::string> refuse_credentials(const HttpOptions& options, const PublicRead& read,
                                               std::string_view authorization, std::int64_t now,
                                               std::optional<Signature>& signature);

@@ -70,6 +70,10 @@ using detail::iequals;
 // How long a connection that is being closed (after an error response, or Connection: close)
 // may keep sending before the socket is closed; see Session::linger.
 constexpr std::chrono::milliseconds kLingerTime{1000};
+// How long a TLS client has to send its hello and finish the handshake, apart from the idle
+// timeout of its requests: a handshake costs the server a key operation, and a connection over
+// max_connections is answered only after one.
+constexpr std::chrono::milliseconds kHandshakeTime{5000};
 // A pause before accepting again when accept fails (out of file descriptors): not a busy loop.
 constexpr std::chrono::milliseconds kAcceptRetry{50};
 // Connections over max_connections that are being answered 503 at once. Past this many, one
@@ -284,6 +288,12 @@ HttpResponse malformed(const beast::error_code& error, const HttpOptions& option
   return json_error(400, "bad_request", "malformed HTTP request: " + error.message());
 }
 
+HttpResponse replayed(const HttpOptions& options) {
+  return unauthorized(options,
+                      "this signed request was accepted before (the same signature within the "
+                      "window): a replay. Sign each request with a new nonce");
+}
+
 // A signed request, once its body is read: the digest must match and must not have been
 // accepted before within the window.
 std::optional<HttpResponse> refuse_signed(Shared& shared, const detail::Signature& signature,
@@ -293,13 +303,15 @@ std::optional<HttpResponse> refuse_signed(Shared& shared, const detail::Signatur
                                                to_std(message.target()), message.body())) {
     return unauthorized(options, std::move(*mismatch));
   }
-  const auto outcome = shared.signatures->accept(
-      signature.digest, signature.timestamp + options.signature_window.count(), unix_now());
-  if (outcome == detail::ReplayGuard::Outcome::replayed) {
-    return unauthorized(options,
-                        "this signed request was accepted before (the same signature within the "
-                        "window): a replay. Sign each request with a new nonce");
+  // The window again, at the time the guard forgets by: a header sent at the window's edge and
+  // a body held back past it would otherwise meet a guard that has forgotten its first use.
+  const std::int64_t now = unix_now();
+  if (auto stale = detail::refuse_timestamp(signature.timestamp, now, options.signature_window)) {
+    return unauthorized(options, std::move(*stale));
   }
+  const auto outcome = shared.signatures->accept(
+      signature.digest, signature.timestamp + options.signature_window.count(), now);
+  if (outcome == detail::ReplayGuard::Outcome::replayed) return replayed(options);
   if (outcome == detail::ReplayGuard::Outcome::full) {
     return overloaded("too_many_signatures",
                       "the server remembers as many signatures as it may (max_signatures) until "
@@ -360,7 +372,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // A client that speaks plain HTTP to a TLS port is told so in plain text, rather than left
   // with a failed handshake it cannot read; then the handshake goes on from the bytes read.
   void detect_tls(bool refuse) {
-    lowest().expires_after(shared_.options.idle_timeout);
+    lowest().expires_after(std::min(shared_.options.idle_timeout, kHandshakeTime));
     beast::async_detect_ssl(
         lowest(), buffer_,
         [self = this->shared_from_this(), refuse](beast::error_code error, bool tls) {
@@ -405,6 +417,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     const auto& header = parser_->get();
     if (auto refusal = refuse_header(shared_.options, header, request_, signature_)) {
       return refuse_request(std::move(*refusal));
+    }
+    // A replay known already is refused unread; a new signature is checked once read.
+    if (signature_ && shared_.signatures->holds(signature_->digest)) {
+      return refuse_request(replayed(shared_.options));
     }
     if (!parser_->is_done()) {
       // A body of unknown length (chunked) may grow to max_body.
@@ -501,7 +517,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // Closing a socket with unread input makes the kernel send a reset, which can destroy the
   // response before the client reads it (a 413 while the client still sends its body). So:
   // send FIN, then read and discard until the client closes too, for at most kLingerTime. Over
-  // TLS, the close_notify alert goes first, within the same time.
+  // TLS, the close_notify alert goes first, with kLingerTime of its own (a client that sends
+  // none until then has its socket closed without the FIN).
   void linger() {
     body_bytes_.release();
     lowest().expires_after(kLingerTime);

@@ -68,7 +68,7 @@ struct HttpOptions {
   std::string tls_key_file{};
   std::size_t max_body = 1 << 20;  ///< larger request bodies get 413
   int threads = 2;                 ///< io threads (at least one)
-  /// Paths (decoded, exact match) served without the token: the dashboard page holds no data.
+  /// Paths (decoded, exact match) served without credentials: the dashboard page holds no data.
   std::vector<std::string> public_paths = {"/"};
   /// A connection is closed when no complete request arrives within this time after it opens
   /// or after its last response (the keep-alive idle timeout); it also bounds reading one
@@ -105,11 +105,11 @@ HttpResponse json_error(int status, std::string code, std::string message);
 /// address, a Host that is not exactly a loopback name with an optional port, as DNS rebinding
 /// makes it), 413 payload_too_large, 431 header_too_large, 500 internal (the handler threw), 503
 /// too_many_connections, too_many_bodies and too_many_signatures (with `Retry-After`). The target,
-/// Host, Origin and token, or the signature's form, timestamp and freshness, are checked on the
-/// header, before any body byte is read or `100 Continue` is sent (a signature's digest, which
-/// covers the body, once the body is read, before the handler is called); a request refused with a
-/// body still unread is answered and its connection closed. Every response carries
-/// `X-Frame-Options: DENY`, `Content-Security-Policy: frame-ancestors 'none'` and
+/// Host, Origin and token, or the signature's form and timestamp (and that it was not used
+/// before), are checked on the header, before any body byte is read or `100 Continue` is sent (a
+/// signature's digest, which covers the body, once the body is read, before the handler is called);
+/// a request refused with a body still unread is answered and its connection closed. Every response
+/// carries `X-Frame-Options: DENY`, `Content-Security-Policy: frame-ancestors 'none'` and
 /// `X-Content-Type-Options: nosniff` (set by the server, over any the handler sets), so no other
 /// site can frame a page of it.
 ///

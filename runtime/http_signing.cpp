@@ -86,8 +86,11 @@ std::optional<Signature> parse_signature(std::string_view authorization, std::st
   }
   Signature parsed;
   const auto [end, status] = std::from_chars(t->data(), t->data() + t->size(), parsed.timestamp);
-  if (t->empty() || t->front() == '-' || status != std::errc() || end != t->data() + t->size()) {
-    error = "the signature's t is not a number of seconds since the Unix epoch";
+  const bool canonical = !t->empty() && (t->front() != '0' || t->size() == 1);
+  if (!canonical || status != std::errc() || end != t->data() + t->size() || parsed.timestamp < 0) {
+    error =
+        "the signature's t is not a number of seconds since the Unix epoch, in decimal "
+        "digits without leading zeros";
     return std::nullopt;
   }
   if (nonce->size() < kMinNonce || nonce->size() > kMaxNonce ||
@@ -154,14 +157,25 @@ std::optional<std::string> refuse_timestamp(std::int64_t timestamp, std::int64_t
          " s either way: sign each request as it is sent, and check the client's clock";
 }
 
-ReplayGuard::Outcome ReplayGuard::accept(std::string_view digest, std::int64_t expires,
-                                         std::int64_t now) {
+ReplayGuard::Key ReplayGuard::key_of(std::string_view digest) {
   Key key;
   std::memcpy(&key.high, digest.data(), std::min(digest.size(), sizeof key.high));
   if (digest.size() > sizeof key.high) {
     std::memcpy(&key.low, digest.data() + sizeof key.high,
                 std::min(digest.size() - sizeof key.high, sizeof key.low));
   }
+  return key;
+}
+
+bool ReplayGuard::holds(std::string_view digest) {
+  const Key key = key_of(digest);
+  std::lock_guard lock(mutex_);
+  return used_.contains(key);
+}
+
+ReplayGuard::Outcome ReplayGuard::accept(std::string_view digest, std::int64_t expires,
+                                         std::int64_t now) {
+  const Key key = key_of(digest);
   std::lock_guard lock(mutex_);
   while (!expiries_.empty() && expiries_.top().first < now) {
     used_.erase(expiries_.top().second);

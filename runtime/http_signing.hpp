@@ -73,7 +73,12 @@ class ReplayGuard {
   enum class Outcome { accepted, replayed, full };
   /// Records `digest` as used until `expires` (Unix seconds), after forgetting the ones expired
   /// before `now`. replayed: it was recorded before; full: capacity signatures are unexpired.
+  /// The caller checks the timestamp against the same `now`: a signature accepted after its
+  /// expiry would be forgotten at once.
   Outcome accept(std::string_view digest, std::int64_t expires, std::int64_t now);
+  /// Whether `digest` is recorded (expired or not): a replay that can be refused before its
+  /// body is read.
+  bool holds(std::string_view digest);
 
  private:
   struct Key {
@@ -86,6 +91,7 @@ class ReplayGuard {
     std::size_t operator()(const Key& key) const noexcept { return key.high ^ key.low; }
   };
   using Expiry = std::pair<std::int64_t, Key>;
+  static Key key_of(std::string_view digest);  // its first 128 bits
 
   std::size_t capacity_;
   std::mutex mutex_;
