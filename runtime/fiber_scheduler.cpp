@@ -12,9 +12,17 @@
 
 #include "spin.hpp"
 
+// GCC says it builds with ASan by __SANITIZE_ADDRESS__, Debian's clang 14 and 16 only by
+// __has_feature. Stack switches ASan is not told of make it report errors that are not there.
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/common_interface_defs.h>
 #define DURABLE_ASAN_FIBERS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DURABLE_ASAN_FIBERS 1
+#endif
+#endif
+#if DURABLE_ASAN_FIBERS
+#include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(__SANITIZE_THREAD__)
 // ThreadSanitizer's fiber interface deadlocked inside its own runtime here (GCC 12's libtsan):
