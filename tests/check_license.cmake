@@ -13,7 +13,7 @@ if(NOT license MATCHES "Apache License")
   message(FATAL_ERROR "LICENSE is not the Apache License 2.0 text")
 endif()
 set(patterns)
-foreach(dir src sqlite postgres include runtime testing tests samples bench cmake)
+foreach(dir src sqlite postgres include runtime testing tests samples bench cmake fuzz)
   list(APPEND patterns "${ROOT}/${dir}/*.cpp" "${ROOT}/${dir}/*.hpp" "${ROOT}/${dir}/*.h"
        "${ROOT}/${dir}/*.in" "${ROOT}/${dir}/*.cmake" "${ROOT}/${dir}/*.sh" "${ROOT}/${dir}/*.mjs"
        "${ROOT}/${dir}/*.html" "${ROOT}/${dir}/CMakeLists.txt")
