@@ -2,6 +2,7 @@
 #include "serialization.hpp"
 
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -160,13 +161,35 @@ json error_to_json(const ErrorInfo& e) {
       {"type", e.type}, {"message", e.message}, {"step_id", e.step_id}, {"attempts", e.attempts}};
 }
 
+namespace {
+
+// A field of a stored error object, which another tool may have written with any type in it
+// (json::value() would throw type_error): text as it is, anything else as its JSON text.
+std::string error_text(const json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return {};
+  return it->is_string() ? it->get<std::string>() : lenient_dump(*it);
+}
+
+// A count that is not a whole number in int's range reads as 0 (a double past it would not
+// convert).
+int error_attempts(const json& j) {
+  const auto it = j.find("attempts");
+  if (it == j.end() || !it->is_number_integer()) return 0;
+  if (*it < json(0) || *it > json(std::numeric_limits<int>::max())) return 0;
+  return it->get<int>();
+}
+
+}  // namespace
+
 ErrorInfo error_from_json(const json& j) {
-  // Not an object: text another tool wrote, or the note stored() reads in place of a value
-  // nested too deep. Kept as the message rather than thrown: a claim must not fail on it.
+  // Not an object, or fields that are not what error_to_json writes: text another tool wrote,
+  // or the note stored() reads in place of a value nested too deep. Read as it is rather than
+  // thrown: a claim must not fail on it.
   if (!j.is_object())
     return {"durable::Error", j.is_string() ? j.get<std::string>() : lenient_dump(j), "", 0};
-  return {j.value("type", ""), j.value("message", ""), j.value("step_id", ""),
-          j.value("attempts", 0)};
+  return {error_text(j, "type"), error_text(j, "message"), error_text(j, "step_id"),
+          error_attempts(j)};
 }
 
 std::string shortened_dump(const json& value, std::size_t limit) {

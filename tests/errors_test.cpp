@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Errors and retries (DESIGN §2): attempts, backoff, StepFailed, failed runs, retry().
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <doctest/doctest.h>
 
 #include <random>
@@ -8,6 +9,7 @@
 
 #include "durations.hpp"
 #include "retry.hpp"
+#include "serialization.hpp"
 #include "stores.hpp"
 #include "support.hpp"
 
@@ -476,4 +478,39 @@ TEST_CASE(
   CHECK(cancelled.history.back().reason ==
         "cancelled: caf\xef\xbf\xbd \xef\xbf\xbd"
         "closed");
+}
+
+// Found by fuzz/fuzz_journal.cpp: json::value() threw type_error on a field of another type, so
+// reading such a run threw nlohmann's exception out of get() (and out of a claim).
+TEST_CASE("a stored error whose fields another tool wrote with other types reads as it is") {
+  const ErrorInfo odd = detail::error_from_json(
+      json::parse(R"({"type": "x", "message": 1, "step_id": ["a"], "attempts": "3"})"));
+  CHECK(odd.type == "x");
+  CHECK(odd.message == "1");
+  CHECK(odd.step_id == R"(["a"])");
+  CHECK(odd.attempts == 0);
+  CHECK(detail::error_from_json({{"attempts", 1e300}}).attempts == 0);  // no cast past int
+  CHECK(detail::error_from_json({{"attempts", -2}}).attempts == 0);
+  CHECK(detail::error_from_json({{"message", nullptr}, {"attempts", 4}}).attempts == 4);
+
+  test::TempDir dir;
+  const std::string db = dir.file("db");
+  Runtime runtime(test::quiet(db));
+  runtime.add(
+      Workflow("fails", [](Step&, const json&) -> json { throw std::runtime_error("no"); }));
+  const std::string id = runtime.start("fails");
+  runtime.run_until_idle();
+  REQUIRE(runtime.get(id).status == Status::failed);
+  {
+    SQLite::Database raw(db, SQLite::OPEN_READWRITE);
+    SQLite::Statement update(raw, "UPDATE runs SET error = ? WHERE id = ?");
+    update.bind(1, R"({"type": 7, "message": {"text": "no"}, "attempts": 2.5})");
+    update.bind(2, id);
+    REQUIRE(update.exec() == 1);
+  }
+  const RunInfo run = runtime.get(id);
+  REQUIRE(run.error.has_value());
+  CHECK(run.error->type == "7");
+  CHECK(run.error->message == R"({"text":"no"})");
+  CHECK(run.error->attempts == 0);
 }
