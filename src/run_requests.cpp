@@ -115,10 +115,15 @@ std::int64_t deadline_from_text(std::string_view text, std::int64_t now_ms) {
                   "2h, 1 day)");
     }
   }
-  // A time point of the system clock counts nanoseconds: it ends in the year 2262.
+  // A time point of the system clock counts nanoseconds: it holds the years 1677 to 2262. A
+  // time outside would overflow as it becomes one, into any time (0300-01-01 into 2053).
   if (*at > to_ms(Clock::time_point::max()) - 1) {
     throw Error("deadline '" + std::string(text) + "' is past the last time this clock holds (" +
                 utc_text(to_ms(Clock::time_point::max()), false) + ")");
+  }
+  if (*at < to_ms(Clock::time_point::min())) {
+    throw Error("deadline '" + std::string(text) + "' is before the first time this clock holds (" +
+                utc_text(to_ms(Clock::time_point::min()), false) + ")");
   }
   return *at;
 }
