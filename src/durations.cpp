@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <durable/errors.hpp>
 #include <string>
@@ -64,7 +65,9 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
       if (name == unit) unit_ms = ms;
     }
     if (unit_ms == 0) bad(text, "unknown unit '" + unit + "'");
-    total += std::stod(number) * static_cast<double>(unit_ms);
+    // Not std::stod, which throws out_of_range for a number past a double (310 digits) or too
+    // small for one: strtod gives infinity, refused below, or about 0.
+    total += std::strtod(number.c_str(), nullptr) * static_cast<double>(unit_ms);
     ++parts;
     skip_spaces();
   }

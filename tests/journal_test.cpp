@@ -157,6 +157,14 @@ TEST_CASE("text durations parse, and bad ones say what is wrong") {
   CHECK_THROWS_WITH_AS(parse_duration(""), doctest::Contains("it is empty"), Error);
 }
 
+// std::stod threw std::out_of_range, not Error, for these: a step.sleep failed with an exception
+// of the wrong type, and the HTTP API answered a start with such a deadline 500, not 400.
+TEST_CASE("a duration whose number is past a double is refused as too long, not thrown") {
+  CHECK_THROWS_WITH_AS(parse_duration("1" + std::string(400, '0') + "s"),
+                       doctest::Contains("longer than 30,000 years"), Error);
+  CHECK(parse_duration("0." + std::string(400, '0') + "1s") == 0ms);
+}
+
 TEST_CASE("a bad sleep string fails the run with the parser's message") {
   RunState run;
   run.id = "r1";
