@@ -11,8 +11,12 @@
 //
 // What a client can make the server hold is bounded: max_connections sessions, a header of
 // max_header bytes each, and request bodies of max_body each and max_body_bytes_in_flight in all.
-// A body is read only once its header has passed every check (target, Host, Origin, token) and
-// its bytes are reserved: an unauthenticated body is never buffered.
+// A body is read only once its header has passed every check (target, Host, Origin, token or a
+// fresh signature) and its bytes are reserved: a body without a token or signature is never
+// buffered; a signed one is, within those bounds, before its digest is checked. What is decided
+// on a request apart from its connection (the checks, the answers the server gives itself, the
+// message a response is sent as) is in http_messages.hpp; a session only sequences it, over
+// plain TCP or TLS.
 //
 // Stopping does not ask sessions to finish: the io threads end, the handler pool finishes the
 // calls running and drops the queued ones, then the io_context is destroyed, which destroys
@@ -53,6 +57,7 @@
 #include <utility>
 
 #include "http_checks.hpp"
+#include "http_messages.hpp"
 #include "http_signing.hpp"
 
 namespace durable::ops {
@@ -65,7 +70,6 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using PlainStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
-using detail::iequals;
 
 // How long a connection that is being closed (after an error response, or Connection: close)
 // may keep sending before the socket is closed; see Session::linger.
@@ -139,21 +143,12 @@ struct Shared {
   std::optional<detail::ReplayGuard> signatures;  // set when it takes signed requests
 };
 
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-HttpResponse unauthorized(const HttpOptions& options, std::string reason) {
-  HttpResponse response = json_error(401, "unauthorized", std::move(reason));
-  for (auto& challenge : detail::challenges(options)) {
-    response.headers.emplace_back("WWW-Authenticate", std::move(challenge));
-  }
-  return response;
-}
-
-std::string_view to_std(beast::string_view text) { return {text.data(), text.size()}; }
+using detail::is_malformed;
+using detail::malformed;
+using detail::overloaded;
+using detail::replayed;
+using detail::to_message;
+using detail::to_std;
 
 // ---- Requests to responses -----------------------------------------------------------------
 
@@ -174,156 +169,6 @@ std::optional<HttpResponse> handle(Shared& shared, const HttpRequest& request) {
   HttpResponse response = call_handler(shared.handler, request);
   serving_on_this_thread = nullptr;
   return response;
-}
-
-HttpResponse overloaded(std::string code, std::string message) {
-  HttpResponse response = json_error(503, std::move(code), std::move(message));
-  response.headers.emplace_back("Retry-After", "1");
-  return response;
-}
-
-// Everything decided on the header alone, before a body byte is read: fills in the request's
-// method, path, query and content type (and its signature, to check once the body is read), or
-// answers why it is refused.
-std::optional<HttpResponse> refuse_header(const HttpOptions& options,
-                                          const http::request<http::string_body>& header,
-                                          HttpRequest& request,
-                                          std::optional<detail::Signature>& signature) {
-  request.method = std::string(to_std(header.method_string()));
-  if (!detail::decode_target(to_std(header.target()), request.path, request.query)) {
-    return json_error(
-        400, "bad_request",
-        "the request target is not a path and query in valid percent-encoding of UTF-8 "
-        "text without NUL");
-  }
-  if (const auto foreign = detail::refuse_cross_site(options, to_std(header[http::field::host]),
-                                                     to_std(header[http::field::origin]))) {
-    return json_error(403, "forbidden", *foreign);
-  }
-  const bool get = header.method() == http::verb::get || header.method() == http::verb::head;
-  const bool bodiless = !header.chunked() && (!header.has_content_length() ||
-                                              header[http::field::content_length] == "0");
-  if (auto refusal = detail::refuse_credentials(options, {request.path, get && bodiless},
-                                                to_std(header[http::field::authorization]),
-                                                unix_now(), signature)) {
-    return unauthorized(options, std::move(*refusal));
-  }
-  request.content_type = std::string(to_std(header[http::field::content_type]));
-  return std::nullopt;
-}
-
-// The response the io thread sends itself (HttpOptions::static_responses), or nullptr.
-const HttpResponse* static_response(const HttpOptions& options,
-                                    const http::request<http::string_body>& message,
-                                    const HttpRequest& request) {
-  const bool read = message.method() == http::verb::get || message.method() == http::verb::head;
-  if (!read || !request.body.empty()) return nullptr;
-  const auto it = options.static_responses.find(request.path);
-  return it == options.static_responses.end() ? nullptr : &it->second;
-}
-
-bool holds_line_break(std::string_view text) {
-  return text.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
-}
-
-// Why the handler's response cannot be sent as it is, or nullopt. The server frames the message
-// itself, so a handler may not set the headers that do (they would contradict it).
-std::optional<std::string> invalid_response(const HttpResponse& response) {
-  if (response.status < 100 || response.status > 599) {
-    return "the handler answered status " + std::to_string(response.status);
-  }
-  if (holds_line_break(response.content_type)) return "the handler's content type holds CR or LF";
-  for (const auto& [name, value] : response.headers) {
-    if (name.empty() || holds_line_break(name) || holds_line_break(value)) {
-      return "the handler's header '" + name + "' is empty or holds CR or LF";
-    }
-    for (std::string_view framing : {"Content-Length", "Transfer-Encoding", "Connection"}) {
-      if (iequals(name, framing)) return "the handler set the header " + name;
-    }
-  }
-  return std::nullopt;
-}
-
-http::response<http::string_body> to_message(HttpResponse response, unsigned version,
-                                             bool keep_alive, bool head) {
-  if (const auto invalid = invalid_response(response)) {
-    response = json_error(500, "internal", *invalid);
-  }
-  http::response<http::string_body> message;
-  message.version(version);
-  message.result(static_cast<unsigned>(response.status));
-  if (!response.content_type.empty()) message.set(http::field::content_type, response.content_type);
-  for (const auto& [name, value] : response.headers) message.insert(name, value);
-  // No page of this server may be framed by another site (clickjacking the dashboard's Retry
-  // and Cancel). frame-ancestors only: the page's own policy (a meta tag) governs its scripts.
-  message.set("X-Frame-Options", "DENY");
-  message.set("Content-Security-Policy", "frame-ancestors 'none'");
-  message.set("X-Content-Type-Options", "nosniff");
-  message.keep_alive(keep_alive);
-  // A response to HEAD says how long the body would be, and sends none.
-  message.content_length(response.body.size());
-  if (!head) message.body() = std::move(response.body);
-  return message;
-}
-
-// Errors of the HTTP parser: the client sent something that is not HTTP we accept. Other read
-// errors (end of stream, reset, timeout, shutdown) leave nobody to answer.
-bool is_malformed(const beast::error_code& error) {
-  static const auto& parser_errors = http::make_error_code(http::error::bad_target).category();
-  return error.category() == parser_errors && error != http::error::end_of_stream &&
-         error != http::error::partial_message;
-}
-
-HttpResponse malformed(const beast::error_code& error, const HttpOptions& options) {
-  if (error == http::error::body_limit) {
-    return json_error(
-        413, "payload_too_large",
-        "the request body is over the limit of " + std::to_string(options.max_body) + " bytes");
-  }
-  if (error == http::error::header_limit) {
-    return json_error(431, "header_too_large",
-                      "the request line and headers are over the limit of " +
-                          std::to_string(options.max_header) + " bytes");
-  }
-  return json_error(400, "bad_request", "malformed HTTP request: " + error.message());
-}
-
-HttpResponse replayed(const HttpOptions& options) {
-  return unauthorized(options,
-                      "this signed request was accepted before (the same signature within the "
-                      "window): a replay. Sign each request with a new nonce");
-}
-
-// A signed request, once its body is read: the digest must match and must not have been
-// accepted before within the window.
-std::optional<HttpResponse> refuse_signed(Shared& shared, const detail::Signature& signature,
-                                          const http::request<http::string_body>& message) {
-  const HttpOptions& options = shared.options;
-  if (auto mismatch = detail::refuse_signature(options, signature, to_std(message.method_string()),
-                                               to_std(message.target()), message.body())) {
-    return unauthorized(options, std::move(*mismatch));
-  }
-  // The window again, at the time the guard forgets by: a header sent at the window's edge and
-  // a body held back past it would otherwise meet a guard that has forgotten its first use.
-  const std::int64_t now = unix_now();
-  if (auto stale = detail::refuse_timestamp(signature.timestamp, now, options.signature_window)) {
-    return unauthorized(options, std::move(*stale));
-  }
-  const auto outcome = shared.signatures->accept(
-      signature.digest, signature.timestamp + options.signature_window.count(), now);
-  if (outcome == detail::ReplayGuard::Outcome::replayed) return replayed(options);
-  if (outcome == detail::ReplayGuard::Outcome::full) {
-    return overloaded("too_many_signatures",
-                      "the server remembers as many signatures as it may (max_signatures) until "
-                      "the oldest leave the window; try again");
-  }
-  return std::nullopt;
-}
-
-// The answer to a client that speaks plain HTTP to a TLS port, sent in plain text.
-HttpResponse plain_http_refused() {
-  return json_error(400, "bad_request",
-                    "this server speaks HTTPS (TLS): use https:// in the URL, not http://");
 }
 
 // ---- One connection ------------------------------------------------------------------------
@@ -390,7 +235,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void refuse_plain() {
     plain_ = true;
-    response_ = to_message(plain_http_refused(), 11, false, false);
+    response_ = to_message(detail::plain_http_refused(), 11, false, false);
     http::async_write(lowest(), response_,
                       [self = this->shared_from_this()](beast::error_code error, std::size_t) {
                         if (error) return self->close();
@@ -415,7 +260,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void on_header(beast::error_code error) {
     if (error) return on_read_error(error);
     const auto& header = parser_->get();
-    if (auto refusal = refuse_header(shared_.options, header, request_, signature_)) {
+    if (auto refusal = detail::refuse_header(shared_.options, header, request_, signature_)) {
       return refuse_request(std::move(*refusal));
     }
     // A replay known already is refused unread; a new signature is checked once read.
@@ -467,12 +312,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     auto& message = parser_->get();
     const bool head = message.method() == http::verb::head;
     if (signature_) {
-      if (auto refusal = refuse_signed(shared_, *signature_, message)) {
+      if (auto refusal =
+              detail::refuse_signed(shared_.options, *shared_.signatures, *signature_, message)) {
         return send(std::move(*refusal), message.version(), message.keep_alive(), head);
       }
     }
     request_.body = std::move(message.body());
-    if (const HttpResponse* page = static_response(shared_.options, message, request_)) {
+    if (const HttpResponse* page = detail::static_response(shared_.options, message, request_)) {
       return send(*page, message.version(), message.keep_alive(), head);
     }
     hand_off(message.version(), message.keep_alive(), head);
