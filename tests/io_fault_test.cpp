@@ -18,36 +18,18 @@
 #include <set>
 
 #include "fault_vfs.hpp"
+#include "fault_workload.hpp"
 #include "support.hpp"
 
 using namespace durable;
 using namespace std::chrono_literals;
 using test::io_op_name;
 using test::IoOp;
+using test::workload::act;
+using test::workload::kActions;
+using test::workload::results;
 
 namespace {
-
-constexpr int kOrders = 3;
-
-void add_workload(Runtime& runtime) {
-  runtime.add(Workflow("order", [](Step& step, const json& input) -> json {
-    const int n = input.at("n").get<int>();
-    const int a = step.run("a", [&] { return n * 2; });
-    step.sleep("nap", 1s);
-    WaitOptions paid;
-    paid.match = {{"n", n}};
-    const std::optional<json> payment = step.wait_for_event("paid", "paid", paid);
-    const json child = step.invoke("child", "child", {{"n", n}});
-    const int b = step.run("b", [&] { return a + child.get<int>(); });
-    return json{{"n", n}, {"b", b}, {"paid", payment ? payment->at("n") : json()}};
-  }));
-  runtime.add(Workflow("child", [](Step& step, const json& input) -> json {
-    return step.run("c", [&] { return input.at("n").get<int>() + 100; });
-  }));
-  runtime.add(Workflow("tick", [](Step& step, const json& input) -> json {
-    return step.run("t", [&] { return input; });
-  }));
-}
 
 std::unique_ptr<Runtime> workload_runtime(const std::string& db, test::ManualClock& clock,
                                           Durability durability) {
@@ -55,33 +37,9 @@ std::unique_ptr<Runtime> workload_runtime(const std::string& db, test::ManualClo
   opts.threads = 2;
   opts.durability = durability;
   auto runtime = test::runtime_on(db, clock, opts);
-  add_workload(*runtime);
+  test::workload::add(*runtime);
   return runtime;
 }
-
-// The workload as the actions a program takes, in order. Each is safe to take again: the
-// schedule and the starts are keyed, a run waits for one payment, and the clock only moves on.
-void act(Runtime& runtime, test::ManualClock& clock, int action) {
-  if (action == 0) {
-    Schedule every;
-    every.id = "tick";
-    every.every = 1s;
-    every.count = 2;
-    runtime.schedule("tick", {{"tick", true}}, every);
-  } else if (action <= kOrders) {
-    StartOptions keyed;
-    keyed.idempotency_key = "order-" + std::to_string(action);
-    runtime.start("order", {{"n", action}}, keyed);
-  } else if (action == kOrders + 2 || action == kOrders + 5) {
-    clock.advance(1s);
-    runtime.run_until_idle();
-  } else if (action == kOrders + 3) {
-    for (int n = 1; n <= kOrders; ++n) runtime.send_event("paid", {{"n", n}});
-  } else {
-    runtime.run_until_idle();
-  }
-}
-constexpr int kActions = kOrders + 6;
 
 // Completed journal entries and ended runs, by key: what nothing may lose or change. Read
 // through SQLite's own VFS, so that the reading neither counts nor meets a fault.
@@ -103,18 +61,6 @@ std::map<std::string, std::string> settled(const std::string& db) {
 std::string integrity(const std::string& db) {
   SQLite::Database file(db, SQLite::OPEN_READWRITE, 10'000, "unix");
   return file.execAndGet("PRAGMA integrity_check").getString();
-}
-
-// What every run ended with, by workflow and input: the same whichever faults met the workload.
-std::multiset<std::string> results(Runtime& runtime) {
-  std::multiset<std::string> out;
-  RunFilter all;
-  all.limit = 1000;
-  for (const RunInfo& run : runtime.list(all)) {
-    out.insert(run.workflow + " " + run.input.dump() + " " + std::string(to_string(run.status)) +
-               " " + run.output.dump());
-  }
-  return out;
 }
 
 // Drives the workload to its end on a healed disk, from wherever a fault left it.
