@@ -163,7 +163,7 @@ std::unique_ptr<pg::PgConnection> session(const std::string& uri, Durability dur
     db->execute("SET idle_in_transaction_session_timeout = '5s'");
     if (access == Access::read_only) db->execute("SET default_transaction_read_only = on");
   } catch (const sql::Failure& e) {
-    fail(*db, e.what());
+    fail(*db, e.what() + sql::advice(e.fault()));
   }
   return db;
 }
@@ -218,7 +218,7 @@ class PgWorkWatch final : public WorkWatch {
     try {
       db_->listen("durable_work");
     } catch (const sql::Failure& e) {
-      fail(*db_, e.what());
+      fail(*db_, e.what() + sql::advice(e.fault()));
     }
   }
 
@@ -226,7 +226,7 @@ class PgWorkWatch final : public WorkWatch {
     try {
       return db_->wait_for_notification(timeout);
     } catch (const sql::Failure& e) {
-      fail(*db_, e.what());
+      fail(*db_, e.what() + sql::advice(e.fault()));
     }
   }
 

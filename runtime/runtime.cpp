@@ -296,20 +296,28 @@ void RuntimeCore::beat() {
     lock.unlock();
     {
       std::lock_guard store_lock(store_mutex_);
-      // A failed write (a busy or full disk) is tried again at the next beat; meanwhile the
-      // commit of each step still checks that the run is ours, and a worker seen less than
-      // kLiveLeases leases ago still counts as live.
+      // A failed write (a busy or full disk, a lost connection) is logged, since no caller
+      // hears of it, and tried again at the next beat; meanwhile the commit of each step still
+      // checks that the run is ours, and a worker seen less than kLiveLeases leases ago still
+      // counts as live.
+      const auto failed = [this](const std::exception& e, const char* what) {
+        logger_.write(LogLevel::warn, "runtime.heartbeat_failed",
+                      std::string("cannot ") + what + "; trying again at the next beat",
+                      {{"error", e.what()}}, now_ms());
+      };
       try {
         // A halted runtime (the crash sweep's crash) is as dead as a killed one: it goes unseen.
         if (!halted_) store_->touch_worker(worker_.id, now_ms(), options_.lease.count());
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
+        failed(e, "mark this worker seen");
       }
       try {
         if (!executing_.empty()) {
           const std::vector<std::string> ids(executing_.begin(), executing_.end());
           store_->renew_leases(worker_.id, ids, now_ms() + options_.lease.count());
         }
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
+        failed(e, "renew the leases of the runs this worker executes");
       }
     }
     lock.lock();

@@ -38,15 +38,7 @@ void SqlStore::fail(const std::string& what) const {
 }
 
 void SqlStore::fail_with(const sql::Failure& e) const {
-  std::string advice;
-  if (e.fault() == sql::Fault::disk_full) {
-    advice = " (the disk is full: free space, then retry; nothing was written by the failed "
-             "operation)";
-  } else if (e.fault() == sql::Fault::io) {
-    advice = " (the disk failed to read or write the file: check the system log and the disk; "
-             "what was journaled before stays, and the runs go on once it can be written)";
-  }
-  fail(std::string(e.what()) + advice);
+  fail(std::string(e.what()) + sql::advice(e.fault()));
 }
 
 // JSON text read back from the database. Text nested deeper than kMaxStoredDepth can only have

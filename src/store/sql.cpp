@@ -9,4 +9,24 @@ std::string placeholders(std::size_t n) {
   return text;
 }
 
+std::string advice(Fault fault) {
+  switch (fault) {
+    case Fault::disk_full:
+      return " (the disk is full: free space, then retry; nothing was written by the failed "
+             "operation)";
+    case Fault::io:
+      return " (the disk failed to read or write the file: check the system log and the disk; "
+             "what was journaled before stays, and the runs go on once it can be written)";
+    case Fault::connection:
+      // The call's own write may have committed with its answer lost: retrying is safe for
+      // durable's writes (a run's commit is fenced, a start can be keyed), which the runtime
+      // makes again from what the database holds.
+      return " (the connection to the database server was lost: retry once the server can be "
+             "reached, which connects again; what was committed stays, and the failed call's "
+             "own write was made whole or not at all)";
+    default:
+      return {};
+  }
+}
+
 }  // namespace durable::detail::sql

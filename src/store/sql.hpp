@@ -201,4 +201,8 @@ class ReadTransaction {
 /// "?, ?, ?" for n parameters.
 std::string placeholders(std::size_t n);
 
+/// What an operator does about a failure of this kind, as words to append to the database's
+/// own: " (the disk is full: free space, then retry; ...)". Empty when those say it all.
+std::string advice(Fault fault);
+
 }  // namespace durable::detail::sql
