@@ -87,6 +87,7 @@ Outcome Invocation::execute() {
     outcome.output = std::move(output);
     outcome.reason = "the workflow returned";
   } catch (const Unwind&) {
+    if (store_error_) std::rethrow_exception(store_error_);
     if (!ending_) bug("an invocation of run " + run_->id + " unwound with no outcome");
     if (!swallowed_) return final_outcome(std::move(*ending_));
   } catch (const StepFailed& e) {
@@ -94,6 +95,9 @@ Outcome Invocation::execute() {
   } catch (...) {
     outcome.error = describe(std::current_exception());
   }
+  // The workflow turned the unwinding a failure of the store began into a return or another
+  // exception: the invocation ends with the store's error all the same.
+  if (store_error_) std::rethrow_exception(store_error_);
   // Handed over already (and swallowed by the workflow since): nothing of it is the runtime's
   // to write any more.
   if (ending_ && ending_->kind == Outcome::Kind::handed_over) return std::move(*ending_);
@@ -142,7 +146,16 @@ void Invocation::end(Outcome outcome) {
   unwind();
 }
 
+// A database that failed (a dropped connection, a full disk) says nothing of the workflow: were
+// its error thrown to the workflow as any other, the run would fail for good once the database
+// is back. The invocation ends instead, and the run is taken up again from what the store holds.
+void Invocation::store_failed(std::exception_ptr error) {
+  store_error_ = std::move(error);
+  unwind();
+}
+
 void Invocation::before_step_call() {
+  if (store_error_) throw Unwind{};  // the workflow swallowed the unwinding and went on
   if (ending_) {  // the workflow swallowed the unwinding and carried on to another step
     swallowed_ = true;
     throw Unwind{};
@@ -301,7 +314,7 @@ bool Invocation::settle() {
     for (const Pending& p : pending_) {
       if (p.write_error) {  // the store failed
         linger();  // not out of here while an abandoned body may use these frames
-        std::rethrow_exception(p.write_error);
+        store_failed(p.write_error);
       }
       written = written || p.written;
     }
@@ -402,7 +415,13 @@ bool Invocation::stays_resident(const Outcome& outcome) const {
 // Resident: the host journals the entries now (and adds them to the run's journal); the cursor
 // counts them as this invocation's own from here on.
 void Invocation::journal_in_place(std::vector<EntryWrite>& entries) {
-  if (!host_->journal_now(entries)) {
+  bool kept = false;
+  try {
+    kept = host_->journal_now(entries);
+  } catch (...) {
+    store_failed(std::current_exception());
+  }
+  if (!kept) {
     end(Outcome{Outcome::Kind::lost, {}, {}, {}, 0, "the run was cancelled or taken over", {}});
   }
   cursor_.absorb_appended();
@@ -677,7 +696,13 @@ std::optional<json> Invocation::wait_for_event(std::string_view id, std::string_
     JournalEntry wait = new_entry(match, id, StepKind::event);
     // Only events stored after this point count; the store checks the ones that came between
     // here and the commit of this wait, so an event racing with it is not lost.
-    wait.output = {{"event", event}, {"match", opts.match}, {"since", host_->event_horizon()}};
+    std::int64_t since = 0;
+    try {
+      since = host_->event_horizon();
+    } catch (...) {
+      store_failed(std::current_exception());
+    }
+    wait.output = {{"event", event}, {"match", opts.match}, {"since", since}};
     if (opts.timeout != std::chrono::milliseconds::max()) {
       wait.wake_at_ms = now_ms_ + std::min<std::int64_t>(opts.timeout.count(), kNever - now_ms_);
     }

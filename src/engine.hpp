@@ -193,7 +193,9 @@ class Invocation {
   ~Invocation();
 
   /// Calls the workflow function and returns what came of it. Never throws for anything the
-  /// workflow or its steps do.
+  /// workflow or its steps do. Throws the host's error when the store failed under one of the
+  /// workflow's calls (a read the call needed, a write made on the workflow's side): that is
+  /// neither the workflow's failure nor a step's, and the run stays as the store holds it.
   Outcome execute();
 
   // The step tools, called through Step.
@@ -282,6 +284,9 @@ class Invocation {
   // in this invocation.
   void before_step_call();
   [[noreturn]] void end(Outcome outcome);
+  // The store failed under a call of the workflow's: unwinds the workflow, and execute() throws
+  // `error` whatever the workflow does with the unwinding.
+  [[noreturn]] void store_failed(std::exception_ptr error);
   [[noreturn]] void diverge(const JournalEntry& entry, std::string_view tool);
   // A new step call whose id a patch marker of this run holds: an Error (a patch's id is its own).
   void refuse_patch_id(std::string_view key, std::string_view tool) const;
@@ -346,6 +351,7 @@ class Invocation {
   std::string_view last_key_;          // the step whose journaled result run() is converting
   std::optional<Outcome> ending_;      // set when the runtime's unwinding began
   bool swallowed_ = false;             // a step call came after the unwinding began
+  std::exception_ptr store_error_;     // set by store_failed(): execute() throws it
   std::vector<EntryWrite> failed_;     // steps failed for good here, not yet in an outcome
   std::optional<ErrorInfo> diverged_;  // NonDeterminism met: the run fails whatever follows
   std::string diverged_site_;          // the call that met it
