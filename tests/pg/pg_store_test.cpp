@@ -357,41 +357,11 @@ TEST_CASE("a failed run's runbook on PostgreSQL names the URI with its password 
   CHECK_FALSE(test::has(show, "hunter2secret"));
 }
 
-namespace {
-
-// A cluster of the test's own (tests/pg/cluster.sh), for a test that restarts its server: the
-// suite's cluster is shared by tests running at once.
-class OwnCluster {
- public:
-  explicit OwnCluster(const std::string& dir) : dir_(dir) {}
-  // Starts the server; the destructor stops whatever started, also after a failure half-way.
-  void start() {
-    REQUIRE(test::run_shell(command("start") + " " + std::to_string(DURABLE_SPARE_PG_PORT)).first ==
-            0);
-  }
-  ~OwnCluster() { test::run_shell(command("stop")); }
-  OwnCluster(const OwnCluster&) = delete;
-  OwnCluster& operator=(const OwnCluster&) = delete;
-
-  std::string uri() const {
-    return "postgresql://postgres@127.0.0.1:" + std::to_string(DURABLE_SPARE_PG_PORT) + "/postgres";
-  }
-  void restart() { REQUIRE(test::run_shell(command("restart")).first == 0); }
-
- private:
-  std::string command(const std::string& verb) const {
-    return std::string("bash ") + DURABLE_PG_CLUSTER_SCRIPT + " " + verb + " '" + dir_ + "'";
-  }
-  std::string dir_;
-};
-
-}  // namespace
-
 TEST_CASE(
     "on PostgreSQL, a server restarted under a serving worker: it reconnects and goes on, nothing "
     "journaled twice, nothing lost") {
   test::TempDir dir;
-  OwnCluster cluster(dir.file("pg"));
+  test::OwnCluster cluster(dir.file("pg"), DURABLE_SPARE_PG_PORT);
   cluster.start();
   const std::string log = dir.file("bodies");
   RuntimeOptions options = on(cluster.uri());
@@ -413,7 +383,7 @@ TEST_CASE(
     test::Serving serving(runtime);
     REQUIRE(test::eventually([&] { return bodies() >= 60; }, 30s));
     REQUIRE(completed() < 40);
-    cluster.restart();
+    REQUIRE(cluster.restart());
     REQUIRE(test::eventually([&] { return completed() == 40; }, 60s));
     CHECK_FALSE(serving.error());
   }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The private cluster of the PostgreSQL tests, for tests of PostgreSQL alone: its URI, which
-// must be set, and a fresh database on it for each test; and what the tests of lost connections
-// look for.
+// must be set, and a fresh database on it for each test; a cluster of a test's own; and what the
+// tests of lost connections look for.
 
 #include <doctest/doctest.h>
 
@@ -51,5 +51,33 @@ inline std::string fresh_database() {
   if (pg_uri().empty()) FAIL("DURABLE_TEST_PG_URI is not set: run these tests with ctest");
   return fresh_pg_database();
 }
+
+/// A cluster of the test's own (tests/pg/cluster.sh) on `port` of 127.0.0.1, for a test that
+/// restarts its server: the suite's cluster is shared by tests running at once. Each such test
+/// has a port of its own (tests/pg/CMakeLists.txt), so that they too may run at once.
+class OwnCluster {
+ public:
+  OwnCluster(const std::string& dir, int port) : dir_(dir), port_(port) {}
+  /// Starts the server; the destructor stops whatever started, also after a failure half-way.
+  void start() { REQUIRE(run_shell(command("start") + " " + std::to_string(port_)).first == 0); }
+  ~OwnCluster() { run_shell(command("stop")); }
+  OwnCluster(const OwnCluster&) = delete;
+  OwnCluster& operator=(const OwnCluster&) = delete;
+
+  std::string uri() const {
+    return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres";
+  }
+  int port() const { return port_; }
+  /// Stops the server (fast: its sessions are ended) and starts it again; once it accepts
+  /// connections, returns whether all went well. No check of the test's: any thread may call it.
+  bool restart() { return run_shell(command("restart")).first == 0; }
+
+ private:
+  std::string command(const std::string& verb) const {
+    return std::string("bash ") + DURABLE_PG_CLUSTER_SCRIPT + " " + verb + " '" + dir_ + "'";
+  }
+  std::string dir_;
+  int port_;
+};
 
 }  // namespace durable::test
