@@ -7,6 +7,8 @@
 
 #include <set>
 
+#include "otlp.hpp"
+
 using namespace durable::detail::trace;
 
 TEST_CASE("traceparent: the W3C example parses and formats back the same") {
@@ -53,4 +55,46 @@ TEST_CASE("span ids: the same journal gives the same ids, anything else another"
   CHECK(ids.size() == 7);
   CHECK(hex(trace_id_of_run("r1")).size() == 32);
   CHECK(hex(step_span("r1", "a", 1)).size() == 16);
+}
+
+TEST_CASE("otlp: a span reads as the OTLP/HTTP JSON mapping writes it") {
+  using durable::ops::otlp::Span;
+  Span root;
+  root.trace_id = trace_id_of_run("r1");
+  root.span_id = run_span("r1");
+  root.name = "run order";
+  root.start_unix_ns = 1764249600000000000;
+  root.end_unix_ns = 1764249601500000000;
+  root.attributes = {{"durable.run_id", "r1"},
+                     {"durable.attempt", 2},
+                     {"durable.replayed", false},
+                     {"durable.ratio", 0.5}};
+  Span step = root;
+  step.span_id = step_span("r1", "charge", 1);
+  step.parent = root.span_id;
+  step.name = "step charge";
+  step.error = true;
+  step.error_message = "card declined";
+  const auto body = durable::ops::otlp::export_request({root, step}, "shop", "1.2");
+  const auto& resource = body.at("resourceSpans").at(0);
+  CHECK(resource.at("resource").at("attributes").at(0) ==
+        nlohmann::json::parse(R"({"key":"service.name","value":{"stringValue":"shop"}})"));
+  const auto& scope = resource.at("scopeSpans").at(0);
+  CHECK(scope.at("scope").at("name") == "durable");
+  const auto& spans = scope.at("spans");
+  REQUIRE(spans.size() == 2);
+  CHECK(spans[0].at("traceId") == hex(trace_id_of_run("r1")));
+  CHECK(spans[0].at("spanId") == hex(run_span("r1")));
+  CHECK_FALSE(spans[0].contains("parentSpanId"));
+  CHECK(spans[0].at("startTimeUnixNano") == "1764249600000000000");  // int64 as a string
+  CHECK(spans[0].at("kind") == 1);
+  CHECK(spans[0].at("status") == nlohmann::json::parse(R"({"code":1})"));
+  CHECK(spans[0].at("attributes").at(1) ==
+        nlohmann::json::parse(R"({"key":"durable.attempt","value":{"intValue":"2"}})"));
+  CHECK(spans[0].at("attributes").at(2).at("value") ==
+        nlohmann::json::parse(R"({"boolValue":false})"));
+  CHECK(spans[0].at("attributes").at(3).at("value") ==
+        nlohmann::json::parse(R"({"doubleValue":0.5})"));
+  CHECK(spans[1].at("parentSpanId") == hex(run_span("r1")));
+  CHECK(spans[1].at("status") == nlohmann::json::parse(R"({"code":2,"message":"card declined"})"));
 }
