@@ -31,14 +31,14 @@ constexpr int kStatusOk = 1;
 constexpr int kStatusError = 2;
 
 json span_json(const Span& span) {
-  json out = {{"traceId", detail::trace::hex(span.trace_id)},
-              {"spanId", detail::trace::hex(span.span_id)},
+  json out = {{"traceId", trace::hex(span.trace_id)},
+              {"spanId", trace::hex(span.span_id)},
               {"name", span.name},
               {"kind", kKindInternal},
               {"startTimeUnixNano", std::to_string(span.start_unix_ns)},
               {"endTimeUnixNano", std::to_string(span.end_unix_ns)},
               {"attributes", key_values(span.attributes)}};
-  if (span.parent) out["parentSpanId"] = detail::trace::hex(*span.parent);
+  if (span.parent) out["parentSpanId"] = trace::hex(*span.parent);
   out["status"] = span.error ? json{{"code", kStatusError}, {"message", span.error_message}}
                              : json{{"code", kStatusOk}};
   return out;

@@ -17,11 +17,13 @@
 
 namespace durable::ops::otlp {
 
+namespace trace = ::durable::detail::trace;
+
 /// One finished span.
 struct Span {
-  detail::trace::TraceId trace_id{};
-  detail::trace::SpanId span_id{};
-  std::optional<detail::trace::SpanId> parent{};  ///< none: the root of its trace here
+  trace::TraceId trace_id{};
+  trace::SpanId span_id{};
+  std::optional<trace::SpanId> parent{};  ///< none: the root of its trace here
   std::string name;
   std::int64_t start_unix_ns = 0;
   std::int64_t end_unix_ns = 0;
