@@ -11,13 +11,6 @@ namespace durable::ops::detail {
 
 namespace {
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // %XX decoded; '+' is a space only in the query. nullopt for a '%' not followed by two hex digits,
 // and for a result that is not UTF-8 or holds a NUL: no name or id durable stores is that.
 std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {
@@ -30,8 +23,8 @@ std::optional<std::string> percent_decode(std::string_view text, bool plus_is_sp
       out += text[i];
     } else {
       if (i + 2 >= text.size()) return std::nullopt;
-      const int high = hex_digit(text[i + 1]);
-      const int low = hex_digit(text[i + 2]);
+      const int high = durable::detail::hex_digit(text[i + 1]);
+      const int low = durable::detail::hex_digit(text[i + 2]);
       if (high < 0 || low < 0) return std::nullopt;
       out += static_cast<char>(high * 16 + low);
       i += 2;

@@ -10,6 +10,7 @@
 #include <durable/errors.hpp>
 
 #include "http_checks.hpp"
+#include "serialization.hpp"
 
 namespace durable::ops::detail {
 
@@ -18,13 +19,6 @@ namespace {
 constexpr std::size_t kDigestBytes = 32;
 constexpr std::size_t kMinNonce = 16;
 constexpr std::size_t kMaxNonce = 64;
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 bool nonce_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -104,8 +98,8 @@ std::optional<Signature> parse_signature(std::string_view authorization, std::st
     return std::nullopt;
   }
   for (std::size_t i = 0; i < sig->size(); i += 2) {
-    const int high = hex_value((*sig)[i]);
-    const int low = hex_value((*sig)[i + 1]);
+    const int high = durable::detail::hex_digit((*sig)[i]);
+    const int low = durable::detail::hex_digit((*sig)[i + 1]);
     if (high < 0 || low < 0) {
       error = "the signature's sig is not 64 hex digits (HMAC-SHA256)";
       return std::nullopt;

@@ -46,6 +46,14 @@ std::string lenient_dump(const json& value);
 /// without a NUL: text every store holds as it is. SQLite keeps any bytes; PostgreSQL refuses
 /// the rest.
 bool is_utf8(std::string_view text);
+
+/// The value of a hex digit of either case, or -1 for any other character.
+constexpr int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
 /// Throws Error saying "`what` is not valid UTF-8 ..." unless is_utf8(): names and keys that find
 /// things again (a workflow, a step id, an event, a correlation id, an idempotency key), which
 /// must not be changed to fit.
