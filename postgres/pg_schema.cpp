@@ -174,6 +174,10 @@ CREATE TABLE step_progress (
   at       BIGINT NOT NULL,
   PRIMARY KEY (run_id, step_key)
 );
+)sql",
+                                                                 R"sql(
+-- As the SQLite schema's version 14: the trace context a run joins.
+ALTER TABLE runs ADD COLUMN traceparent TEXT;
 )sql"};
 
 }  // namespace durable::detail::pg

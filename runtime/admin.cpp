@@ -14,6 +14,7 @@
 #include "run_requests.hpp"
 #include "serialization.hpp"
 #include "store.hpp"
+#include "trace_context.hpp"
 
 namespace durable::ops {
 
@@ -23,9 +24,9 @@ constexpr std::int64_t kDayMs = 24 * 3600 * 1000;
 // Upper bounds of the step-duration histogram, in ms.
 const std::vector<std::int64_t> kDurationBoundsMs = {1,   5,    10,   25,   50,    100,   250,
                                                      500, 1000, 2500, 5000, 10000, 30000, 60000};
-const Status kStatuses[] = {Status::pending,   Status::running, Status::sleeping,
-                            Status::waiting,   Status::paused,  Status::completed,
-                            Status::failed,    Status::cancelled};
+const Status kStatuses[] = {Status::pending, Status::running,  Status::sleeping,
+                            Status::waiting, Status::paused,   Status::completed,
+                            Status::failed,  Status::cancelled};
 
 std::string iso(std::int64_t ms) { return detail::utc_text(ms); }
 std::string iso(Clock::time_point t) { return iso(detail::to_ms(t)); }
@@ -99,6 +100,12 @@ auto as_bad_request(F&& body) {
   } catch (const Error& e) {
     throw BadRequest(e.what());
   }
+}
+
+// A traceparent a request carried: W3C Trace Context has a receiver drop one it cannot read and
+// start a trace of its own, rather than refuse the request.
+std::string usable_traceparent(std::string_view text) {
+  return ::durable::detail::trace::parse_traceparent(text) ? std::string(text) : std::string();
 }
 
 }  // namespace
@@ -291,6 +298,7 @@ json Admin::start_run(const StartRequest& request) {
   opts.correlation_id = request.correlation_id;
   opts.priority = request.priority;
   opts.tags = request.tags;
+  opts.traceparent = usable_traceparent(request.traceparent);
   detail::NewRun run = as_bad_request([&] {
     if (!request.deadline.empty()) {
       opts.deadline = Clock::time_point(
@@ -381,9 +389,10 @@ json Admin::resolve_step(std::string_view id, const std::string& step, const jso
   return {{"id", id}, {"step", step}, {"status", run ? to_string(run->status) : "pending"}};
 }
 
-json Admin::send_event(std::string_view name, const json& data) {
-  const detail::NewEvent event =
+json Admin::send_event(std::string_view name, const json& data, std::string_view traceparent) {
+  detail::NewEvent event =
       as_bad_request([&] { return detail::new_event(name, data, now_ms(), max_data_bytes_); });
+  event.traceparent = usable_traceparent(traceparent);
   const Lease db = lease();
   const detail::Published published = db->store->publish(event);
   changed();

@@ -72,6 +72,9 @@ struct StartRequest {
   /// StartOptions::deadline, as a UTC time ("2026-11-27T18:00:00Z") or a duration from now
   /// ("30m"); empty: none.
   std::string deadline{};
+  /// StartOptions::traceparent; text that is not a traceparent is dropped, as W3C Trace Context
+  /// asks of a receiver (the run then has a trace of its own).
+  std::string traceparent{};
 };
 
 class Admin {
@@ -152,7 +155,9 @@ class Admin {
   /// call.
   void set_max_data_bytes(std::size_t bytes) { max_data_bytes_ = bytes; }
   /// {"id", "woken", "started": [run id...]}. Throws BadRequest (no name, data too large).
-  json send_event(std::string_view name, const json& data);
+  /// `traceparent`: joined by the runs the event starts; dropped unless it is one (as
+  /// StartRequest::traceparent).
+  json send_event(std::string_view name, const json& data, std::string_view traceparent = {});
   /// {"counts": {status: n}, "total", "pending_depth" (due and unclaimed),
   ///  "oldest_pending_age_seconds" (null when none), "steps", "retries", "failed_runs",
   ///  "failed_steps", "workers" (live ones: see OpsQueries::live_workers), "workflows": [known

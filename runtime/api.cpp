@@ -132,6 +132,7 @@ HttpResponse runs_route(Admin& admin, const HttpRequest& request) {
   start.idempotency_key = string_field(body, "idempotency_key", false);
   start.correlation_id = string_field(body, "correlation_id", false);
   start.deadline = string_field(body, "deadline", false);
+  start.traceparent = request.traceparent;
   if (const auto it = body.find("priority"); it != body.end() && !it->is_null()) {
     // Out of int's range here; out of the runs' range in new_run(), with its message.
     if (!it->is_number_integer() || *it < json(INT_MIN) || *it > json(INT_MAX)) {
@@ -278,7 +279,8 @@ HttpResponse dispatch(Admin& admin, const HttpRequest& request) {
     if (request.method != "POST") return method_not_allowed("POST");
     const json body = object_body(request);
     const std::string name = string_field(body, "name", true);
-    return json_response(202, admin.send_event(name, body.value("data", json::object())));
+    return json_response(202, admin.send_event(name, body.value("data", json::object()),
+                                               request.traceparent));
   }
   if (path == "/v1/stats") {
     if (request.method != "GET") return method_not_allowed("GET");

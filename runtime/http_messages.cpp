@@ -55,6 +55,7 @@ std::optional<HttpResponse> refuse_header(const HttpOptions& options, const Head
     return unauthorized(options, std::move(*refusal));
   }
   request.content_type = std::string(to_std(header[http::field::content_type]));
+  request.traceparent = std::string(to_std(header["traceparent"]));
   return std::nullopt;
 }
 

@@ -22,6 +22,7 @@ struct HttpRequest {
   std::map<std::string, std::string> query;  ///< decoded query parameters (the last one wins)
   std::string body;
   std::string content_type;  ///< the Content-Type header, as sent; empty when absent
+  std::string traceparent;   ///< the W3C traceparent header, as sent; empty when absent
 };
 
 /// What the handler answers; sent as given. The server sets Content-Length and Connection itself.

@@ -15,6 +15,7 @@
 #include "run_requests.hpp"
 #include "runtime_core.hpp"
 #include "serialization.hpp"
+#include "trace_context.hpp"
 
 namespace durable::detail {
 
@@ -78,6 +79,15 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
     throw Error("RuntimeOptions::only_own_version needs a RuntimeOptions::version to claim by");
   }
   check_utf8(options_.version, "RuntimeOptions::version");
+  if (!options_.otlp_endpoint.empty()) {
+    ops::otlp::ExporterOptions exporter;
+    exporter.endpoint = options_.otlp_endpoint;
+    exporter.service_version = options_.version;
+    exporter.on_error = [this](const std::string& message) {
+      logger_.write(LogLevel::warn, "trace.export_failed", message, json::object(), now_ms());
+    };
+    exporter_ = std::make_unique<ops::otlp::Exporter>(std::move(exporter));
+  }
   store_ = open_store(options_.database, options_.durability);
   store_->set_version(options_.version, options_.only_own_version);
   worker_.id = new_id();
@@ -585,6 +595,9 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
         next.input = outcome.successor_input->dump();  // checked storable by the engine
         next.now_ms = next.due_ms = write.now_ms;
         next.reason = "continued from run " + run.id + " (step.continue_as_new)";
+        // The successor goes on in its predecessor's trace, under the predecessor's run span.
+        next.traceparent =
+            trace::format_traceparent(trace::run_context(run.id, run.traceparent));
         write.successor = std::move(next);
       }
       break;

@@ -19,6 +19,7 @@
 #include "engine.hpp"
 #include "fiber_scheduler.hpp"
 #include "log.hpp"
+#include "otlp_exporter.hpp"
 #include "start_batch.hpp"
 #include "step_pool.hpp"
 #include "store.hpp"
@@ -109,6 +110,10 @@ class RuntimeCore {
   /// The crash sweep's crash: from here on nothing more is written and no invocation or claim
   /// starts, as if the process had died at this point. Callable from any thread.
   void halt() { halted_ = true; }
+  /// Waits until the spans made so far have gone to the collector (or were lost); for tests.
+  void flush_spans() {
+    if (exporter_) exporter_->flush();
+  }
   std::int64_t now_ms() const;
   std::size_t write_transactions() {
     std::lock_guard lock(store_mutex_);
@@ -331,6 +336,9 @@ class RuntimeCore {
   std::vector<std::string> workflow_names();
 
   RuntimeOptions options_;
+  // Spans to the collector (RuntimeOptions::otlp_endpoint), or none. Early among the members, so
+  // that it goes last: what is still queued is sent as the runtime closes.
+  std::unique_ptr<ops::otlp::Exporter> exporter_;
   EngineConfig engine_config_;
   std::function<Clock::time_point()> now_;
   Worker worker_;

@@ -2,6 +2,7 @@
 // What the runtime reports of its work: the counters, and a log line for each thing a commit
 // changed (a step journaled, retried or failed; a run completed, failed or quarantined).
 
+#include "run_spans.hpp"
 #include "runtime_core.hpp"
 
 namespace durable::detail {
@@ -15,6 +16,11 @@ Counters RuntimeCore::counters() const {
   c.retries = counters_.retries;
   c.events_sent = counters_.events_sent;
   c.schedule_fires = counters_.schedule_fires;
+  if (exporter_) {
+    const ops::otlp::ExportStats spans = exporter_->stats();
+    c.spans_exported = spans.sent;
+    c.spans_dropped = spans.dropped + spans.failed;
+  }
   return c;
 }
 
@@ -27,6 +33,15 @@ json RuntimeCore::run_fields(const RunState& run) const {
 void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* entries,
                          const RunWrite* write) {
   const std::int64_t now = now_ms();
+  if (exporter_) {
+    try {
+      for (ops::otlp::Span& span : finished_spans(run, entries, write, now)) {
+        exporter_->add(std::move(span));
+      }
+    } catch (const std::exception& e) {  // what was committed stands; only its spans are lost
+      logger_.write(LogLevel::warn, "trace.span_failed", e.what(), run_fields(run), now);
+    }
+  }
   // The fields are made only for a line that is written: this runs for every step.
   const auto fields_of = [&](const JournalEntry* e) {
     json fields = run_fields(run);

@@ -191,6 +191,10 @@ CREATE TABLE step_progress (
   at       INTEGER NOT NULL,
   PRIMARY KEY (run_id, step_key)
 ) WITHOUT ROWID;
+)sql",
+                                                             R"sql(
+-- Traces: the W3C trace context a run joins (its caller's, or its parent run's invoke step).
+ALTER TABLE runs ADD COLUMN traceparent TEXT;
 )sql"};
 
 }  // namespace durable::detail

@@ -80,6 +80,7 @@ class Attempt {
   void heartbeat(json progress);
   std::optional<json> last_heartbeat();
   int number() const { return attempt_; }
+  const Host* host() const { return host_; }
   const std::string& key() const { return key_; }
 
  private:

@@ -11,6 +11,7 @@
 #include "ids.hpp"
 #include "retry.hpp"
 #include "serialization.hpp"
+#include "trace_context.hpp"
 
 namespace durable::detail {
 
@@ -152,6 +153,14 @@ void Invocation::end(Outcome outcome) {
 void Invocation::store_failed(std::exception_ptr error) {
   store_error_ = std::move(error);
   unwind();
+}
+
+std::string Invocation::traceparent() const {
+  trace::TraceParent context = trace::run_context(run_->id, run_->traceparent);
+  if (const Attempt* attempt = Attempt::current(); attempt != nullptr && attempt->host() == host_) {
+    context.span_id = trace::step_span(run_->id, attempt->key(), attempt->number());
+  }
+  return trace::format_traceparent(context);
 }
 
 void Invocation::before_step_call() {
@@ -598,6 +607,7 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
     sleep.kind = StepKind::sleep;
     sleep.wake_at_ms = wake_at_ms;
     sleep.invocation = run_->invocations + 1;
+    sleep.started_at_ms = now_ms_;
     Outcome outcome;
     if (wake_at_ms <= now_ms_) {
       sleep.state = StepState::completed;
@@ -661,6 +671,7 @@ JournalEntry Invocation::new_entry(ReplayCursor::Match& match, std::string_view 
   entry.base = std::string(id);
   entry.kind = kind;
   entry.invocation = run_->invocations + 1;
+  entry.started_at_ms = now_ms_;  // a wait's or child's span begins here
   return entry;
 }
 

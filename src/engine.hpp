@@ -32,6 +32,10 @@ std::string call_site();
 /// What one run is, as the engine needs it across its invocations.
 struct RunState {
   std::string id, workflow, correlation_id;
+  /// The W3C traceparent the run joins (its caller's, or its parent's invoke step); empty: its
+  /// trace id is derived from its id.
+  std::string traceparent;
+  std::int64_t created_at_ms = 0;
   json input;
   int invocations = 0;  ///< invocations made so far, this one not included
   Journal journal;
@@ -252,6 +256,8 @@ class Invocation {
   const ReplayCursor& cursor() const { return cursor_; }
   std::string_view run_id() const { return run_->id; }
   std::string_view correlation_id() const { return run_->correlation_id; }
+  /// Step::traceparent(): under the attempt whose body this thread runs, if it is this run's.
+  std::string traceparent() const;
   bool replaying() const { return cursor_.replaying(); }
 
  private:

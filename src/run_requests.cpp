@@ -6,6 +6,7 @@
 #include "durations.hpp"
 #include "ids.hpp"
 #include "serialization.hpp"
+#include "trace_context.hpp"
 
 namespace durable::detail {
 
@@ -41,6 +42,7 @@ NewRun new_run(std::string_view workflow, const json& input, const StartOptions&
   run.debounce = opts.idempotency_key.empty();
   check_tags(opts.tags);
   run.tags = opts.tags;
+  run.traceparent = checked_traceparent(opts.traceparent);
   return run;
 }
 
@@ -57,10 +59,22 @@ void check_tags(const std::map<std::string, std::string>& tags) {
     check_utf8(key, "a tag's key");
     check_utf8(value, "the value of tag '" + key + "'");
     if (key.size() > kMaxTagBytes || value.size() > kMaxTagBytes) {
-      throw Error("tag '" + key.substr(0, 40) + "' is longer than " +
-                  std::to_string(kMaxTagBytes) + " bytes (its key or its value)");
+      throw Error("tag '" + key.substr(0, 40) + "' is longer than " + std::to_string(kMaxTagBytes) +
+                  " bytes (its key or its value)");
     }
   }
+}
+
+std::string checked_traceparent(std::string_view text) {
+  if (text.empty()) return {};
+  const std::optional<trace::TraceParent> parent = trace::parse_traceparent(text);
+  if (!parent) {
+    throw Error("'" + std::string(text.substr(0, 80)) +
+                "' is not a W3C traceparent: it is \"00-\", 32 lowercase hex digits (the trace "
+                "id, not all 0), \"-\", 16 (the parent span id, not all 0), \"-\" and 2 (the "
+                "flags)");
+  }
+  return trace::format_traceparent(*parent);
 }
 
 void mark_unregistered(NewRun& run) {
@@ -90,10 +104,10 @@ NewRun new_fork(std::string_view run_id, std::int64_t now_ms) {
 
 std::string resolution_text(std::string_view run_id, std::string_view key, const json& output,
                             std::size_t max_bytes) {
-  return storable_text(output,
-                       "the output given to resolve step '" + std::string(key) + "' of run " +
-                           std::string(run_id),
-                       max_bytes);
+  return storable_text(
+      output,
+      "the output given to resolve step '" + std::string(key) + "' of run " + std::string(run_id),
+      max_bytes);
 }
 
 NotFound no_such_run(std::string_view run_id) {

@@ -41,6 +41,10 @@ std::int64_t deadline_from_text(std::string_view text, std::int64_t now_ms);
 /// what check_tags() refuses.
 std::map<std::string, std::string> tags_from_text(std::string_view text);
 
+/// A traceparent given by a caller (StartOptions::traceparent), normalized: empty for empty.
+/// Throws Error for text that is not a W3C traceparent.
+std::string checked_traceparent(std::string_view text);
+
 /// Says in the run's history that no worker has registered its workflow yet: the run waits for
 /// one that has it.
 void mark_unregistered(NewRun& run);

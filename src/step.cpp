@@ -100,6 +100,7 @@ std::uint64_t Step::random(std::string_view id, detail::SourceLocation where) {
 
 std::string_view Step::run_id() const { return invocation_->run_id(); }
 std::string_view Step::correlation_id() const { return invocation_->correlation_id(); }
+std::string Step::traceparent() const { return invocation_->traceparent(); }
 bool Step::replaying() const { return invocation_->replaying(); }
 
 }  // namespace durable

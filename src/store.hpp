@@ -40,6 +40,8 @@ struct NewRun {
   /// A start (by a caller, an event or a schedule), which its workflow's debounce may fold into
   /// the run of the same key that waits; not a child, a fork or a successor.
   bool debounce = false;
+  /// The W3C traceparent the run joins (normalized); empty: a trace of its own.
+  std::string traceparent{};
 };
 
 /// An event to store and deliver.
@@ -47,6 +49,7 @@ struct NewEvent {
   std::string id, name;
   std::string data;  ///< JSON text
   std::int64_t now_ms = 0;
+  std::string traceparent{};  ///< joined by the runs the event starts; empty: none
 };
 
 /// What storing an event did.
@@ -444,7 +447,7 @@ inline constexpr std::int64_t kLiveLeases = 2;
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 13;
+inline constexpr int kSchemaVersion = 14;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

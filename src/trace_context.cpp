@@ -8,14 +8,14 @@
 #include <memory>
 #include <stdexcept>
 
+#include "serialization.hpp"
+
 namespace durable::detail::trace {
 
 namespace {
 
 int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;  // W3C: lowercase only
+  return c >= 'A' && c <= 'F' ? -1 : hex_digit(c);  // W3C: lowercase only
 }
 
 template <std::size_t N>
@@ -106,6 +106,19 @@ SpanId run_span(std::string_view run_id) { return derive<8>({"run", run_id}); }
 SpanId step_span(std::string_view run_id, std::string_view step_key, int attempt) {
   const std::string number = std::to_string(attempt);
   return derive<8>({"step", run_id, step_key, number});
+}
+
+TraceParent run_context(std::string_view run_id, std::string_view joined) {
+  TraceParent context;
+  if (const std::optional<TraceParent> parent = parse_traceparent(joined)) {
+    context.trace_id = parent->trace_id;
+    context.flags = parent->flags;
+  } else {
+    context.trace_id = trace_id_of_run(run_id);
+    context.flags = 1;
+  }
+  context.span_id = run_span(run_id);
+  return context;
 }
 
 std::string hex(const TraceId& id) { return to_hex(id); }

@@ -41,6 +41,11 @@ SpanId run_span(std::string_view run_id);
 /// (attempt 1): derived from the run id, the step's journal key and the attempt.
 SpanId step_span(std::string_view run_id, std::string_view step_key, int attempt);
 
+/// A run's own context: its trace (that of the traceparent it joins, or the one derived from its
+/// id when it joins none or an unreadable one), the run's span, and the flags it joined with
+/// (sampled when it joined none).
+TraceParent run_context(std::string_view run_id, std::string_view joined);
+
 /// Lowercase hex of an id.
 std::string hex(const TraceId& id);
 std::string hex(const SpanId& id);

@@ -384,7 +384,7 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
         "DROP INDEX runs_running_keys; DROP INDEX runs_began; ALTER TABLE runs DROP COLUMN "
         "flow_key; ALTER TABLE runs DROP COLUMN rate_key; ALTER TABLE runs DROP COLUMN began_at; "
         "DROP INDEX runs_debounce; DROP INDEX runs_ended; "
-        "ALTER TABLE runs DROP COLUMN debounce_key; "
+        "ALTER TABLE runs DROP COLUMN debounce_key; ALTER TABLE runs DROP COLUMN traceparent; "
         "ALTER TABLE runs DROP COLUMN priority; ALTER TABLE runs DROP COLUMN deadline_at; "
         "ALTER TABLE runs DROP COLUMN tags; ALTER TABLE runs DROP COLUMN paused; "
         "ALTER TABLE runs DROP COLUMN paused_from; "

@@ -68,8 +68,9 @@ struct StepInfo {
   std::optional<Clock::time_point> wake_at;  ///< sleeping: wake time; retrying: next attempt
   std::optional<std::chrono::milliseconds> duration{};  ///< run: its last attempt's body time
   Clock::time_point updated_at{};                       ///< when the entry was last written
-  /// run: when its last attempt's body began (it ended `duration` later); none for other kinds
-  /// and for entries written before durable 0.2.0.
+  /// run: when its last attempt's body began (it ended `duration` later); a sleep, an event wait,
+  /// a child run (invoke) or a send: when the run came to it (it ended at updated_at, once
+  /// over). None for other kinds, and for entries an older durable wrote.
   std::optional<Clock::time_point> started_at{};
   /// A step an operator completed by hand (Runtime::resolve): the reason they gave ("no reason
   /// given" when none); its output is theirs. Empty for every other entry.
@@ -122,6 +123,10 @@ struct Counters {
   std::uint64_t retries = 0;         ///< failed attempts that will be tried again
   std::uint64_t events_sent = 0;     ///< Runtime::send_event and journaled step.send_event
   std::uint64_t schedule_fires = 0;  ///< runs started by schedules
+  /// RuntimeOptions::otlp_endpoint: spans the collector accepted, and spans lost (found the
+  /// queue full, or in a batch the collector refused or could not be reached for).
+  std::uint64_t spans_exported = 0;
+  std::uint64_t spans_dropped = 0;
 };
 
 }  // namespace durable

@@ -186,6 +186,12 @@ struct RuntimeOptions {
   /// blue/green fleets on one database, where each fleet finishes the runs its own code began.
   /// Needs a version.
   bool only_own_version = false;
+  /// An OpenTelemetry collector's base URL ("http://localhost:4318"); empty (the default): no
+  /// traces. Spans of runs, step attempts, sleeps, waits and child runs are POSTed to
+  /// <endpoint>/v1/traces as OTLP/HTTP JSON, in batches, from a thread of their own: a step never
+  /// waits for the collector, and spans that find the queue full are dropped and counted
+  /// (Counters::spans_dropped). A URL that is not http:// is refused.
+  std::string otlp_endpoint{};
 };
 
 /// When a schedule starts runs: every `every` or by a `cron` expression (one of the two), at
@@ -219,6 +225,10 @@ struct StartOptions {
   /// Labels kept with the run (a tenant, a customer, a release): shown by get() and list(),
   /// matched by RunFilter::tags. Keys and values are non-empty UTF-8 text.
   std::map<std::string, std::string> tags{};
+  /// A W3C Trace Context `traceparent` ("00-<32 hex>-<16 hex>-<2 hex>") for the run to join: its
+  /// spans, and its child runs', go under that trace and span. Empty: the run has a trace of its
+  /// own. Anything else is refused.
+  std::string traceparent{};
 };
 
 /// Which runs Runtime::list returns.

@@ -253,6 +253,10 @@ class Step {
   std::string_view run_id() const;
   /// The run's correlation id, from start() or generated.
   std::string_view correlation_id() const;
+  /// A W3C `traceparent` for a call this run makes to another service, so that the callee's
+  /// spans join the run's trace: inside a step body, under the span of the body's attempt;
+  /// elsewhere, under the run's span. The same on every replay.
+  std::string traceparent() const;
   /// True while this invocation re-executes code whose steps the journal already holds: from the
   /// top of the function until the first step that is not journaled.
   bool replaying() const;

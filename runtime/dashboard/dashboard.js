@@ -491,12 +491,16 @@ async function copy(text, button) {
 
 // One row per journal entry. The bar places each step's last attempt on the run's time axis:
 // from its started_at, for duration_ms. Parallel bodies are journaled some time after they end,
-// so updated_at places only an entry without started_at (not a run step, or journaled before
-// durable 0.2.0): it ends there.
+// so updated_at places only an entry without started_at (journaled by an older durable): it ends
+// there. A sleep, wait or child run has a started_at and no duration_ms: it ends at updated_at.
 function stepSpan(s) {
   const took = Number(s.duration_ms) || 0;
   const start = Date.parse(s.started_at);
-  if (!Number.isNaN(start)) return {start, end: start + took};
+  if (!Number.isNaN(start)) {
+    const updated = Date.parse(s.updated_at);
+    const over = s.duration_ms == null && !Number.isNaN(updated) && updated > start;
+    return {start, end: over ? updated : start + took};
+  }
   const end = Date.parse(s.updated_at);
   return Number.isNaN(end) ? null : {start: end - took, end};
 }

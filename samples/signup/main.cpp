@@ -3,9 +3,10 @@
 // day, send the welcome email. Each invocation is printed, so the replay lifecycle is visible:
 // the function runs from the top every time, and only the first step it has not done runs.
 //
-//   signup [--db FILE] [--email ADDRESS] [--delay DURATION]
+//   signup [--db FILE] [--email ADDRESS] [--delay DURATION] [--otlp-endpoint URL]
 //
-// --delay shortens the day-long wait ("2s" in scripts/demo).
+// --delay shortens the day-long wait ("2s" in scripts/demo). --otlp-endpoint sends the run's
+// spans to an OpenTelemetry collector ("http://127.0.0.1:4318"; docs/tracing.md).
 
 #include <durable/durable.hpp>
 #include <iostream>
@@ -14,7 +15,7 @@
 #include "signup.hpp"
 
 int main(int argc, char** argv) {
-  std::string db = "signup.db", email = "ada@example.com", delay = "1 day";
+  std::string db = "signup.db", email = "ada@example.com", delay = "1 day", otlp;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--db")
@@ -23,14 +24,16 @@ int main(int argc, char** argv) {
       email = argv[i + 1];
     else if (flag == "--delay")
       delay = argv[i + 1];
+    else if (flag == "--otlp-endpoint")
+      otlp = argv[i + 1];
     else {
       std::cerr << "unknown flag " << flag << "\nusage: signup [--db FILE] [--email ADDRESS] "
-                << "[--delay DURATION]\n";
+                << "[--delay DURATION] [--otlp-endpoint URL]\n";
       return 2;
     }
   }
   try {
-    durable::Runtime runtime({.database = db});
+    durable::Runtime runtime({.database = db, .otlp_endpoint = otlp});
     runtime.add(signup::workflow(delay));
     const std::string id =
         runtime.start("signup", signup::Request{email, "pro"}, {.idempotency_key = email});

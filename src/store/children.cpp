@@ -4,6 +4,7 @@
 
 #include "serialization.hpp"
 #include "store/sql_store.hpp"
+#include "trace_context.hpp"
 
 namespace durable::detail {
 
@@ -11,9 +12,16 @@ namespace durable::detail {
 void SqlStore::create_child(const std::string& parent, const JournalEntry& e, std::int64_t now_ms) {
   NewRun child;
   {
-    sql::Query correlation(db(), "SELECT correlation_id FROM runs WHERE id = ?");
-    correlation.bind(1, parent);
-    child.correlation_id = correlation.next() ? correlation.text(0) : "";
+    sql::Query parent_run(db(), "SELECT correlation_id, traceparent FROM runs WHERE id = ?");
+    parent_run.bind(1, parent);
+    if (parent_run.next()) {
+      child.correlation_id = parent_run.text(0);
+      // The child joins its parent's trace, under the span of the invoke step that started it.
+      trace::TraceParent context =
+          trace::run_context(parent, parent_run.is_null(1) ? "" : parent_run.text(1));
+      context.span_id = trace::step_span(parent, e.key, 1);
+      child.traceparent = trace::format_traceparent(context);
+    }
   }
   child.id = e.output.value("run", "");
   child.workflow = e.output.value("workflow", "");
@@ -112,8 +120,8 @@ bool SqlStore::end_in(const std::string& id, Status status, const std::optional<
   }
   std::vector<std::string> children;
   {
-    sql::Query query(db(), "SELECT id FROM runs WHERE parent_id = ? AND " +
-                               std::string(kUnendedStatus));
+    sql::Query query(db(),
+                     "SELECT id FROM runs WHERE parent_id = ? AND " + std::string(kUnendedStatus));
     query.bind(1, id);
     while (query.next()) children.push_back(query.text(0));
   }

@@ -71,6 +71,8 @@ struct SqlStore::Candidate {
   int crashes = 0;
   std::string workflow;
   std::string correlation_id;
+  std::string traceparent;
+  std::int64_t created_at_ms = 0;
   std::string input;
   int invocations = 0;
   int paused = kNotPaused;  // running: a pause asked for, which its dead owner never made
@@ -86,7 +88,7 @@ namespace {
 // The columns a query that finds candidates selects first, in the order candidate() reads them.
 constexpr const char* kCandidateColumns =
     "id, crashes, workflow, correlation_id, input, invocations, paused, flow_key, rate_key, "
-    "began_at";
+    "began_at, traceparent, created_at";
 
 }  // namespace
 
@@ -105,6 +107,8 @@ SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int cras
   if (!row.is_null(7)) run.flow_key = row.text(7);
   if (!row.is_null(8)) run.rate_key = row.text(8);
   run.began = !row.is_null(9);
+  if (!row.is_null(10)) run.traceparent = row.text(10);
+  run.created_at_ms = row.int64(11);
   return run;
 }
 
@@ -281,7 +285,7 @@ void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& du
       query.bind(i, static_cast<std::int64_t>(request.limit - due.size()));
       bool held = false;
       while (query.next()) {
-        const Status status = status_from_string(query.text(10)).value_or(Status::pending);
+        const Status status = status_from_string(query.text(12)).value_or(Status::pending);
         const int crashes = query.int32(1);
         if (crashes >= isolate_after(request) && (!due.empty() || !request.executing.empty())) {
           skip.push_back(query.text(0));  // claimed alone, by a later claim
@@ -376,6 +380,8 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
   claim.run.id = id;
   claim.run.workflow = candidate.workflow;
   claim.run.correlation_id = candidate.correlation_id;
+  claim.run.traceparent = candidate.traceparent;
+  claim.run.created_at_ms = candidate.created_at_ms;
   claim.run.input = stored(candidate.input);
   claim.run.invocations = candidate.invocations;
   // Sleep entries are left sleeping by a sleeping run, or by a resident one (running) that slept

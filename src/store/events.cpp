@@ -112,6 +112,7 @@ Published SqlStore::publish_in(const NewEvent& event) {
     run.now_ms = run.due_ms = event.now_ms;
     run.reason = "started by event '" + event.name + "'";
     run.debounce = true;
+    run.traceparent = event.traceparent;
     result.started.push_back(insert_run(run));
   }
   return result;

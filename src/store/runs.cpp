@@ -95,8 +95,8 @@ std::string SqlStore::insert_run(const NewRun& run) {
                     "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, "
                     "input, due_at, created_at, updated_at, parent_id, parent_step, version, "
                     "forked_from, priority, deadline_at, tags, paused, paused_from, flow_key, "
-                    "rate_key, debounce_key) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "rate_key, debounce_key, traceparent) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (workflow, idempotency_key) DO NOTHING");
   insert.bind(1, run.id);
   insert.bind(2, run.workflow);
@@ -136,6 +136,7 @@ std::string SqlStore::insert_run(const NewRun& run) {
   } else {
     insert.bind_null(21);
   }
+  insert.bind_text_or_null(22, run.traceparent);
   if (insert.run() == 0) {
     insert.reset();
     sql::Query existing(db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
