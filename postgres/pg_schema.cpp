@@ -178,6 +178,10 @@ CREATE TABLE step_progress (
                                                                  R"sql(
 -- As the SQLite schema's version 14: the trace context a run joins.
 ALTER TABLE runs ADD COLUMN traceparent TEXT;
+)sql",
+                                                                 R"sql(
+-- As the SQLite schema's version 15: each worker's counters, written by its heartbeat.
+ALTER TABLE workers ADD COLUMN counters TEXT;
 )sql"};
 
 }  // namespace durable::detail::pg

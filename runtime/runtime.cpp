@@ -16,6 +16,7 @@
 #include "runtime_core.hpp"
 #include "serialization.hpp"
 #include "trace_context.hpp"
+#include "worker_counters.hpp"
 
 namespace durable::detail {
 
@@ -94,7 +95,8 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   worker_.host = host_identity();
   worker_.pid = ::getpid();
   worker_.start_ticks = process_start_ticks(worker_.pid);
-  store_->register_worker(worker_, now_ms());
+  worker_.started_at_ms = now_ms();
+  store_->register_worker(worker_, worker_.started_at_ms);
   // Forget the workers of processes on this host that are gone and own nothing any more.
   for (const Worker& worker : store_->workers_on(worker_.host)) {
     if (worker.id != worker_.id && !process_alive(worker)) store_->remove_idle_worker(worker.id);
@@ -317,9 +319,22 @@ void RuntimeCore::beat() {
       };
       try {
         // A halted runtime (the crash sweep's crash) is as dead as a killed one: it goes unseen.
-        if (!halted_) store_->touch_worker(worker_.id, now_ms(), options_.lease.count());
+        if (!halted_) {
+          store_->touch_worker(worker_, now_ms(), options_.lease.count(),
+                               counters_json(counters()));
+        }
       } catch (const std::exception& e) {
         failed(e, "mark this worker seen");
+      }
+      try {
+        // The rows of workers long dead, whichever host they ran on (the constructor forgets
+        // only this host's), once a lease: their silence is measured in leases too.
+        if (!halted_ && now_ms() >= next_forget_ms_) {
+          next_forget_ms_ = now_ms() + options_.lease.count();
+          store_->forget_dead_workers(now_ms());
+        }
+      } catch (const std::exception& e) {
+        failed(e, "forget the workers that stopped beating");
       }
       try {
         if (!executing_.empty()) {

@@ -352,6 +352,7 @@ class RuntimeCore {
   }};
   std::mt19937_64 random_{std::random_device{}()};
   std::int64_t next_owner_scan_ms_ = 0;
+  std::int64_t next_forget_ms_ = 0;  // the heartbeat's next forget_dead_workers
   // The next fire time of any schedule as last read, and until when that reading is used: this
   // runtime's own schedule changes and each run_until_idle(), wait() or serve() pass read it
   // afresh, and other processes' changes are seen after poll_interval, as their runs are.

@@ -195,6 +195,11 @@ CREATE TABLE step_progress (
                                                              R"sql(
 -- Traces: the W3C trace context a run joins (its caller's, or its parent run's invoke step).
 ALTER TABLE runs ADD COLUMN traceparent TEXT;
+)sql",
+                                                             R"sql(
+-- What each worker counted since it started (Runtime::counters), as JSON written by its
+-- heartbeat, for /metrics.
+ALTER TABLE workers ADD COLUMN counters TEXT;
 )sql"};
 
 }  // namespace durable::detail

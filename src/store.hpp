@@ -192,6 +192,7 @@ struct RunWrite {
 struct Worker {
   std::string id, host;
   std::int64_t pid = 0, start_ticks = 0;
+  std::int64_t started_at_ms = 0;  ///< when it registered (workers.started_at)
 };
 
 /// A run, its state history and its journal.
@@ -351,10 +352,18 @@ class Store {
 
   /// Registers the worker, seen at now_ms.
   virtual void register_worker(const Worker& worker, std::int64_t now_ms) = 0;
-  /// The worker's heartbeat: records that it was alive at now_ms, claiming runs for `lease_ms`.
-  /// It counts as live (OpsQueries::live_workers) until kLiveLeases leases after; a worker with
-  /// no heartbeat yet, for that long after it registered with the default lease.
-  virtual void touch_worker(const std::string& id, std::int64_t now_ms, std::int64_t lease_ms) = 0;
+  /// The worker's heartbeat: records that it was alive at now_ms, claiming runs for `lease_ms`,
+  /// with `counters` (JSON text; empty: none) as what it counted so far. It counts as live
+  /// (OpsQueries::live_workers) until kLiveLeases leases after; a worker with no heartbeat yet,
+  /// for that long after it registered with the default lease. A worker whose row was forgotten
+  /// (forget_dead_workers: it had stopped beating for that long) is registered again.
+  virtual void touch_worker(const Worker& worker, std::int64_t now_ms, std::int64_t lease_ms,
+                            const std::string& counters) = 0;
+  /// Forgets the workers not seen for kForgetLeases of their leases that own no running run, on
+  /// any host; how many. A dead worker that still owns running runs keeps its row until they are
+  /// taken over (a claim after their lease, or at once on its own host), which is what the
+  /// takeover and RunInfo::worker read.
+  virtual std::size_t forget_dead_workers(std::int64_t now_ms) = 0;
   /// Workers registered from this host.
   virtual std::vector<Worker> workers_on(const std::string& host) = 0;
   /// Forgets a worker that owns no running run (a closed runtime, or a dead process whose runs
@@ -443,11 +452,15 @@ std::unique_ptr<Store> open_store_read_only(const std::string& database);
 
 /// A worker is live while its last heartbeat is less than this many of its leases old.
 inline constexpr std::int64_t kLiveLeases = 2;
+/// A worker's row is forgotten once its last heartbeat is this many of its leases old and it owns
+/// no running run (Store::forget_dead_workers). Longer than kLiveLeases: the row of a worker only
+/// slow to beat (a paused VM, a stalled disk) is still there for its next heartbeat.
+inline constexpr std::int64_t kForgetLeases = 10;
 /// The lease of a worker that has not beaten yet (RuntimeOptions::lease's default).
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 14;
+inline constexpr int kSchemaVersion = 15;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

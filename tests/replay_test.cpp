@@ -390,6 +390,7 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
         "ALTER TABLE runs DROP COLUMN paused_from; "
         "ALTER TABLE runs DROP COLUMN crashes; DROP INDEX runs_correlation; "
         "ALTER TABLE workers DROP COLUMN seen_at; ALTER TABLE workers DROP COLUMN lease_ms; "
+        "ALTER TABLE workers DROP COLUMN counters; "
         "PRAGMA user_version = 2");
   }
   const std::string before = read_all(path);

@@ -161,7 +161,7 @@ TEST_CASE("a schema 4 file is migrated to 5: its workers get a heartbeat, its he
   detail::OpsQueries& queries = *opened;
   CHECK(queries.live_workers(1000 + 2 * 30'000 - 1) == 1);
   CHECK(queries.live_workers(1000 + 2 * 30'000) == 0);
-  store->touch_worker("w1", 100'000, 500);
+  store->touch_worker({"w1", "box boot:0b1e pid:[4026531836]", 4242, 7}, 100'000, 500, "");
   CHECK(queries.live_workers(100'999) == 1);
   CHECK(queries.live_workers(101'000) == 0);
 

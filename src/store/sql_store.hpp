@@ -131,7 +131,9 @@ class SqlStore : public Store {
   std::vector<StepProgress> progress_of(const std::string& run_id) override;
 
   void register_worker(const Worker& worker, std::int64_t now_ms) override;
-  void touch_worker(const std::string& id, std::int64_t now_ms, std::int64_t lease_ms) override;
+  void touch_worker(const Worker& worker, std::int64_t now_ms, std::int64_t lease_ms,
+                    const std::string& counters) override;
+  std::size_t forget_dead_workers(std::int64_t now_ms) override;
   std::vector<Worker> workers_on(const std::string& host) override;
   void remove_idle_worker(const std::string& id) override;
   std::vector<Worker> running_owners(const std::string& self) override;
@@ -185,6 +187,10 @@ class SqlStore : public Store {
 
   [[noreturn]] void fail_with(const sql::Failure& e) const;
   void restore();
+
+  // workers.cpp
+  /// Deletes the worker's row unless it owns a running run; whether it did.
+  bool remove_if_idle(const std::string& id);
 
   // runs.cpp
   std::string insert_run(const NewRun& run);

@@ -36,18 +36,62 @@ void SqlStore::register_worker(const Worker& worker, std::int64_t now_ms) {
   });
 }
 
-void SqlStore::touch_worker(const std::string& id, std::int64_t now_ms, std::int64_t lease_ms) {
+void SqlStore::touch_worker(const Worker& worker, std::int64_t now_ms, std::int64_t lease_ms,
+                            const std::string& counters) {
   guarded([&] {
     // Relaxed: when a power cut loses it, the worker that was seen is gone as well.
     sql::Transaction tx(db(), sql::Sync::relaxed);
+    const auto bind_counters = [&counters](sql::Query& query, int index) {
+      if (counters.empty()) {
+        query.bind_null(index);
+      } else {
+        query.bind(index, counters);
+      }
+    };
     {
-      sql::Query touch(db(), "UPDATE workers SET seen_at = ?, lease_ms = ? WHERE id = ?");
+      sql::Query touch(db(),
+                       "UPDATE workers SET seen_at = ?, lease_ms = ?, counters = ? WHERE id = ?");
       touch.bind(1, now_ms);
       touch.bind(2, lease_ms);
-      touch.bind(3, id);
-      touch.run();
+      bind_counters(touch, 3);
+      touch.bind(4, worker.id);
+      if (touch.run() == 0) {
+        // The row is gone: another worker forgot this one while it was stalled past
+        // kForgetLeases, and it is live again.
+        sql::Query insert(db(),
+                          "INSERT INTO workers (id, host, pid, start_ticks, started_at, seen_at, "
+                          "lease_ms, counters) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+        insert.bind(1, worker.id);
+        insert.bind(2, worker.host);
+        insert.bind(3, worker.pid);
+        insert.bind(4, worker.start_ticks);
+        insert.bind(5, worker.started_at_ms != 0 ? worker.started_at_ms : now_ms);
+        insert.bind(6, now_ms);
+        insert.bind(7, lease_ms);
+        bind_counters(insert, 8);
+        insert.run();
+      }
     }
     tx.commit();
+  });
+}
+
+std::size_t SqlStore::forget_dead_workers(std::int64_t now_ms) {
+  return guarded([&] {
+    // The silent ones first, from the small workers table; then each is deleted unless it owns
+    // a running run, in a statement of its own, so the runs table is looked at only for them.
+    std::vector<std::string> silent;
+    {
+      sql::Query query(db(),
+                       "SELECT id FROM workers WHERE seen_at + ? * coalesce(lease_ms, ?) <= ?");
+      query.bind(1, kForgetLeases);
+      query.bind(2, kDefaultLeaseMs);
+      query.bind(3, now_ms);
+      while (query.next()) silent.push_back(query.text(0));
+    }
+    std::size_t forgotten = 0;
+    for (const std::string& id : silent) forgotten += remove_if_idle(id) ? 1 : 0;
+    return forgotten;
   });
 }
 
@@ -60,13 +104,15 @@ std::vector<Worker> SqlStore::workers_on(const std::string& host) {
 }
 
 void SqlStore::remove_idle_worker(const std::string& id) {
-  guarded([&] {
-    sql::Query remove(db(),
-                      "DELETE FROM workers WHERE id = ?1 AND NOT EXISTS "
-                      "(SELECT 1 FROM runs WHERE owner = ?1 AND status = 'running')");
-    remove.bind(1, id);
-    return remove.run();
-  });
+  guarded([&] { return remove_if_idle(id); });
+}
+
+bool SqlStore::remove_if_idle(const std::string& id) {
+  sql::Query remove(db(),
+                    "DELETE FROM workers WHERE id = ?1 AND NOT EXISTS "
+                    "(SELECT 1 FROM runs WHERE owner = ?1 AND status = 'running')");
+  remove.bind(1, id);
+  return remove.run() > 0;
 }
 
 std::vector<Worker> SqlStore::running_owners(const std::string& self) {
