@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
-#include <iomanip>
 #include <set>
 #include <sstream>
 
@@ -21,12 +20,6 @@ namespace durable::ops {
 namespace {
 
 constexpr std::int64_t kDayMs = 24 * 3600 * 1000;
-// Upper bounds of the step-duration histogram, in ms.
-const std::vector<std::int64_t> kDurationBoundsMs = {1,   5,    10,   25,   50,    100,   250,
-                                                     500, 1000, 2500, 5000, 10000, 30000, 60000};
-const Status kStatuses[] = {Status::pending, Status::running,  Status::sleeping,
-                            Status::waiting, Status::paused,   Status::completed,
-                            Status::failed,  Status::cancelled};
 
 std::string iso(std::int64_t ms) { return detail::utc_text(ms); }
 std::string iso(Clock::time_point t) { return iso(detail::to_ms(t)); }
@@ -442,67 +435,6 @@ void Admin::remove_schedule(std::string_view id) {
     throw NotFound("no schedule with id '" + std::string(id) + "'");
   }
   changed();
-}
-
-// Every figure is read from the database at the scrape, so that each endpoint on a file reports
-// the same. So none is a counter: a retry() resets its run's failed steps, and a deleted run
-// takes its journal with it, so each can go down (Prometheus' rate() would read that as a
-// reset). They are gauges, named without _total. The histogram, whose buckets Prometheus reads
-// as counters, is the exception the text format forces: it has no gauge histogram. Its buckets
-// drop only when a retried step's new attempt lands in another bucket, or a run is deleted.
-std::string Admin::metrics() {
-  const Lease db = lease();
-  const std::int64_t now = now_ms();
-  const std::map<std::string, std::int64_t> counts = db->queries->count_runs("", "");
-  const detail::Backlog backlog = db->store->backlog(now);
-  const detail::StepTotals totals = db->queries->step_totals(kDurationBoundsMs);
-  std::ostringstream out;
-  const auto family = [&out](const char* name, const char* type, const char* help) {
-    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
-  };
-  const auto gauge = [&](const char* name, const char* help, auto value) {
-    family(name, "gauge", help);
-    out << name << ' ' << value << '\n';
-  };
-  family("durable_runs", "gauge", "Runs in the database by status.");
-  for (const Status status : kStatuses) {
-    const auto it = counts.find(std::string(to_string(status)));
-    out << "durable_runs{status=\"" << to_string(status) << "\"} "
-        << (it == counts.end() ? 0 : it->second) << '\n';
-  }
-  gauge("durable_steps",
-        "step.run entries in the journals (sleeps, waits, invokes and sends not counted).",
-        totals.steps);
-  gauge("durable_step_attempts_failed",
-        "Failed attempts of step.run entries, retried or not, as the journals hold them now (a "
-        "retry of a run resets its failed steps).",
-        totals.failed_attempts);
-  gauge("durable_step_retries",
-        "Failed attempts of step.run entries that were tried again, as the journals hold them now.",
-        totals.retries);
-  gauge("durable_steps_failed",
-        "step.run entries failed for good (no attempt left), caught by the workflow or not, as "
-        "the journals hold them now (a retry of a run resets them).",
-        totals.failed_steps);
-  gauge("durable_pending_depth", "Runs due now and not yet claimed.", backlog.depth);
-  gauge("durable_oldest_pending_age_seconds",
-        "How long the oldest due, unclaimed run has waited (0 when none).",
-        backlog.oldest_due_ms ? std::max<std::int64_t>(0, now - *backlog.oldest_due_ms) / 1000.0
-                              : 0.0);
-  gauge("durable_workers",
-        "Live runtimes: their heartbeat was seen less than two of their leases ago.",
-        db->queries->live_workers(now));
-  family("durable_step_duration_seconds", "histogram",
-         "Time the last attempt of each step.run entry took, as the journals hold them now.");
-  for (std::size_t i = 0; i < kDurationBoundsMs.size(); ++i) {
-    out << "durable_step_duration_seconds_bucket{le=\"" << kDurationBoundsMs[i] / 1000.0 << "\"} "
-        << totals.at_or_under[i] << '\n';
-  }
-  out << "durable_step_duration_seconds_bucket{le=\"+Inf\"} " << totals.duration_count << '\n';
-  out << "durable_step_duration_seconds_sum " << std::setprecision(15)
-      << totals.duration_sum_ms / 1000.0 << '\n';
-  out << "durable_step_duration_seconds_count " << totals.duration_count << '\n';
-  return out.str();
 }
 
 }  // namespace durable::ops

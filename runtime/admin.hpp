@@ -168,7 +168,9 @@ class Admin {
   json list_schedules();
   /// Throws NotFound for an unknown schedule.
   void remove_schedule(std::string_view id);
-  /// The Prometheus text exposition of the database's state (durable_* metrics).
+  /// The Prometheus text exposition of the database's state and of its live workers' counters
+  /// (durable_* metrics, docs/metrics.md), labelled within the caps of metrics.hpp. In
+  /// runtime/metrics.cpp.
   std::string metrics();
 
  private:

@@ -10,6 +10,11 @@
 
 namespace durable::ops {
 
+/// Every status, in the order answers list them.
+inline constexpr Status kStatuses[] = {Status::pending, Status::running,  Status::sleeping,
+                                       Status::waiting, Status::paused,   Status::completed,
+                                       Status::failed,  Status::cancelled};
+
 struct Admin::Connection {
   std::unique_ptr<detail::Store> store;
   std::unique_ptr<detail::OpsQueries> queries;

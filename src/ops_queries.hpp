@@ -15,7 +15,8 @@ namespace durable::detail {
 
 namespace sql {
 class Connection;
-}
+class Query;
+}  // namespace sql
 
 /// Journal totals over every run, as the journals are now: a retry() resets its run's failed
 /// steps (their attempts start again from 0), so each of these can go down.
@@ -28,6 +29,26 @@ struct StepTotals {
   std::vector<std::int64_t> at_or_under;
   std::int64_t duration_sum_ms = 0;
   std::int64_t duration_count = 0;
+};
+
+/// The StepTotals of one step id (StepGroup::step: the journal entry's base, "charge" for
+/// "charge#2", "item[3]" for a map item) of one workflow.
+struct StepGroup {
+  std::string workflow, step;
+  StepTotals totals;
+};
+
+/// Runs of one workflow in one status.
+struct RunCount {
+  std::string workflow, status;
+  std::int64_t runs = 0;
+};
+
+/// A live worker's row (OpsQueries::live_workers).
+struct LiveWorker {
+  std::string id, host;  ///< host: the whole identity (workers.host)
+  std::int64_t pid = 0, started_at_ms = 0;
+  std::string counters;  ///< JSON text its last heartbeat wrote; empty before the first
 };
 
 class OpsQueries {
@@ -48,19 +69,29 @@ class OpsQueries {
   std::vector<std::string> known_workflows();
   /// Totals of the journal; duration buckets at these upper bounds (ms, ascending).
   StepTotals step_totals(const std::vector<std::int64_t>& bounds_ms);
+  /// Runs by workflow and status, in one grouped read (statuses with no run have no entry).
+  std::vector<RunCount> runs_by_workflow();
+  /// step_totals() by workflow and step id, in one grouped read, in no particular order.
+  std::vector<StepGroup> steps_by_workflow(const std::vector<std::int64_t>& bounds_ms);
   /// Failed runs of `workflow` that failed at step `step_id` with an error of `type` since
   /// `since_ms`, `except` left out.
   std::int64_t failures_alike(const std::string& workflow, const std::string& step_id,
                               const std::string& type, std::int64_t since_ms,
                               const std::string& except);
   /// Live workers at now_ms: those whose heartbeat was seen less than kLiveLeases of their
-  /// leases ago (store.hpp). A killed worker's row stays until its runs are taken over; it stops
-  /// counting once its last heartbeat is that old.
+  /// leases ago (store.hpp). A killed worker's row stays until its runs are taken over and it
+  /// is forgotten (Store::forget_dead_workers); it stops counting once its last heartbeat is
+  /// that old.
   std::int64_t live_workers(std::int64_t now_ms);
+  /// The rows of those workers, by id.
+  std::vector<LiveWorker> live_worker_rows(std::int64_t now_ms);
 
  private:
   template <class F>
   auto guarded(F&& body);
+  std::string totals_columns(const std::vector<std::int64_t>& bounds_ms) const;
+  static StepTotals read_totals(sql::Query& query, int first,
+                                const std::vector<std::int64_t>& bounds_ms);
 
   Opener open_;
   std::unique_ptr<sql::Connection> db_;  // null after it broke, until the next call

@@ -11,33 +11,15 @@
 #include "admin.hpp"
 #include "api.hpp"
 #include "http_client.hpp"
+#include "prometheus_text.hpp"
 #include "stores.hpp"
 #include "support.hpp"
 
 using namespace durable;
 using namespace std::chrono_literals;
-using test::has;
-
-namespace {
-
-// The value of the one sample named `series` (with its labels, if any) in a scrape.
-std::optional<double> sample(const std::string& metrics, const std::string& series) {
-  const std::string at = "\n" + series + " ";
-  const std::size_t found = ("\n" + metrics).find(at);
-  if (found == std::string::npos) return std::nullopt;
-  return std::stod(metrics.substr(found + at.size() - 1));
-}
-
-// The TYPE line's type of a metric family, or empty.
-std::string type_of(const std::string& metrics, const std::string& family) {
-  std::smatch match;
-  const std::regex line("# TYPE " + family + " (\\w+)\n");
-  return std::regex_search(metrics, match, line) ? match[1].str() : std::string();
-}
-
-}  // namespace
 
 TEST_CASE("metrics: failed attempts and steps failed for good are counted apart (on each store)") {
+  using test::prometheus::parse;
   test::TempDir dir;
   const RuntimeOptions opts = test::quiet(test::database(dir, "metrics.db"));
   Runtime runtime(opts);
@@ -72,33 +54,50 @@ TEST_CASE("metrics: failed attempts and steps failed for good are counted apart 
   REQUIRE(runtime.wait(doomed, 10s).status == Status::failed);
 
   ops::Admin admin(opts.database);
-  std::string metrics = admin.metrics();
-  CHECK(sample(metrics, "durable_steps") == 4);  // call, hotel, cancel-flight, charge
-  CHECK(sample(metrics, "durable_step_attempts_failed") == 6);  // 1 + 2 + 3
-  CHECK(sample(metrics, "durable_step_retries") == 4);          // 1 + 1 + 2
-  CHECK(sample(metrics, "durable_steps_failed") == 2);          // hotel (caught) and charge
-  CHECK(sample(metrics, "durable_runs{status=\"failed\"}") == 1);
-  CHECK(sample(metrics, "durable_runs{status=\"completed\"}") == 2);
-  CHECK_FALSE(has(metrics, "durable_step_failures"));  // renamed: it said neither of the two
+  auto metrics = parse(admin.metrics());
+  const auto in = [](const char* workflow) {
+    return test::prometheus::Labels{{"workflow", workflow}};
+  };
+  CHECK(metrics.sum("durable_steps") == 4);  // call, hotel, cancel-flight, charge
+  CHECK(metrics.value("durable_steps", in("compensated")) == 2);
+  CHECK(metrics.sum("durable_step_attempts_failed") == 6);  // 1 + 2 + 3
+  CHECK(metrics.value("durable_step_attempts_failed", in("flaky")) == 1);
+  CHECK(metrics.value("durable_step_attempts_failed", in("doomed")) == 3);
+  CHECK(metrics.sum("durable_step_retries") == 4);  // 1 + 1 + 2
+  CHECK(metrics.value("durable_step_retries", in("compensated")) == 1);
+  CHECK(metrics.sum("durable_steps_failed") == 2);  // hotel (caught) and charge
+  CHECK(metrics.value("durable_steps_failed", in("flaky")) == 0);
+  CHECK(metrics.sum("durable_runs", {{"status", "failed"}}) == 1);
+  CHECK(metrics.value("durable_runs", {{"workflow", "doomed"}, {"status", "failed"}}) == 1);
+  CHECK(metrics.sum("durable_runs", {{"status", "completed"}}) == 2);
+  CHECK(metrics.of("durable_step_failures").empty());  // renamed: it said neither of the two
 
   // A retry resets the failed run's step: the series go down, which a counter may not.
   admin.retry_run(doomed);
-  metrics = admin.metrics();
-  CHECK(sample(metrics, "durable_step_attempts_failed") == 3);
-  CHECK(sample(metrics, "durable_step_retries") == 2);
-  CHECK(sample(metrics, "durable_steps_failed") == 1);
+  metrics = parse(admin.metrics());
+  CHECK(metrics.sum("durable_step_attempts_failed") == 3);
+  CHECK(metrics.value("durable_step_attempts_failed", in("doomed")) == 0);
+  CHECK(metrics.sum("durable_step_retries") == 2);
+  CHECK(metrics.sum("durable_steps_failed") == 1);
   for (const char* family :
        {"durable_runs", "durable_steps", "durable_step_attempts_failed", "durable_step_retries",
         "durable_steps_failed", "durable_pending_depth", "durable_oldest_pending_age_seconds",
-        "durable_workers"}) {
-    CHECK_MESSAGE(type_of(metrics, family) == "gauge", family);
+        "durable_workers", "durable_worker_start_time_seconds"}) {
+    CHECK_MESSAGE(metrics.types[family] == "gauge", family);
   }
-  CHECK(type_of(metrics, "durable_step_duration_seconds") == "histogram");
-  CHECK_FALSE(has(metrics, " counter\n"));  // nothing read from the file only ever grows
+  CHECK(metrics.types["durable_step_duration_seconds"] == "histogram");
+  // Only the workers' own counters only ever grow; nothing read from the journals is a counter.
+  for (const auto& family_type : metrics.types) {
+    const std::string& family = family_type.first;
+    if (family_type.second == "counter") {
+      CHECK_MESSAGE(family.rfind("durable_worker_", 0) == 0, family);
+    }
+  }
 }
 
 TEST_CASE(
     "metrics: the /metrics of runs in every state passes promtool check metrics (on each store)") {
+  using test::prometheus::parse;
   const auto [found, promtool] = test::run_shell("command -v promtool");
   if (found != 0) {
     FAIL(
@@ -120,13 +119,13 @@ TEST_CASE(
   const auto response = client.exchange(test::http_client::get("/metrics"));
   REQUIRE(response.result_int() == 200);
   const std::string metrics = response.body();
+  const auto scrape_of = parse(metrics);
   for (const char* status :
        {"completed", "failed", "sleeping", "waiting", "pending", "cancelled"}) {
-    CHECK_MESSAGE(sample(metrics, "durable_runs{status=\"" + std::string(status) + "\"}") > 0,
-                  status);
+    CHECK_MESSAGE(scrape_of.sum("durable_runs", {{"status", status}}) > 0, status);
   }
-  CHECK(sample(metrics, "durable_steps_failed") == 2);  // checkout's charge-card, book-hotel
-  CHECK(sample(metrics, "durable_step_attempts_failed") == 5);
+  CHECK(scrape_of.sum("durable_steps_failed") == 2);  // checkout's charge-card, book-hotel
+  CHECK(scrape_of.sum("durable_step_attempts_failed") == 5);
 
   const std::string scrape = dir.file("metrics.txt");
   std::ofstream(scrape) << metrics;

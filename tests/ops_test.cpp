@@ -21,6 +21,7 @@
 #include "api.hpp"
 #include "durations.hpp"
 #include "http_server.hpp"
+#include "prometheus_text.hpp"
 #include "scratch_mount.hpp"
 #include "stores.hpp"
 #include "support.hpp"
@@ -256,15 +257,17 @@ TEST_CASE("ops: stats and metrics read the database (on each store)") {
   CHECK(stats.at("steps") == 4);    // create, welcome, reserve, charge
   CHECK(stats.at("workflows") == json{"approval", "checkout", "signup"});
 
-  const std::string metrics = admin.metrics();
-  for (const char* line :
-       {"durable_runs{status=\"failed\"} 1\n", "durable_runs{status=\"pending\"} 1\n",
-        "durable_steps 4\n", "durable_step_retries 2\n", "durable_steps_failed 1\n",
-        "durable_pending_depth 1\n", "# TYPE durable_step_duration_seconds histogram\n",
-        "durable_step_duration_seconds_bucket{le=\"+Inf\"} 4\n",
-        "durable_step_duration_seconds_count 4\n"}) {
-    CHECK_MESSAGE(metrics.find(line) != std::string::npos, line);
-  }
+  const auto metrics = test::prometheus::parse(admin.metrics());
+  CHECK(metrics.sum("durable_runs", {{"status", "failed"}}) == 1);
+  CHECK(metrics.sum("durable_runs", {{"status", "pending"}}) == 1);
+  CHECK(metrics.sum("durable_steps") == 4);
+  CHECK(metrics.sum("durable_step_retries") == 2);
+  CHECK(metrics.value("durable_step_retries", {{"workflow", "checkout"}}) == 2);
+  CHECK(metrics.sum("durable_steps_failed") == 1);
+  CHECK(metrics.value("durable_pending_depth") == 1);
+  CHECK(metrics.types.at("durable_step_duration_seconds") == "histogram");
+  CHECK(metrics.sum("durable_step_duration_seconds_bucket", {{"le", "+Inf"}}) == 4);
+  CHECK(metrics.sum("durable_step_duration_seconds_count") == 4);
 }
 
 TEST_CASE(
@@ -339,9 +342,9 @@ TEST_CASE(
   CHECK(admin.show_run(id).at("orphaned") == true);
   CHECK(admin.list_runs({}).at("runs").at(0).at("orphaned") == true);
   CHECK(admin.stats().at("workers") == 0);
-  CHECK(has(admin.metrics(), "durable_workers 0\n"));
+  CHECK(test::prometheus::parse(admin.metrics()).value("durable_workers") == 0);
   ahead_ms = 0;
-  CHECK(has(admin.metrics(), "durable_workers 1\n"));
+  CHECK(test::prometheus::parse(admin.metrics()).value("durable_workers") == 1);
 
   release = true;
   driver.join();
@@ -442,7 +445,7 @@ TEST_CASE("http api: every endpoint answers, and bad requests get JSON 4xx (on e
   CHECK(http(port, "DELETE", "/v1/schedules/none").first == 404);
   answer = http(port, "GET", "/metrics");
   CHECK(answer.first == 200);
-  CHECK(answer.second.find("durable_runs{status=\"completed\"}") != std::string::npos);
+  CHECK(test::prometheus::parse(answer.second).sum("durable_runs", {{"status", "completed"}}) > 0);
   answer = http(port, "GET", "/");
   CHECK(answer.first == 200);
   CHECK(answer.second.find("<!doctype html>") != std::string::npos);

@@ -15,6 +15,7 @@
 
 #include "pg_schema.hpp"
 #include "pg_support.hpp"
+#include "prometheus_text.hpp"
 #include "store.hpp"
 #include "support.hpp"
 #include "worker_workflows.hpp"
@@ -270,7 +271,8 @@ TEST_CASE(
   // The Prometheus text of /metrics, as the HTTP server serves it (the same admin layer).
   const auto [measured, metrics] = test::shell(cli + "metrics");
   CHECK(measured == 0);
-  CHECK(test::has(metrics, "durable_runs{status=\"cancelled\"} 1"));
+  CHECK(test::prometheus::parse(metrics).value(
+            "durable_runs", {{"workflow", "wait"}, {"status", "cancelled"}}) == 1);
   CHECK(test::shell(cli + "show 0000").first == 3);  // not found, as on a file
 }
 
