@@ -5,7 +5,7 @@
 
 namespace durable::detail {
 
-const std::array<CounterField, 7> kCounterFields = {{
+const std::array<CounterField, 9> kCounterFields = {{
     {"runs_started", &Counters::runs_started,
      "Runs this worker created: its starts, and the runs its events, schedules, invokes and "
      "continue_as_new started."},
@@ -17,6 +17,12 @@ const std::array<CounterField, 7> kCounterFields = {{
     {"events_sent", &Counters::events_sent,
      "Events this worker sent: Runtime::send_event and journaled step.send_event."},
     {"schedule_fires", &Counters::schedule_fires, "Runs this worker started from schedules."},
+    {"spans_exported", &Counters::spans_exported,
+     "Spans the OpenTelemetry collector accepted from this worker "
+     "(RuntimeOptions::otlp_endpoint)."},
+    {"spans_dropped", &Counters::spans_dropped,
+     "Spans this worker lost: the export queue was full, or the collector refused or could not "
+     "be reached."},
 }};
 
 std::string counters_json(const Counters& counters) {

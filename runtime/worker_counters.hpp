@@ -18,7 +18,7 @@ struct CounterField {
   const char* help;  ///< what it counts, for the metric's HELP line
 };
 
-extern const std::array<CounterField, 7> kCounterFields;
+extern const std::array<CounterField, 9> kCounterFields;
 
 /// The counters as workers.counters holds them: {"runs_started": n, ...}.
 std::string counters_json(const Counters& counters);

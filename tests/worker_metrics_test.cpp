@@ -75,9 +75,11 @@ TEST_CASE("metrics: each live worker's counters are exported, and only go up (on
   CHECK(metrics.value("durable_worker_steps_total", of_busy) == busy.counters().steps);
   CHECK(metrics.sum("durable_worker_steps_total") == busy.counters().steps);  // idle: 0
   CHECK(metrics.value("durable_worker_runs_failed_total", of_busy) == 0);
-  for (const char* family : {"durable_worker_runs_started_total", "durable_worker_steps_total",
-                             "durable_worker_retries_total", "durable_worker_events_sent_total",
-                             "durable_worker_schedule_fires_total"}) {
+  for (const char* family :
+       {"durable_worker_runs_started_total", "durable_worker_steps_total",
+        "durable_worker_retries_total", "durable_worker_events_sent_total",
+        "durable_worker_schedule_fires_total", "durable_worker_spans_exported_total",
+        "durable_worker_spans_dropped_total"}) {
     CHECK_MESSAGE(metrics.types[family] == "counter", family);
   }
   const auto checked = test::prometheus::promtool_check(text, dir.file("workers.txt"));
