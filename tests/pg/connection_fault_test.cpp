@@ -83,6 +83,25 @@ class Point {
     return rows;
   }
 
+  // Waits (up to 10 s) until the server has ended the transactions of connections the proxy
+  // dropped. A backend ends its transaction once it reads the close, which a loaded machine may
+  // leave for a while; until then the rows it locked are skipped by claims (FOR UPDATE SKIP
+  // LOCKED), as they would be for a worker cut off mid-transaction, until the server's
+  // keepalives find it gone. Another lane's transactions are in other schemas.
+  bool abandoned_transactions_ended() {
+    const std::string sql =
+        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+        "JOIN pg_stat_activity a ON a.pid = l.pid WHERE c.relnamespace = '" +
+        schema_ +
+        "'::regnamespace AND a.state LIKE 'idle in transaction%' AND l.pid <> pg_backend_pid()";
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (count(sql) > 0) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+
   // What is inconsistent in the schema: the tables half made, or rows that durable writes
   // together found apart.
   std::vector<std::string> problems() {
@@ -238,6 +257,20 @@ bool finish(Runtime& runtime, test::ManualClock& clock, const Baseline& baseline
   CHECK(steps == baseline.journals);
   if (steps != baseline.journals) {
     for (const std::string& s : steps) MESSAGE("journaled: ", s);
+    for (const std::string& s : baseline.journals) MESSAGE("the baseline journaled: ", s);
+  }
+  if (results != baseline.results) {
+    for (const std::string& s : results) MESSAGE("ended: ", s);
+    for (const std::string& s : baseline.results) MESSAGE("the baseline ended: ", s);
+    RunFilter all;
+    all.limit = 1000;
+    for (const RunInfo& run : runtime.list(all)) {
+      if (run.status == Status::completed) continue;
+      for (const auto& change : runtime.get(run.id).history) {
+        MESSAGE("history of ", run.workflow, " ", run.input.dump(), ": ", to_string(change.status),
+                ": ", change.reason);
+      }
+    }
   }
   const VerifyReport verified = runtime.verify();
   CHECK(verified.ok());
@@ -327,6 +360,7 @@ void fault_at(Target& target, PgProxy& proxy, const Baseline& baseline,
   // The runtime connects again by itself: the same one finishes the work. Only a constructor
   // that failed leaves none, and a new one is made.
   if (!runtime) runtime = workload_runtime(point.routed(), clock, log);
+  CHECK(point.abandoned_transactions_ended());
   const bool finished = finish(*runtime, clock, baseline);
   runtime.reset();
   const bool intact = kept(before, point.settled());
