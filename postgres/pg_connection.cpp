@@ -323,8 +323,14 @@ int PgConnection::backend_pid() const { return PQbackendPID(connection_.get()); 
 
 namespace {
 
-// The URI's connect_timeout in seconds, or the default when it sets none. libpq reads 1 as 2.
-int connect_timeout_of(const std::string& uri, const std::string& where) {
+// What the URI sets: its connect_timeout in seconds (the default when it sets none; libpq reads 1
+// as 2) and its options (the server settings sent at startup).
+struct UriSettings {
+  int timeout_seconds = kDefaultConnectTimeoutSeconds;
+  std::string options;
+};
+
+UriSettings settings_of(const std::string& uri, const std::string& where) {
   char* parse_error = nullptr;
   PQconninfoOption* options = PQconninfoParse(uri.c_str(), &parse_error);
   if (options == nullptr) {
@@ -334,14 +340,17 @@ int connect_timeout_of(const std::string& uri, const std::string& where) {
         where + "the URI is not valid: " + scrub(words, uri, mask_password(uri)) +
         " (the form is postgresql://[user[:password]@][host][:port][/dbname][?param=value])");
   }
-  int seconds = kDefaultConnectTimeoutSeconds;
+  UriSettings settings;
   for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
-    if (std::strcmp(option->keyword, "connect_timeout") == 0 && option->val != nullptr) {
-      seconds = std::atoi(option->val) == 1 ? 2 : std::atoi(option->val);
+    if (option->val == nullptr) continue;
+    if (std::strcmp(option->keyword, "connect_timeout") == 0) {
+      settings.timeout_seconds = std::atoi(option->val) == 1 ? 2 : std::atoi(option->val);
+    } else if (std::strcmp(option->keyword, "options") == 0) {
+      settings.options = option->val;
     }
   }
   PQconninfoFree(options);
-  return seconds;
+  return settings;
 }
 
 // The message for a connection attempt that failed: what libpq says, and what to do about it.
@@ -368,9 +377,19 @@ std::unique_ptr<PgConnection> connect(const std::string& uri) {
   if (!uri.starts_with("postgresql://") && !uri.starts_with("postgres://")) {
     throw Error(where + "not a PostgreSQL URI; it must start with postgresql:// or postgres://");
   }
-  const int timeout_seconds = connect_timeout_of(uri, where);
+  const UriSettings settings = settings_of(uri, where);
+  const int timeout_seconds = settings.timeout_seconds;
+  // The server's side of the same: a worker cut off in the middle of a transaction holds the
+  // rows it locked, which claims skip (FOR UPDATE SKIP LOCKED), until the server ends its
+  // session. With the system's keepalives that takes hours; with these, about 20 s. The URI's
+  // own options come after, so that a setting it makes wins.
+  const std::string server_options =
+      "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=2 "
+      "-c tcp_user_timeout=20000" +
+      (settings.options.empty() ? std::string() : " " + settings.options);
 
-  // Later keywords win, and the URI (dbname, expanded) comes last: what it sets, it keeps.
+  // Later keywords win, and the URI (dbname, expanded) comes after durable's defaults: what it
+  // sets, it keeps. Only the options come after it, holding its own.
   const std::string default_timeout = std::to_string(kDefaultConnectTimeoutSeconds);
   // A server or link that went silent is noticed within about 20 s (keepalives while idle, a
   // send left unacknowledged while busy), not at the system's TCP timeouts of minutes to hours.
@@ -382,9 +401,11 @@ std::unique_ptr<PgConnection> connect(const std::string& uri) {
                                   "keepalives_count",
                                   "tcp_user_timeout",
                                   "dbname",
+                                  "options",
                                   nullptr};
   const char* const values[] = {
-      default_timeout.c_str(), "UTF8", "durable", "10", "5", "2", "20000", uri.c_str(), nullptr};
+      default_timeout.c_str(), "UTF8", "durable", "10", "5", "2", "20000", uri.c_str(),
+      server_options.c_str(),  nullptr};
   ConnectionHandle connection(PQconnectStartParams(keywords, values, 1));
   if (!connection) throw Error(where + "out of memory");
   pg_conn* handle = connection.get();

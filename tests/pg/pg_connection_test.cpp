@@ -492,3 +492,27 @@ TEST_CASE("NOTIFY inside a transaction is sent at commit and dropped by a rollba
   notifier->commit();
   CHECK(listener->wait_for_notification(5s));
 }
+
+TEST_CASE(
+    "a connection has the server notice a silent client within about 20 s, and the URI's "
+    "own options keep their say") {
+  const auto show = [](pg::PgConnection& db, const std::string& setting) {
+    sql::Query query(db, "SELECT current_setting('" + setting + "')");
+    REQUIRE(query.next());
+    return query.text(0);
+  };
+  // The server ends a cut-off worker's session, and its transaction with the rows it locked,
+  // after 10 s idle and two probes 5 s apart unanswered, or 20 s of data unacknowledged.
+  auto db = open();
+  CHECK(show(*db, "tcp_keepalives_idle") == "10");
+  CHECK(show(*db, "tcp_keepalives_interval") == "5");
+  CHECK(show(*db, "tcp_keepalives_count") == "2");
+  CHECK(show(*db, "tcp_user_timeout") == "20000");  // ms
+  // The URI's options: its other settings kept, and its own keepalive chosen over durable's.
+  const std::string uri = test_uri();
+  auto own = pg::connect(uri + (uri.find('?') == std::string::npos ? "?" : "&") +
+                         "options=-c%20tcp_keepalives_idle%3D30%20-c%20statement_timeout%3D1234");
+  CHECK(show(*own, "tcp_keepalives_idle") == "30");
+  CHECK(show(*own, "tcp_keepalives_count") == "2");
+  CHECK(show(*own, "statement_timeout") == "1234ms");
+}
