@@ -58,6 +58,9 @@ struct EntryWrite {
   /// A Step::transaction: the store runs its body in the transaction that writes the entry, and
   /// writes what it ends in instead of `entry`.
   std::shared_ptr<TransactionStep> transaction{};
+  /// A nested step's write: the attempt of the body it is nested in (0: not nested), for its
+  /// span's parent. Not stored.
+  int outer_attempt = 0;
 };
 
 /// The body of a Step::transaction, as the store runs it: in a savepoint of the transaction that
@@ -74,19 +77,22 @@ struct TransactionStep {
   std::optional<std::string> ended;
 };
 
+/// A time in a history reason ("sleep 'nap' until 2026-11-27T09:00:00.000Z"): to the ms.
+std::string format_time(std::int64_t ms);
+
 /// A wake time that never comes: a wait with no timeout.
 inline constexpr std::int64_t kNever = INT64_MAX;
 
 /// What an invocation ended with: journal entries to write together with the run's change.
 struct Outcome {
   enum class Kind {
-    step_done,  ///< new steps were journaled (completed, failed for good, or a sleep that has
-                ///< already ended): invoke again at once
-    sleep,      ///< the run sleeps until wake_at_ms (a sleep, or a retry backoff)
-    completed,  ///< the workflow returned `output`
-    failed,     ///< the workflow threw; `error` says what
-    lost,       ///< a nested step's write was refused: the run was cancelled or taken over
-    wait,       ///< the run waits for an event (until wake_at_ms, kNever: no timeout) or a child
+    step_done,    ///< new steps were journaled (completed, failed for good, or a sleep that has
+                  ///< already ended): invoke again at once
+    sleep,        ///< the run sleeps until wake_at_ms (a sleep, or a retry backoff)
+    completed,    ///< the workflow returned `output`
+    failed,       ///< the workflow threw; `error` says what
+    lost,         ///< a nested step's write was refused: the run was cancelled or taken over
+    wait,         ///< the run waits for an event (until wake_at_ms, kNever: no timeout) or a child
     handed_over,  ///< the outcome went to Host::hand_over before the invocation ended: nothing
                   ///< is left to write
   };
@@ -211,8 +217,7 @@ class Invocation {
   const json* run_new(Body body);
   const json* begin_transaction(std::string_view id, const StepOptions& opts);
   const json* run_transaction(TransactionBody body);
-  std::size_t start_transaction(std::string_view id, const StepOptions& opts,
-                                TransactionBody body);
+  std::size_t start_transaction(std::string_view id, const StepOptions& opts, TransactionBody body);
   std::size_t start_step(std::string_view id, const StepOptions& opts, Body body,
                          std::optional<std::size_t> item);
   const json* await(std::size_t slot);
@@ -370,13 +375,13 @@ class Invocation {
   // Waits until every abandoned body has returned (at once when none was abandoned).
   void linger();
 
-  std::mutex nested_mutex_;            // the journal, while bodies run nested steps
+  std::mutex nested_mutex_;  // the journal, while bodies run nested steps
   // The Sql objects transaction bodies were given: kept, ended, for the invocation's life, so
   // that one kept past its body's call throws instead of reaching freed memory.
   std::vector<std::unique_ptr<Sql>> sqls_;
-  std::mutex abandoned_mutex_;         // abandoned_: bodies on several threads add to it
+  std::mutex abandoned_mutex_;  // abandoned_: bodies on several threads add to it
   std::vector<std::shared_ptr<Attempt>> abandoned_;  // attempts abandoned, still running
-  std::mutex random_mutex_;            // random_, used by bodies on several threads
+  std::mutex random_mutex_;                          // random_, used by bodies on several threads
 };
 
 }  // namespace durable::detail
