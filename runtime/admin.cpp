@@ -98,7 +98,9 @@ auto as_bad_request(F&& body) {
 // A traceparent a request carried: W3C Trace Context has a receiver drop one it cannot read and
 // start a trace of its own, rather than refuse the request.
 std::string usable_traceparent(std::string_view text) {
-  return ::durable::detail::trace::parse_traceparent(text) ? std::string(text) : std::string();
+  namespace trace = ::durable::detail::trace;
+  const std::optional<trace::TraceParent> parent = trace::parse_traceparent(text);
+  return parent ? trace::format_traceparent(*parent) : std::string();  // a later version's tail
 }
 
 }  // namespace

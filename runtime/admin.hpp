@@ -110,7 +110,8 @@ class Admin {
   json show_run(std::string_view id);
   /// {"steps": [step...]}: {"id", "kind", "status", "attempts", "output", "updated_at", and when
   /// set "error", "wake_at", "duration_ms" and "started_at" (a run step's last attempt: when its
-  /// body began; it ended duration_ms later)}. Throws NotFound.
+  /// body began, and it ended duration_ms later; a sleep, wait, invoke or send: when the run came
+  /// to it)}. Throws NotFound.
   json run_steps(std::string_view id);
   /// {"id", "created"}: created false when the idempotency key named an existing run; "known"
   /// false when queued for a workflow no worker registered yet. Throws UnknownWorkflow,

@@ -88,6 +88,8 @@ Exporter::Exporter(ExporterOptions options)
     refuse("has a port that is not a number from 1 to 65535");
   }
   host_ = std::string(host);
+  authority_ = std::string(authority);
+  if (authority_.find(':', authority_.rfind(']') + 1) == std::string::npos) authority_ += ":80";
   target_ = prefix + "/v1/traces";
   url_ = "http://" + std::string(authority) + target_;
   if (options_.max_batch == 0) options_.max_batch = 1;
@@ -149,11 +151,17 @@ void Exporter::loop() {
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<long>(n));
     lock.unlock();
     std::string why;
-    // An error message is the application's text, which may not be UTF-8: replaced, not thrown.
-    const bool sent = post(export_request(batch, options_.service_name, options_.service_version)
-                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                           why);
-    if (!sent) report(why, n);
+    bool sent = false;
+    try {
+      // An error message is the application's text, which may not be UTF-8: replaced, not thrown.
+      sent = post(export_request(batch, options_.service_name, options_.service_version)
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  why);
+      if (!sent) report(why, n);
+    } catch (...) {  // out of memory, or a log sink that threw: not fatal
+      sent = false;
+      connection_->close();
+    }
     lock.lock();
     (sent ? stats_.sent : stats_.failed) += n;
     finished_ += n;
@@ -170,7 +178,7 @@ void Exporter::loop() {
 bool Exporter::post(const std::string& body, std::string& why) {
   Connection& c = *connection_;
   http::request<http::string_body> request{http::verb::post, target_, 11};
-  request.set(http::field::host, host_ + ":" + port_);
+  request.set(http::field::host, authority_);
   request.set(http::field::content_type, "application/json");
   request.set(http::field::user_agent, "durable/" + std::string(version()));
   request.keep_alive(true);
@@ -209,7 +217,9 @@ bool Exporter::post(const std::string& body, std::string& why) {
     c.run();
     if (error) {
       c.close();
-      if (reused && round == 0) continue;
+      // A kept connection closed meanwhile fails at once; a timeout is no reason to send again
+      // (the collector may have the batch already).
+      if (reused && round == 0 && error != beast::error::timeout) continue;
       why = "no answer from " + url_ + ": " + error.message();
       return false;
     }

@@ -28,8 +28,8 @@ struct ExporterOptions {
   std::size_t max_batch = 512;   ///< spans in one request
   /// Queued spans wait at most this long for a batch to fill before they are sent.
   std::chrono::milliseconds interval{1000};
-  /// One request's limit, connect included. The destructor waits at most this long to send what
-  /// is queued.
+  /// The limit of a connect, and of one request's write and answer. Closing sends what is queued
+  /// until a batch fails or this has passed.
   std::chrono::milliseconds timeout{5000};
   /// Called from the exporter's thread when a batch could not be sent (at most once a minute,
   /// with how many spans were lost since the last call).
@@ -67,7 +67,7 @@ class Exporter {
   void report(const std::string& why, std::size_t lost);
 
   ExporterOptions options_;
-  std::string host_, port_, target_, url_;
+  std::string host_, port_, authority_, target_, url_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;      // the thread: a batch is full, a flush, or stopping

@@ -22,6 +22,7 @@ std::string output_field(const JournalEntry& e, const char* name) {
 
 class SpanMaker {
  public:
+  bool sampled() const { return (context_.flags & 1) != 0; }
   SpanMaker(const RunState& run)
       : run_(run), context_(trace::run_context(run.id, run.traceparent)) {}
 
@@ -44,9 +45,17 @@ class SpanMaker {
   }
 
   // One attempt of a step body, as its entry was journaled at the attempt's end.
-  Span of_attempt(const JournalEntry& e, std::int64_t now_ms) const {
-    Span span = base("step " + e.base, trace::step_span(run_.id, e.key, e.attempts));
+  Span of_attempt(const JournalEntry& e, int outer_attempt, std::int64_t now_ms) const {
+    // A nested step's base is its path ("outer/inner"); the span says the id its code wrote.
+    const std::string_view id = std::string_view(e.base).substr(e.base.rfind('/') + 1);
+    Span span = base("step " + std::string(id), trace::step_span(run_.id, e.key, e.attempts));
     span.parent = context_.span_id;
+    // A nested step's span goes under the attempt of the body it is nested in.
+    if (const std::size_t slash = e.key.rfind('/');
+        slash != std::string::npos && outer_attempt > 0) {
+      span.parent =
+          trace::step_span(run_.id, std::string_view(e.key).substr(0, slash), outer_attempt);
+    }
     const std::int64_t start = e.started_at_ms.value_or(now_ms);
     span.start_unix_ns = start * kNsPerMs;
     span.end_unix_ns = (start + e.duration_ms.value_or(0)) * kNsPerMs;
@@ -69,9 +78,15 @@ class SpanMaker {
     Span span = base(what + e.base, trace::step_span(run_.id, e.key, 1));
     span.parent = context_.span_id;
     const std::int64_t start = *e.started_at_ms;
-    std::int64_t end = e.updated_at_ms > start ? e.updated_at_ms : now_ms;
-    if (e.kind == StepKind::sleep && e.updated_at_ms <= start && e.wake_at_ms) {
-      end = std::min(now_ms, *e.wake_at_ms);  // over in place: the entry was not read back
+    // Its end as the store wrote it; one over in the commit that wrote it (a zero timeout, a
+    // sleep already past) ended where it began; a resident sleep over in place, at its wake.
+    std::int64_t end = start;
+    if (e.updated_at_ms > start) {
+      end = e.updated_at_ms;
+    } else if (e.kind == StepKind::sleep && e.wake_at_ms) {
+      end = std::min(now_ms, *e.wake_at_ms);
+    } else if (e.state == StepState::waiting || e.state == StepState::sleeping) {
+      end = now_ms;  // not over: the run ended without it (cancelled meanwhile)
     }
     span.start_unix_ns = start * kNsPerMs;
     span.end_unix_ns = std::max(start, end) * kNsPerMs;
@@ -129,9 +144,11 @@ std::vector<ops::otlp::Span> finished_spans(const RunState& run,
                                             const RunWrite* write, std::int64_t now_ms) {
   std::vector<Span> spans;
   const SpanMaker make(run);
+  if (!make.sampled()) return spans;  // the caller's traceparent said not to record
   if (entries != nullptr) {
     for (const EntryWrite& w : *entries) {
-      if (attempt_ended(w.entry)) spans.push_back(make.of_attempt(w.entry, now_ms));
+      if (attempt_ended(w.entry))
+        spans.push_back(make.of_attempt(w.entry, w.outer_attempt, now_ms));
     }
   }
   const bool ended = write != nullptr && write->status &&

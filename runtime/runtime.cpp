@@ -111,6 +111,8 @@ RuntimeCore::~RuntimeCore() {
   heartbeat_wake_.notify_all();
   if (heartbeat_.joinable()) heartbeat_.join();
   if (watcher_.joinable()) watcher_.join();
+  // What is queued goes now, while the logger its failures are reported to still exists.
+  exporter_.reset();
   try {
     store_->remove_idle_worker(worker_.id);
   } catch (...) {

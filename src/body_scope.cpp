@@ -172,6 +172,7 @@ void BodyScope::run(Invocation::Pending& p) {
   p.result = output ? in.output_entry(p, std::move(*output)) : in.attempt_failed(p, error);
   p.result->entry.duration_ms = in.host_->now_ms() - began;
   p.result->entry.started_at_ms = began;
+  p.result->outer_attempt = attempt_ != nullptr ? attempt_->number() : 0;
   if (!in.host_->write_nested(*p.result)) {
     p.lost = true;
     throw Lost{};

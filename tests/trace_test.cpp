@@ -247,6 +247,40 @@ TEST_CASE("a failed run's span says why, as its failed step's does") {
   CHECK(charge.attribute("durable.step.status") == "failed");
 }
 
+TEST_CASE("a nested step's span is under the attempt of the body that called it") {
+  test::TempDir dir;
+  test::OtlpReceiver receiver;
+  std::atomic<int> outer_calls{0};
+  std::string inner_context;
+  {
+    Runtime runtime({.database = dir.file("db"), .otlp_endpoint = receiver.url()});
+    runtime.add(Workflow("nest", [&](Step& step, const json&) -> json {
+      return step.run("outer",
+                      [&] {
+                        const int got = step.run("inner", [&] {
+                          inner_context = step.traceparent();
+                          return 1;
+                        });
+                        if (outer_calls++ == 0) throw std::runtime_error("once more");
+                        return got;
+                      },
+                      {.retry = test::exact_policy(2, 1ms)});
+    }));
+    const std::string id = runtime.start("nest");
+    runtime.wait(id, 30s);
+  }
+  auto named = by_name(receiver.spans());
+  REQUIRE(named["step outer"].size() == 2);
+  REQUIRE(named["step inner"].size() == 1);  // journaled by the first attempt, kept by the second
+  auto outer = named["step outer"];
+  std::sort(outer.begin(), outer.end(),
+            [](const auto& x, const auto& y) { return x.start_ns < y.start_ns; });
+  const test::ReceivedSpan& inner = named["step inner"][0];
+  CHECK(inner.parent == outer[0].span_id);
+  CHECK(inner.attribute("durable.step.key") == "outer/inner");
+  CHECK(inner_context.find("-" + inner.span_id + "-") != std::string::npos);
+}
+
 TEST_CASE("StartOptions::traceparent that is not a W3C traceparent is refused") {
   test::TempDir dir;
   Runtime runtime({.database = dir.file("db")});
@@ -346,6 +380,55 @@ TEST_CASE("a runtime reports the spans it exported, and those it lost, in its co
       CHECK(counters.spans_dropped == 0);
     }
   }
+}
+
+TEST_CASE("a run that joins a trace not sampled sends no span, nor do its children") {
+  test::TempDir dir;
+  test::OtlpReceiver receiver;
+  {
+    Runtime runtime({.database = dir.file("db"), .otlp_endpoint = receiver.url()});
+    runtime.add(ship_flow());
+    runtime.add(Workflow("parent", [](Step& step, const json&) -> json {
+      return step.invoke("ship", "ship", json::object());
+    }));
+    const std::string id =
+        runtime.start("parent", json::object(),
+                      {.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"});
+    runtime.start("ship");  // sampled: a trace of its own
+    runtime.run_until_idle();
+    CHECK(runtime.get(id).status == Status::completed);
+  }
+  const auto named = by_name(receiver.spans());
+  CHECK(receiver.spans().size() == 2);  // the run of ship started alone, and its step
+  CHECK(named.at("run ship").size() == 1);
+  CHECK_FALSE(named.contains("run parent"));
+}
+
+TEST_CASE("a runtime closing with its collector gone reports the spans it lost before it goes") {
+  test::TempDir dir;
+  std::string gone;
+  {
+    test::OtlpReceiver closed;
+    gone = closed.url();
+  }
+  auto lines = std::make_shared<std::vector<std::string>>();
+  auto mutex = std::make_shared<std::mutex>();
+  {
+    RuntimeOptions options{.database = dir.file("db")};
+    options.otlp_endpoint = gone;
+    options.log_sink = [lines, mutex](std::string_view line) {
+      std::lock_guard lock(*mutex);
+      lines->emplace_back(line);
+    };
+    Runtime runtime(options);
+    runtime.add(ship_flow());
+    runtime.start("ship");
+    runtime.run_until_idle();
+  }  // the queued spans fail as it closes, and are logged while its logger still stands
+  std::lock_guard lock(*mutex);
+  CHECK(std::count_if(lines->begin(), lines->end(), [](const std::string& line) {
+          return line.find("\"trace.export_failed\"") != std::string::npos;
+        }) == 1);
 }
 
 TEST_CASE("RuntimeOptions::otlp_endpoint that is not an http URL is refused") {

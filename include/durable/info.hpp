@@ -70,7 +70,7 @@ struct StepInfo {
   Clock::time_point updated_at{};                       ///< when the entry was last written
   /// run: when its last attempt's body began (it ended `duration` later); a sleep, an event wait,
   /// a child run (invoke) or a send: when the run came to it (it ended at updated_at, once
-  /// over). None for other kinds, and for entries an older durable wrote.
+  /// over). None for journaled values and patch markers, and for entries an older durable wrote.
   std::optional<Clock::time_point> started_at{};
   /// A step an operator completed by hand (Runtime::resolve): the reason they gave ("no reason
   /// given" when none); its output is theirs. Empty for every other entry.
