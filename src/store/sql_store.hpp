@@ -126,8 +126,7 @@ class SqlStore : public Store {
   Backlog backlog(std::int64_t now_ms) override;
   bool save_progress(const std::string& run_id, const std::string& owner, const std::string& key,
                      int attempt, const std::string& progress, std::int64_t now_ms) override;
-  std::optional<StepProgress> progress(const std::string& run_id,
-                                       const std::string& key) override;
+  std::optional<StepProgress> progress(const std::string& run_id, const std::string& key) override;
   std::vector<StepProgress> progress_of(const std::string& run_id) override;
 
   void register_worker(const Worker& worker, std::int64_t now_ms) override;
@@ -191,6 +190,10 @@ class SqlStore : public Store {
   // workers.cpp
   /// Deletes the worker's row unless it owns a running run; whether it did.
   bool remove_if_idle(const std::string& id);
+  // Writes the worker's whole row, over any row of its id; an empty `counters`, or no lease,
+  // is NULL.
+  void put_worker(const Worker& worker, std::int64_t started_at_ms, std::int64_t seen_at_ms,
+                  std::optional<std::int64_t> lease_ms, const std::string& counters);
 
   // runs.cpp
   std::string insert_run(const NewRun& run);
@@ -254,8 +257,7 @@ class SqlStore : public Store {
   Claim take(const Candidate& candidate, const ClaimRequest& request);
   static Candidate candidate(sql::Query& row, Status before, int crashes);
   std::string live_runs(std::size_t workflows, std::size_t excluded) const;
-  std::string tier_runs(const ClaimTier& tier, std::size_t workflows,
-                        std::size_t excluded) const;
+  std::string tier_runs(const ClaimTier& tier, std::size_t workflows, std::size_t excluded) const;
   /// " AND workflow IN (?, ...)" for this many workflows, and under only_own_version the
   /// version's condition; bind_workflows() binds its parameters.
   std::string of_workflows(std::size_t workflows) const;

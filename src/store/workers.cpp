@@ -20,20 +20,7 @@ std::vector<Worker> read_workers(sql::Query& query) {
 }  // namespace
 
 void SqlStore::register_worker(const Worker& worker, std::int64_t now_ms) {
-  guarded([&] {
-    sql::Query insert(db(),
-                      "INSERT INTO workers (id, host, pid, start_ticks, started_at, seen_at, "
-                      "lease_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?5, NULL) ON CONFLICT (id) DO UPDATE "
-                      "SET host = excluded.host, pid = excluded.pid, "
-                      "start_ticks = excluded.start_ticks, started_at = excluded.started_at, "
-                      "seen_at = excluded.seen_at, lease_ms = NULL");
-    insert.bind(1, worker.id);
-    insert.bind(2, worker.host);
-    insert.bind(3, worker.pid);
-    insert.bind(4, worker.start_ticks);
-    insert.bind(5, now_ms);
-    return insert.run();
-  });
+  guarded([&] { put_worker(worker, now_ms, now_ms, std::nullopt, ""); });
 }
 
 void SqlStore::touch_worker(const Worker& worker, std::int64_t now_ms, std::int64_t lease_ms,
@@ -41,39 +28,45 @@ void SqlStore::touch_worker(const Worker& worker, std::int64_t now_ms, std::int6
   guarded([&] {
     // Relaxed: when a power cut loses it, the worker that was seen is gone as well.
     sql::Transaction tx(db(), sql::Sync::relaxed);
-    const auto bind_counters = [&counters](sql::Query& query, int index) {
-      if (counters.empty()) {
-        query.bind_null(index);
-      } else {
-        query.bind(index, counters);
-      }
-    };
     {
       sql::Query touch(db(),
                        "UPDATE workers SET seen_at = ?, lease_ms = ?, counters = ? WHERE id = ?");
       touch.bind(1, now_ms);
       touch.bind(2, lease_ms);
-      bind_counters(touch, 3);
+      touch.bind_text_or_null(3, counters);
       touch.bind(4, worker.id);
       if (touch.run() == 0) {
         // The row is gone: another worker forgot this one while it was stalled past
         // kForgetLeases, and it is live again.
-        sql::Query insert(db(),
-                          "INSERT INTO workers (id, host, pid, start_ticks, started_at, seen_at, "
-                          "lease_ms, counters) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-        insert.bind(1, worker.id);
-        insert.bind(2, worker.host);
-        insert.bind(3, worker.pid);
-        insert.bind(4, worker.start_ticks);
-        insert.bind(5, worker.started_at_ms != 0 ? worker.started_at_ms : now_ms);
-        insert.bind(6, now_ms);
-        insert.bind(7, lease_ms);
-        bind_counters(insert, 8);
-        insert.run();
+        put_worker(worker, worker.started_at_ms != 0 ? worker.started_at_ms : now_ms, now_ms,
+                   lease_ms, counters);
       }
     }
     tx.commit();
   });
+}
+
+void SqlStore::put_worker(const Worker& worker, std::int64_t started_at_ms, std::int64_t seen_at_ms,
+                          std::optional<std::int64_t> lease_ms, const std::string& counters) {
+  sql::Query put(db(),
+                 "INSERT INTO workers (id, host, pid, start_ticks, started_at, seen_at, lease_ms, "
+                 "counters) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                 "host = excluded.host, pid = excluded.pid, start_ticks = excluded.start_ticks, "
+                 "started_at = excluded.started_at, seen_at = excluded.seen_at, "
+                 "lease_ms = excluded.lease_ms, counters = excluded.counters");
+  put.bind(1, worker.id);
+  put.bind(2, worker.host);
+  put.bind(3, worker.pid);
+  put.bind(4, worker.start_ticks);
+  put.bind(5, started_at_ms);
+  put.bind(6, seen_at_ms);
+  if (lease_ms) {
+    put.bind(7, *lease_ms);
+  } else {
+    put.bind_null(7);
+  }
+  put.bind_text_or_null(8, counters);
+  put.run();
 }
 
 std::size_t SqlStore::forget_dead_workers(std::int64_t now_ms) {
