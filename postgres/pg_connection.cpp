@@ -46,6 +46,8 @@ const sql::Dialect kDialect = {
     .lock_key = "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
     .run_order = "r.seq",
     .notify_work = "NOTIFY durable_work",
+    .fold_counts = "SELECT fold_counts()",
+    .reclaim_space = "",
     .json_field = json_field,
 };
 
@@ -250,6 +252,7 @@ sql::Statement& PgConnection::prepare(const std::string& sql) {
   std::string name = "durable_" + std::to_string(statements_.size() + 1);
   checked(PQprepare(connection_.get(), name.c_str(), rewritten.text.c_str(), 0, nullptr),
           "preparing: " + shown_sql(sql));
+  sql::prepared(rewritten.text);
   auto statement =
       std::make_unique<PgStatement>(*this, std::move(name), sql, rewritten.parameter_count);
   return *statements_.emplace(sql, std::move(statement)).first->second;

@@ -182,6 +182,128 @@ ALTER TABLE runs ADD COLUMN traceparent TEXT;
                                                                  R"sql(
 -- As the SQLite schema's version 15: each worker's counters, written by its heartbeat.
 ALTER TABLE workers ADD COLUMN counters TEXT;
+)sql",
+                                                                 R"sql(
+-- As the SQLite schema's version 16: runs by workflow and status and step.run totals, kept by
+-- triggers in the transaction that changes them, and the indexes of newest-first lists. Each
+-- session counts into rows of its own (slot: its backend's process id), so that no transaction
+-- waits on another's counts; readers sum the slots, and fold_counts() folds those of sessions
+-- that ended into slot 0.
+CREATE TABLE run_counts (
+  workflow TEXT NOT NULL,
+  status   TEXT NOT NULL,
+  slot     INTEGER NOT NULL,
+  runs     BIGINT NOT NULL,
+  PRIMARY KEY (workflow, status, slot)
+);
+INSERT INTO run_counts SELECT workflow, status, 0, count(*) FROM runs GROUP BY workflow, status;
+CREATE FUNCTION count_run() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP IN ('UPDATE', 'DELETE') THEN
+    INSERT INTO run_counts VALUES (OLD.workflow, OLD.status, pg_backend_pid(), -1)
+      ON CONFLICT (workflow, status, slot) DO UPDATE SET runs = run_counts.runs - 1;
+  END IF;
+  IF TG_OP IN ('INSERT', 'UPDATE') THEN
+    INSERT INTO run_counts VALUES (NEW.workflow, NEW.status, pg_backend_pid(), 1)
+      ON CONFLICT (workflow, status, slot) DO UPDATE SET runs = run_counts.runs + 1;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER runs_counted AFTER INSERT OR DELETE ON runs
+  FOR EACH ROW EXECUTE FUNCTION count_run();
+CREATE TRIGGER runs_recounted AFTER UPDATE OF workflow, status ON runs
+  FOR EACH ROW WHEN (NEW.workflow <> OLD.workflow OR NEW.status <> OLD.status)
+  EXECUTE FUNCTION count_run();
+-- What each step.run entry adds to its workflow's and step's totals: see the SQLite schema's
+-- version 16.
+CREATE TABLE step_buckets (upper_ms BIGINT PRIMARY KEY);
+INSERT INTO step_buckets VALUES (1), (5), (10), (25), (50), (100), (250), (500), (1000), (2500),
+  (5000), (10000), (30000), (60000);
+CREATE VIEW step_figures AS
+SELECT s.run_id, s.key, r.workflow, s.base AS step,
+       CASE WHEN s.duration_ms IS NULL THEN -1
+            ELSE (SELECT count(*) FROM step_buckets WHERE upper_ms < s.duration_ms) END AS bucket,
+       1 AS entries,
+       greatest(s.attempts - CASE WHEN s.state = 'completed' THEN 1 ELSE 0 END, 0)
+         AS failed_attempts,
+       greatest(s.attempts - CASE WHEN s.state <> 'retrying' THEN 1 ELSE 0 END, 0) AS retries,
+       CASE WHEN s.state = 'failed' THEN 1 ELSE 0 END AS failed,
+       coalesce(s.duration_ms, 0) AS duration_ms
+FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.kind = 'run';
+CREATE TABLE step_counts (
+  workflow        TEXT NOT NULL,
+  step            TEXT NOT NULL,
+  bucket          INTEGER NOT NULL,
+  slot            INTEGER NOT NULL,
+  entries         BIGINT NOT NULL,
+  failed_attempts BIGINT NOT NULL,
+  retries         BIGINT NOT NULL,
+  failed          BIGINT NOT NULL,
+  duration_ms     BIGINT NOT NULL,
+  PRIMARY KEY (workflow, step, bucket, slot)
+);
+INSERT INTO step_counts
+  SELECT workflow, step, bucket, 0, sum(entries), sum(failed_attempts), sum(retries), sum(failed),
+         sum(duration_ms)
+  FROM step_figures GROUP BY workflow, step, bucket;
+CREATE FUNCTION add_step_figures(entry_run TEXT, entry_key TEXT, sign INTEGER) RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO step_counts
+    SELECT workflow, step, bucket, pg_backend_pid(), sign * entries, sign * failed_attempts,
+           sign * retries, sign * failed, sign * duration_ms
+    FROM step_figures WHERE run_id = entry_run AND key = entry_key
+  ON CONFLICT (workflow, step, bucket, slot) DO UPDATE SET
+    entries = step_counts.entries + excluded.entries,
+    failed_attempts = step_counts.failed_attempts + excluded.failed_attempts,
+    retries = step_counts.retries + excluded.retries, failed = step_counts.failed + excluded.failed,
+    duration_ms = step_counts.duration_ms + excluded.duration_ms;
+$$;
+-- An entry's figures are taken out before it changes and added back after.
+CREATE FUNCTION uncount_step() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM add_step_figures(OLD.run_id, OLD.key, -1);
+  IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+  RETURN NEW;
+END $$;
+CREATE FUNCTION count_step() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM add_step_figures(NEW.run_id, NEW.key, 1);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER steps_uncounted BEFORE DELETE OR UPDATE OF kind, base, state, attempts, duration_ms
+  ON steps FOR EACH ROW WHEN (OLD.kind = 'run') EXECUTE FUNCTION uncount_step();
+CREATE TRIGGER steps_counted AFTER INSERT OR UPDATE OF kind, base, state, attempts, duration_ms
+  ON steps FOR EACH ROW WHEN (NEW.kind = 'run') EXECUTE FUNCTION count_step();
+CREATE FUNCTION fold_counts() RETURNS void LANGUAGE sql AS $$
+  WITH gone AS (
+    DELETE FROM run_counts
+    WHERE slot <> 0 AND slot NOT IN (SELECT pid FROM pg_stat_activity)
+    RETURNING workflow, status, runs)
+  INSERT INTO run_counts
+    SELECT workflow, status, 0, sum(runs) FROM gone GROUP BY workflow, status
+  ON CONFLICT (workflow, status, slot) DO UPDATE SET runs = run_counts.runs + excluded.runs;
+  WITH gone AS (
+    DELETE FROM step_counts
+    WHERE slot <> 0 AND slot NOT IN (SELECT pid FROM pg_stat_activity)
+    RETURNING workflow, step, bucket, entries, failed_attempts, retries, failed, duration_ms)
+  INSERT INTO step_counts
+    SELECT workflow, step, bucket, 0, sum(entries), sum(failed_attempts), sum(retries),
+           sum(failed), sum(duration_ms)
+    FROM gone GROUP BY workflow, step, bucket
+  ON CONFLICT (workflow, step, bucket, slot) DO UPDATE SET
+    entries = step_counts.entries + excluded.entries,
+    failed_attempts = step_counts.failed_attempts + excluded.failed_attempts,
+    retries = step_counts.retries + excluded.retries, failed = step_counts.failed + excluded.failed,
+    duration_ms = step_counts.duration_ms + excluded.duration_ms;
+$$;
+-- Newest-first lists, each answered from an index in order (runs_newest has every run).
+DROP INDEX runs_due;
+DROP INDEX runs_workflow;
+DROP INDEX runs_correlation;
+CREATE INDEX runs_status ON runs (status, created_at, seq);
+CREATE INDEX runs_workflow ON runs (workflow, created_at, seq);
+CREATE INDEX runs_workflow_status ON runs (workflow, status, created_at, seq);
+CREATE INDEX runs_correlation ON runs (correlation_id, created_at, seq);
 )sql"};
 
 }  // namespace durable::detail::pg

@@ -183,13 +183,21 @@ std::set<std::string> Admin::known(Connection& db) {
 
 json Admin::list_runs(const RunQuery& query) {
   const Lease db = lease();
-  const RunFilter filter = query.filter();
+  RunFilter filter = query.filter();
+  ++filter.limit;  // one more than asked: whether a next page has any run
+  std::vector<RunInfo> found = db->store->list_runs(filter);
+  json next_cursor;  // null: this page is the last
+  if (found.size() > query.limit) {
+    found.resize(query.limit);
+    next_cursor = found.back().cursor;
+  }
   const std::set<std::string> names = known(*db);
   json runs = json::array();
   const std::int64_t now = now_ms();
-  for (const RunInfo& run : db->store->list_runs(filter)) runs.push_back(summary(run, names, now));
+  for (const RunInfo& run : found) runs.push_back(summary(run, names, now));
   json answer = counts_json(db->queries->count_runs(query.workflow, query.correlation_id));
   answer["runs"] = std::move(runs);
+  answer["next_cursor"] = std::move(next_cursor);
   return answer;
 }
 
@@ -404,7 +412,7 @@ json Admin::stats() {
   j["oldest_pending_age_seconds"] =
       backlog.oldest_due_ms ? json(std::max<std::int64_t>(0, now - *backlog.oldest_due_ms) / 1000.0)
                             : json();
-  const detail::StepTotals totals = db->queries->step_totals({});
+  const detail::StepTotals totals = db->queries->step_totals();
   j["steps"] = totals.steps;
   j["retries"] = totals.retries;
   j["failed_steps"] = totals.failed_steps;

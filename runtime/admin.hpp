@@ -2,8 +2,8 @@
 #pragma once
 // What operators do with a database: list and show runs, start, cancel, retry, fork, resolve,
 // send events, stats, schedules and metrics. Shared by the `durable` command and the HTTP API,
-// so that both answer the same question the same way. Every answer is JSON in the shapes the HTTP API
-// returns (docs/operations.md); the command renders it for people or prints it with --json.
+// so that both answer the same question the same way. Every answer is JSON in the shapes the HTTP
+// API returns (docs/operations.md); the command renders it for people or prints it with --json.
 //
 // An Admin opens its own connections to the database file: it works beside serving workers in
 // other processes, or in the same one (a Runtime serving HTTP), as any SQLite reader and
@@ -48,10 +48,12 @@ struct RunQuery {
   std::optional<Status> status{};
   std::string workflow{};  ///< empty: any
   std::size_t limit = 50;
-  std::string correlation_id{};  ///< empty: any
+  std::string correlation_id{};               ///< empty: any
   std::map<std::string, std::string> tags{};  ///< RunFilter::tags
   std::string failed_step{}, error_type{};    ///< RunFilter's
   std::optional<Clock::time_point> created_after{}, created_before{};
+  /// RunFilter::cursor: the runs after this one (a list's next_cursor); empty: from the newest.
+  std::string cursor{};
   /// The RunFilter of the same conditions, with this limit.
   RunFilter filter() const;
   /// Whether any condition is set (a bulk action over every run needs `all`).
@@ -97,13 +99,14 @@ class Admin {
   Admin(const Admin&) = delete;
   Admin& operator=(const Admin&) = delete;
 
-  /// {"runs": [run summary...], "counts": {status: n, ... every status}, "total": n}, newest
-  /// first. A run summary: {"id", "workflow", "status", "correlation_id", "created_at",
-  /// "updated_at", "invocations", "known", "orphaned", and when set "wake_at", "parent_id",
-  /// "error", "worker", "lease_until"}; times are ISO 8601 UTC strings with milliseconds;
-  /// "known": some worker registered the workflow; "worker" ("HOST:PID") and "lease_until": who
-  /// holds a running run and until when; "orphaned": running with its lease lapsed (now, by this
-  /// Admin's clock), its holder gone or stuck.
+  /// {"runs": [run summary...], "counts": {status: n, ... every status}, "total": n,
+  /// "next_cursor"}, newest first; "next_cursor": the RunQuery::cursor of the next page, null
+  /// when this one is the last. A run summary: {"id", "workflow", "status", "correlation_id",
+  /// "created_at", "updated_at", "invocations", "known", "orphaned", and when set "wake_at",
+  /// "parent_id", "error", "worker", "lease_until"}; times are ISO 8601 UTC strings with
+  /// milliseconds; "known": some worker registered the workflow; "worker" ("HOST:PID") and
+  /// "lease_until": who holds a running run and until when; "orphaned": running with its lease
+  /// lapsed (now, by this Admin's clock), its holder gone or stuck.
   json list_runs(const RunQuery& query);
   /// A run summary with "input", "output", "history" [{"status", "at", "reason"}], "steps"
   /// [step...] and "runbook" (null unless the run failed: see runbook()). Throws NotFound.

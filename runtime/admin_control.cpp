@@ -31,6 +31,7 @@ RunFilter RunQuery::filter() const {
   f.error_type = error_type;
   f.created_after = created_after;
   f.created_before = created_before;
+  f.cursor = cursor;
   return f;
 }
 
@@ -51,9 +52,8 @@ json Admin::bulk(detail::BulkAction action, const RunQuery& query, bool dry_run,
     if (dry_run) {
       return {{"action", name}, {"matched", detail::bulk_count(with_store, action, filter)}};
     }
-    const std::size_t n = detail::bulk_apply(with_store, action, filter,
-                                             detail::utf8_or_replaced(reason),
-                                             [this] { return now_ms(); });
+    const std::size_t n = detail::bulk_apply(
+        with_store, action, filter, detail::utf8_or_replaced(reason), [this] { return now_ms(); });
     if (n > 0) changed();
     return {{"action", name}, {"changed", n}};
   } catch (const detail::BadFilter& e) {

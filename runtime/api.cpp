@@ -9,6 +9,7 @@
 
 #include "bulk.hpp"
 #include "durations.hpp"
+#include "ids.hpp"
 #include "serialization.hpp"
 
 namespace durable::ops {
@@ -80,8 +81,8 @@ RunQuery run_query(const HttpRequest& request) {
   for (const auto& [name, value] : request.query) {
     if (!name.starts_with(kTag)) continue;
     if (name.size() == kTag.size() || value.empty()) {
-      throw BadRequest("a tag filter is tag.KEY=VALUE, with a key and a value: not '" + name +
-                       "=" + value + "'");
+      throw BadRequest("a tag filter is tag.KEY=VALUE, with a key and a value: not '" + name + "=" +
+                       value + "'");
     }
     query.tags[name.substr(kTag.size())] = value;
   }
@@ -102,6 +103,13 @@ RunQuery run_query(const HttpRequest& request) {
       (std::string_view(name) == "created_after" ? query.created_after : query.created_before) =
           time_of(name, it->second);
     }
+  }
+  if (const auto it = request.query.find("cursor"); it != request.query.end()) {
+    if (!detail::parse_run_cursor(it->second)) {
+      throw BadRequest("cursor must be the next_cursor of a list of runs, not '" + it->second +
+                       "'");
+    }
+    query.cursor = it->second;
   }
   if (const auto it = request.query.find("limit"); it != request.query.end()) {
     std::size_t limit = 0;
@@ -184,8 +192,8 @@ HttpResponse bulk_route(Admin& admin, const HttpRequest& request, detail::BulkAc
                      " needs a filter (status, workflow, correlation_id, failed_step, "
                      "error_type, tags, created_after, created_before), or \"all\": true");
   }
-  return json_response(200, admin.bulk(action, query, flag("dry_run"),
-                                       string_field(body, "reason", false)));
+  return json_response(
+      200, admin.bulk(action, query, flag("dry_run"), string_field(body, "reason", false)));
 }
 
 // /v1/runs/{id}, /v1/runs/{id}/steps, and POST /v1/runs/{id}/ cancel, retry, pause, resume,
@@ -225,9 +233,9 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
       if (!body.contains("output")) {
         throw BadRequest("the body needs \"output\": the step's result, as JSON");
       }
-      return json_response(200, admin.resolve_step(id, string_field(body, "step", true),
-                                                   body.at("output"),
-                                                   string_field(body, "reason", false)));
+      return json_response(
+          200, admin.resolve_step(id, string_field(body, "step", true), body.at("output"),
+                                  string_field(body, "reason", false)));
     }
     return json_response(200, admin.cancel_run(id, string_field(body, "reason", false)));
   }
@@ -243,8 +251,8 @@ HttpResponse workflow_route(Admin& admin, const HttpRequest& request, std::strin
   }
   if (request.method != "POST") return method_not_allowed("POST");
   const std::string_view name = rest.substr(0, slash);
-  return json_response(200, action == "pause" ? admin.pause_workflow(name)
-                                              : admin.resume_workflow(name));
+  return json_response(
+      200, action == "pause" ? admin.pause_workflow(name) : admin.resume_workflow(name));
 }
 
 HttpResponse dashboard_response() {
@@ -279,8 +287,8 @@ HttpResponse dispatch(Admin& admin, const HttpRequest& request) {
     if (request.method != "POST") return method_not_allowed("POST");
     const json body = object_body(request);
     const std::string name = string_field(body, "name", true);
-    return json_response(202, admin.send_event(name, body.value("data", json::object()),
-                                               request.traceparent));
+    return json_response(
+        202, admin.send_event(name, body.value("data", json::object()), request.traceparent));
   }
   if (path == "/v1/stats") {
     if (request.method != "GET") return method_not_allowed("GET");

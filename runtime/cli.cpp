@@ -46,6 +46,7 @@
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
 #include "http_server.hpp"
+#include "ids.hpp"
 #include "run_requests.hpp"
 #include "runtime_core.hpp"
 #include "store.hpp"
@@ -68,7 +69,8 @@ enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNotFound = 3, kConflict = 4, kDiv
 constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] COMMAND [ARGS]
 
   runs [--status S] [--workflow W] [--correlation C] [--tag K=V,...] [--limit N]
-                                                 runs, newest first, with counts by status
+       [--after CURSOR]                          runs, newest first, with counts by status;
+                                                 --after: the page after a cursor it printed
   show RUN                                       a run: history, step timeline, runbook if failed
   steps RUN                                      a run's journal
   retry RUN | FILTER [--dry-run]                 run a failed run again (completed steps stay
@@ -135,7 +137,7 @@ struct Syntax {
 
 const std::vector<Syntax>& syntaxes() {
   static const std::vector<Syntax> kSyntax = {
-      {"runs", {"status", "workflow", "correlation", "tag", "limit"}},
+      {"runs", {"status", "workflow", "correlation", "tag", "limit", "after"}},
       {"show", {}, 1, 1, "a run id"},
       {"steps", {}, 1, 1, "a run id"},
       // Without a run: a bulk action over the runs of a filter.
@@ -156,7 +158,10 @@ const std::vector<Syntax>& syntaxes() {
       {"resume", {"workflow"}, 0, 1},
       {"fork", {"from"}, 1, 1, "a run id"},
       {"resolve", {"output", "reason"}, 2, 2, "a run id and a step"},
-      {"start", {"input", "key", "correlation", "priority", "tag", "deadline"}, 1, 1,
+      {"start",
+       {"input", "key", "correlation", "priority", "tag", "deadline"},
+       1,
+       1,
        "a workflow name"},
       {"send", {"data"}, 1, 1, "an event name"},
       {"stats", {}},
@@ -449,6 +454,10 @@ ops::RunQuery run_query(const Command& cmd) {
   query.workflow = cmd.flag("workflow");
   query.correlation_id = cmd.flag("correlation");
   if (const std::string tags = cmd.flag("tag"); !tags.empty()) query.tags = tags_of(tags);
+  query.cursor = cmd.flag("after");
+  if (!query.cursor.empty() && !durable::detail::parse_run_cursor(query.cursor)) {
+    throw UsageError("--after must be a cursor a list of runs printed, not '" + query.cursor + "'");
+  }
   const std::string limit = cmd.flag("limit", "50");
   try {
     const int value = std::stoi(limit);

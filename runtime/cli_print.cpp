@@ -139,6 +139,9 @@ void print_runs(std::ostream& out, const json& answer) {
   out << '\n';
   table(out, rows);
   if (cut) out << "\n  an error ending in … is cut short here: durable show ID prints it in full\n";
+  if (const auto next = answer.find("next_cursor"); next != answer.end() && next->is_string()) {
+    out << "\n  more runs: the same command with --after " << next->get<std::string>() << '\n';
+  }
 }
 
 void print_steps(std::ostream& out, const json& steps) {
@@ -231,8 +234,8 @@ void print_run(std::ostream& out, const json& run) {
     out << "\nprogress (last heartbeat of each step not completed)\n";
     std::vector<std::vector<std::string>> progress;
     for (const json& p : run.at("progress")) {
-      progress.push_back({text_of(p, "step"), "attempt " + text_of(p, "attempt"),
-                          text_of(p, "at"), shown(p.at("progress"))});
+      progress.push_back({text_of(p, "step"), "attempt " + text_of(p, "attempt"), text_of(p, "at"),
+                          shown(p.at("progress"))});
     }
     table(out, progress);
   }

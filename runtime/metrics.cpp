@@ -34,10 +34,6 @@ namespace durable::ops {
 
 namespace {
 
-// Upper bounds of the step-duration histogram, in ms.
-const std::vector<std::int64_t> kDurationBoundsMs = {1,   5,    10,   25,   50,    100,   250,
-                                                     500, 1000, 2500, 5000, 10000, 30000, 60000};
-
 using Labels = std::vector<std::pair<const char*, std::string>>;
 
 // A sample's value: an integer as it is, a double in the shortest text that reads back the same.
@@ -105,24 +101,12 @@ std::string label_in(const std::set<std::string>& kept, const std::string& value
   return kept.contains(value) ? value : std::string(kOtherLabel);
 }
 
-void add(detail::StepTotals& into, const detail::StepTotals& more) {
-  into.steps += more.steps;
-  into.failed_attempts += more.failed_attempts;
-  into.retries += more.retries;
-  into.failed_steps += more.failed_steps;
-  into.duration_sum_ms += more.duration_sum_ms;
-  into.duration_count += more.duration_count;
-  into.at_or_under.resize(std::max(into.at_or_under.size(), more.at_or_under.size()));
-  for (std::size_t i = 0; i < more.at_or_under.size(); ++i) {
-    into.at_or_under[i] += more.at_or_under[i];
-  }
-}
-
 // The database's runs and steps by workflow label (and step label), folded to the caps.
 struct ByWorkflow {
   std::map<std::string, std::map<std::string, std::int64_t>> runs;  // workflow → status → runs
   std::map<std::string, detail::StepTotals> steps;                  // workflow → totals
   std::map<std::string, std::map<std::string, detail::StepTotals>> durations;  // → step →
+  std::vector<std::int64_t> bounds_ms;  // of the duration buckets, ascending
 };
 
 ByWorkflow read_by_workflow(detail::OpsQueries& queries) {
@@ -134,6 +118,7 @@ ByWorkflow read_by_workflow(detail::OpsQueries& queries) {
   const std::set<std::string> workflows = kept_values(runs_of, kMaxWorkflowLabels);
 
   ByWorkflow by;
+  by.bounds_ms = queries.duration_bounds_ms();
   for (const auto& [name, runs] : runs_of) {
     auto& statuses = by.runs[label_in(workflows, name)];
     for (const Status status : kStatuses) statuses[std::string(to_string(status))];
@@ -142,17 +127,17 @@ ByWorkflow read_by_workflow(detail::OpsQueries& queries) {
     by.runs[label_in(workflows, c.workflow)][c.status] += c.runs;
 
   std::map<std::string, std::map<std::string, detail::StepTotals>> steps_of;
-  for (const detail::StepGroup& group : queries.steps_by_workflow(kDurationBoundsMs)) {
+  for (const detail::StepGroup& group : queries.steps_by_workflow()) {
     const std::string workflow = label_in(workflows, group.workflow);
-    add(by.steps[workflow], group.totals);
-    add(steps_of[workflow][step_label(group.step)], group.totals);
+    detail::add_totals(by.steps[workflow], group.totals);
+    detail::add_totals(steps_of[workflow][step_label(group.step)], group.totals);
   }
   for (const auto& [workflow, steps] : steps_of) {
     std::map<std::string, std::int64_t> entries_of;
     for (const auto& [step, totals] : steps) entries_of[step] = totals.steps;
     const std::set<std::string> kept = kept_values(entries_of, kMaxStepLabels);
     for (const auto& [step, totals] : steps)
-      add(by.durations[workflow][label_in(kept, step)], totals);
+      detail::add_totals(by.durations[workflow][label_in(kept, step)], totals);
   }
   return by;
 }
@@ -202,8 +187,8 @@ void write_durations(Exposition& out, const ByWorkflow& by) {
       const Labels labels = {{"workflow", workflow}, {"step", step}};
       Labels bucket = labels;
       bucket.emplace_back("le", "");
-      for (std::size_t i = 0; i < kDurationBoundsMs.size(); ++i) {
-        bucket.back().second = number(static_cast<double>(kDurationBoundsMs[i]) / 1000.0);
+      for (std::size_t i = 0; i < by.bounds_ms.size(); ++i) {
+        bucket.back().second = number(static_cast<double>(by.bounds_ms[i]) / 1000.0);
         out.sample("durable_step_duration_seconds_bucket", bucket, totals.at_or_under.at(i));
       }
       bucket.back().second = "+Inf";

@@ -104,7 +104,10 @@ class SqliteConnection final : public sql::Connection {
 
   sql::Statement& prepare(const std::string& text) override {
     auto& slot = statements_[text];
-    if (!slot) slot = std::make_unique<SqliteStatement>(db_->getHandle(), text);
+    if (!slot) {
+      slot = std::make_unique<SqliteStatement>(db_->getHandle(), text);
+      sql::prepared(text);
+    }
     slot->reset();
     return *slot;
   }
@@ -209,6 +212,8 @@ const sql::Dialect kSqliteDialect = {
     .lock_key = "",
     .run_order = "r.rowid",
     .notify_work = "",
+    .fold_counts = "",
+    .reclaim_space = "PRAGMA incremental_vacuum",
     .json_field = json_field,
 };
 

@@ -200,6 +200,112 @@ ALTER TABLE runs ADD COLUMN traceparent TEXT;
 -- What each worker counted since it started (Runtime::counters), as JSON written by its
 -- heartbeat, for /metrics.
 ALTER TABLE workers ADD COLUMN counters TEXT;
+)sql",
+                                                             R"sql(
+-- Reads that cost the same at a million runs as at a thousand (docs/journal-format.md).
+-- Runs by workflow and status, kept by triggers in the transaction that changes a run.
+CREATE TABLE run_counts (
+  workflow TEXT NOT NULL,
+  status   TEXT NOT NULL,
+  runs     INTEGER NOT NULL,
+  PRIMARY KEY (workflow, status)
+) WITHOUT ROWID;
+INSERT INTO run_counts SELECT workflow, status, count(*) FROM runs GROUP BY workflow, status;
+CREATE TRIGGER runs_counted AFTER INSERT ON runs BEGIN
+  INSERT INTO run_counts VALUES (NEW.workflow, NEW.status, 1)
+    ON CONFLICT DO UPDATE SET runs = runs + 1;
+END;
+CREATE TRIGGER runs_recounted AFTER UPDATE OF workflow, status ON runs
+  WHEN NEW.workflow != OLD.workflow OR NEW.status != OLD.status BEGIN
+  UPDATE run_counts SET runs = runs - 1 WHERE workflow = OLD.workflow AND status = OLD.status;
+  INSERT INTO run_counts VALUES (NEW.workflow, NEW.status, 1)
+    ON CONFLICT DO UPDATE SET runs = runs + 1;
+END;
+CREATE TRIGGER runs_uncounted AFTER DELETE ON runs BEGIN
+  UPDATE run_counts SET runs = runs - 1 WHERE workflow = OLD.workflow AND status = OLD.status;
+END;
+-- What each step.run entry adds to its workflow's and step's totals, in the duration bucket of
+-- its last attempt (-1: none measured; i: at most step_buckets' i-th bound; one past the last:
+-- over every bound). Of n attempts, all failed but a completed entry's last; they were retried
+-- n - 1 times, or n times while the next attempt is still to come. retry() sets attempts back to
+-- 0, and max(…, 0) keeps such an entry from counting less than nothing.
+CREATE TABLE step_buckets (upper_ms INTEGER PRIMARY KEY);
+INSERT INTO step_buckets VALUES (1), (5), (10), (25), (50), (100), (250), (500), (1000), (2500),
+  (5000), (10000), (30000), (60000);
+CREATE VIEW step_figures AS
+SELECT s.run_id, s.key, r.workflow, s.base AS step,
+       CASE WHEN s.duration_ms IS NULL THEN -1
+            ELSE (SELECT count(*) FROM step_buckets WHERE upper_ms < s.duration_ms) END AS bucket,
+       1 AS entries,
+       max(s.attempts - (s.state = 'completed'), 0) AS failed_attempts,
+       max(s.attempts - (s.state != 'retrying'), 0) AS retries,
+       s.state = 'failed' AS failed,
+       coalesce(s.duration_ms, 0) AS duration_ms
+FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.kind = 'run';
+CREATE TABLE step_counts (
+  workflow        TEXT NOT NULL,
+  step            TEXT NOT NULL,
+  bucket          INTEGER NOT NULL,
+  entries         INTEGER NOT NULL,
+  failed_attempts INTEGER NOT NULL,
+  retries         INTEGER NOT NULL,
+  failed          INTEGER NOT NULL,
+  duration_ms     INTEGER NOT NULL,
+  PRIMARY KEY (workflow, step, bucket)
+) WITHOUT ROWID;
+INSERT INTO step_counts
+  SELECT workflow, step, bucket, sum(entries), sum(failed_attempts), sum(retries), sum(failed),
+         sum(duration_ms)
+  FROM step_figures GROUP BY workflow, step, bucket;
+-- An entry's figures are taken out before it changes and added back after.
+CREATE TRIGGER steps_counted AFTER INSERT ON steps WHEN NEW.kind = 'run' BEGIN
+  INSERT INTO step_counts
+    SELECT workflow, step, bucket, entries, failed_attempts, retries, failed, duration_ms
+    FROM step_figures WHERE run_id = NEW.run_id AND key = NEW.key
+    ON CONFLICT DO UPDATE SET entries = entries + excluded.entries,
+      failed_attempts = failed_attempts + excluded.failed_attempts,
+      retries = retries + excluded.retries, failed = failed + excluded.failed,
+      duration_ms = duration_ms + excluded.duration_ms;
+END;
+CREATE TRIGGER steps_uncounted BEFORE DELETE ON steps WHEN OLD.kind = 'run' BEGIN
+  UPDATE step_counts SET entries = step_counts.entries - f.entries,
+    failed_attempts = step_counts.failed_attempts - f.failed_attempts,
+    retries = step_counts.retries - f.retries, failed = step_counts.failed - f.failed,
+    duration_ms = step_counts.duration_ms - f.duration_ms
+  FROM (SELECT * FROM step_figures WHERE run_id = OLD.run_id AND key = OLD.key) AS f
+  WHERE step_counts.workflow = f.workflow AND step_counts.step = f.step AND
+        step_counts.bucket = f.bucket;
+END;
+CREATE TRIGGER steps_changing BEFORE UPDATE OF kind, base, state, attempts, duration_ms ON steps
+  WHEN OLD.kind = 'run' BEGIN
+  UPDATE step_counts SET entries = step_counts.entries - f.entries,
+    failed_attempts = step_counts.failed_attempts - f.failed_attempts,
+    retries = step_counts.retries - f.retries, failed = step_counts.failed - f.failed,
+    duration_ms = step_counts.duration_ms - f.duration_ms
+  FROM (SELECT * FROM step_figures WHERE run_id = OLD.run_id AND key = OLD.key) AS f
+  WHERE step_counts.workflow = f.workflow AND step_counts.step = f.step AND
+        step_counts.bucket = f.bucket;
+END;
+CREATE TRIGGER steps_changed AFTER UPDATE OF kind, base, state, attempts, duration_ms ON steps
+  WHEN NEW.kind = 'run' BEGIN
+  INSERT INTO step_counts
+    SELECT workflow, step, bucket, entries, failed_attempts, retries, failed, duration_ms
+    FROM step_figures WHERE run_id = NEW.run_id AND key = NEW.key
+    ON CONFLICT DO UPDATE SET entries = entries + excluded.entries,
+      failed_attempts = failed_attempts + excluded.failed_attempts,
+      retries = retries + excluded.retries, failed = failed + excluded.failed,
+      duration_ms = duration_ms + excluded.duration_ms;
+END;
+-- Newest-first lists, each answered from an index in order: every run, by status, by workflow
+-- (with a status or without), by correlation id. The row id breaks ties of created_at.
+DROP INDEX runs_due;
+DROP INDEX runs_workflow;
+DROP INDEX runs_correlation;
+CREATE INDEX runs_newest ON runs (created_at);
+CREATE INDEX runs_status ON runs (status, created_at);
+CREATE INDEX runs_workflow ON runs (workflow, created_at);
+CREATE INDEX runs_workflow_status ON runs (workflow, status, created_at);
+CREATE INDEX runs_correlation ON runs (correlation_id, created_at);
 )sql"};
 
 }  // namespace durable::detail

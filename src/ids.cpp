@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ids.hpp"
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <durable/errors.hpp>
@@ -60,6 +61,32 @@ void check_step_id(std::string_view id) {
                   "; use letters, digits, '-', '_', '.' or ':' instead");
     }
   }
+}
+
+// "<created ms>.<row>", both in decimal: opaque to users, readable in a log.
+std::string to_string(const RunCursor& cursor) {
+  return std::to_string(cursor.created_ms) + "." + std::to_string(cursor.row);
+}
+
+std::optional<RunCursor> parse_run_cursor(std::string_view text) {
+  const std::size_t dot = text.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  RunCursor cursor;
+  const auto whole = [](std::string_view part, std::int64_t& into) {
+    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), into);
+    return !part.empty() && error == std::errc() && end == part.data() + part.size();
+  };
+  if (!whole(text.substr(0, dot), cursor.created_ms) || !whole(text.substr(dot + 1), cursor.row) ||
+      cursor.row < 0 || to_string(cursor) != text) {
+    return std::nullopt;
+  }
+  return cursor;
+}
+
+RunCursor checked_run_cursor(std::string_view text) {
+  if (const std::optional<RunCursor> cursor = parse_run_cursor(text)) return *cursor;
+  throw Error("'" + utf8_or_replaced(std::string(text)) +
+              "' is not a cursor of a run list: pass the cursor of a run a list returned");
 }
 
 }  // namespace durable::detail

@@ -1,21 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ops_queries.hpp"
 
+#include <algorithm>
 #include <durable/errors.hpp>
 
 #include "store.hpp"
 #include "store/sql.hpp"
 
 namespace durable::detail {
-
-namespace {
-
-// 1 where the condition holds, else 0, to be summed.
-std::string one_if(const std::string& condition) {
-  return "CASE WHEN " + condition + " THEN 1 ELSE 0 END";
-}
-
-}  // namespace
 
 template <class F>
 auto OpsQueries::guarded(F&& body) {
@@ -35,14 +27,22 @@ OpsQueries::~OpsQueries() = default;
 std::map<std::string, std::int64_t> OpsQueries::count_runs(const std::string& workflow,
                                                            const std::string& correlation_id) {
   return guarded([&] {
-    std::string text = "SELECT status, count(*) FROM runs WHERE true";
-    if (!workflow.empty()) text += " AND workflow = ?";
-    if (!correlation_id.empty()) text += " AND correlation_id = ?";
-    sql::Query query(*db_, text + " GROUP BY status");
-    int i = 1;
-    if (!workflow.empty()) query.bind(i++, workflow);
-    if (!correlation_id.empty()) query.bind(i, correlation_id);
     std::map<std::string, std::int64_t> counts;
+    if (correlation_id.empty()) {
+      // The counts the store keeps (run_counts), not the runs: the same cost at any history.
+      std::string text = "SELECT status, sum(runs) FROM run_counts";
+      if (!workflow.empty()) text += " WHERE workflow = ?";
+      sql::Query query(*db_, text + " GROUP BY status HAVING sum(runs) != 0");
+      if (!workflow.empty()) query.bind(1, workflow);
+      while (query.next()) counts[query.text(0)] = query.int64(1);
+      return counts;
+    }
+    // One correlation id's runs, by its index: as many as it has, whatever the history.
+    std::string text = "SELECT status, count(*) FROM runs WHERE correlation_id = ?";
+    if (!workflow.empty()) text += " AND workflow = ?";
+    sql::Query query(*db_, text + " GROUP BY status");
+    query.bind(1, correlation_id);
+    if (!workflow.empty()) query.bind(2, workflow);
     while (query.next()) counts[query.text(0)] = query.int64(1);
     return counts;
   });
@@ -57,67 +57,78 @@ std::vector<std::string> OpsQueries::known_workflows() {
   });
 }
 
-StepTotals OpsQueries::step_totals(const std::vector<std::int64_t>& bounds_ms) {
+std::vector<std::int64_t> OpsQueries::duration_bounds_ms() {
   return guarded([&] {
-    sql::Query query(*db_,
-                     "SELECT " + totals_columns(bounds_ms) + " FROM steps s WHERE s.kind = 'run'");
-    return query.next() ? read_totals(query, 0, bounds_ms) : StepTotals{};
+    sql::Query query(*db_, "SELECT upper_ms FROM step_buckets ORDER BY upper_ms");
+    std::vector<std::int64_t> bounds;
+    while (query.next()) bounds.push_back(query.int64(0));
+    return bounds;
   });
+}
+
+StepTotals OpsQueries::step_totals() {
+  StepTotals all;
+  for (const StepGroup& group : steps_by_workflow()) add_totals(all, group.totals);
+  return all;
 }
 
 std::vector<RunCount> OpsQueries::runs_by_workflow() {
   return guarded([&] {
-    sql::Query query(*db_, "SELECT workflow, status, count(*) FROM runs GROUP BY workflow, status");
+    sql::Query query(*db_,
+                     "SELECT workflow, status, sum(runs) FROM run_counts GROUP BY workflow, status "
+                     "HAVING sum(runs) != 0");
     std::vector<RunCount> counts;
     while (query.next()) counts.push_back({query.text(0), query.text(1), query.int64(2)});
     return counts;
   });
 }
 
-std::vector<StepGroup> OpsQueries::steps_by_workflow(const std::vector<std::int64_t>& bounds_ms) {
+std::vector<StepGroup> OpsQueries::steps_by_workflow() {
+  const std::vector<std::int64_t> bounds = duration_bounds_ms();
   return guarded([&] {
-    sql::Query query(*db_, "SELECT r.workflow, s.base, " + totals_columns(bounds_ms) +
-                               " FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.kind = 'run' "
-                               "GROUP BY r.workflow, s.base");
+    // The totals the store keeps (step_counts), by duration bucket: -1 for entries with no
+    // measured duration, else the index of the first bound at or over it (bounds.size(): over
+    // every bound). A bucket's entries count under each bound from its own on.
+    sql::Query query(*db_,
+                     "SELECT workflow, step, bucket, sum(entries), sum(failed_attempts), "
+                     "sum(retries), sum(failed), sum(duration_ms) FROM step_counts "
+                     "GROUP BY workflow, step, bucket ORDER BY workflow, step");
     std::vector<StepGroup> groups;
     while (query.next()) {
-      groups.push_back({query.text(0), query.text(1), read_totals(query, 2, bounds_ms)});
+      if (groups.empty() || groups.back().workflow != query.text(0) ||
+          groups.back().step != query.text(1)) {
+        groups.push_back({query.text(0), query.text(1), {}});
+        groups.back().totals.at_or_under.assign(bounds.size(), 0);
+      }
+      StepTotals& totals = groups.back().totals;
+      const std::int64_t bucket = query.int64(2), entries = query.int64(3);
+      totals.steps += entries;
+      totals.failed_attempts += query.int64(4);
+      totals.retries += query.int64(5);
+      totals.failed_steps += query.int64(6);
+      if (bucket < 0) continue;
+      totals.duration_sum_ms += query.int64(7);
+      totals.duration_count += entries;
+      for (auto i = static_cast<std::size_t>(bucket); i < bounds.size(); ++i) {
+        totals.at_or_under[i] += entries;
+      }
     }
+    std::erase_if(groups, [](const StepGroup& g) { return g.totals.steps == 0; });
     return groups;
   });
 }
 
-// The columns of StepTotals over the step.run entries `s` of a query, which read_totals() reads.
-std::string OpsQueries::totals_columns(const std::vector<std::int64_t>& bounds_ms) const {
-  // Of an entry's n attempts, all failed but a completed entry's last. They were retried
-  // n - 1 times, or n times while the next attempt is still to come. retry() sets attempts
-  // back to 0: the greatest with 0 keeps such an entry from counting less than nothing.
-  const std::string greatest(db_->dialect().greatest);
-  std::string text = "count(*), coalesce(sum(" + greatest + "(s.attempts - " +
-                     one_if("s.state = 'completed'") + ", 0)), 0), coalesce(sum(" + greatest +
-                     "(s.attempts - " + one_if("s.state != 'retrying'") +
-                     ", 0)), 0), coalesce(sum(" + one_if("s.state = 'failed'") +
-                     "), 0), coalesce(sum(s.duration_ms), 0), count(s.duration_ms)";
-  // Every bucket in the same pass over the steps.
-  for (const std::int64_t bound : bounds_ms) {
-    text += ", coalesce(sum(" + one_if("s.duration_ms <= " + std::to_string(bound)) + "), 0)";
+void add_totals(StepTotals& into, const StepTotals& more) {
+  into.steps += more.steps;
+  into.failed_attempts += more.failed_attempts;
+  into.retries += more.retries;
+  into.failed_steps += more.failed_steps;
+  into.duration_sum_ms += more.duration_sum_ms;
+  into.duration_count += more.duration_count;
+  into.at_or_under.resize(std::max(into.at_or_under.size(), more.at_or_under.size()));
+  for (std::size_t i = 0; i < more.at_or_under.size(); ++i) {
+    into.at_or_under[i] += more.at_or_under[i];
   }
-  return text;
-}
-
-StepTotals OpsQueries::read_totals(sql::Query& query, int first,
-                                   const std::vector<std::int64_t>& bounds_ms) {
-  StepTotals totals;
-  totals.steps = query.int64(first);
-  totals.failed_attempts = query.int64(first + 1);
-  totals.retries = query.int64(first + 2);
-  totals.failed_steps = query.int64(first + 3);
-  totals.duration_sum_ms = query.int64(first + 4);
-  totals.duration_count = query.int64(first + 5);
-  for (std::size_t i = 0; i < bounds_ms.size(); ++i) {
-    totals.at_or_under.push_back(query.int64(first + 6 + static_cast<int>(i)));
-  }
-  return totals;
 }
 
 std::int64_t OpsQueries::failures_alike(const std::string& workflow, const std::string& step_id,

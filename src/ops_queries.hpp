@@ -31,6 +31,9 @@ struct StepTotals {
   std::int64_t duration_count = 0;
 };
 
+/// Adds `more` into `into`, bucket by bucket.
+void add_totals(StepTotals& into, const StepTotals& more);
+
 /// The StepTotals of one step id (StepGroup::step: the journal entry's base, "charge" for
 /// "charge#2", "item[3]" for a map item) of one workflow.
 struct StepGroup {
@@ -67,12 +70,14 @@ class OpsQueries {
                                                  const std::string& correlation_id);
   /// Workflows some runtime added, by name.
   std::vector<std::string> known_workflows();
-  /// Totals of the journal; duration buckets at these upper bounds (ms, ascending).
-  StepTotals step_totals(const std::vector<std::int64_t>& bounds_ms);
-  /// Runs by workflow and status, in one grouped read (statuses with no run have no entry).
+  /// Upper bounds of the step-duration buckets the store keeps totals by (ms, ascending).
+  std::vector<std::int64_t> duration_bounds_ms();
+  /// Totals of the journal, at_or_under by duration_bounds_ms().
+  StepTotals step_totals();
+  /// Runs by workflow and status (statuses with no run have no entry).
   std::vector<RunCount> runs_by_workflow();
-  /// step_totals() by workflow and step id, in one grouped read, in no particular order.
-  std::vector<StepGroup> steps_by_workflow(const std::vector<std::int64_t>& bounds_ms);
+  /// step_totals() by workflow and step id, ordered by both.
+  std::vector<StepGroup> steps_by_workflow();
   /// Failed runs of `workflow` that failed at step `step_id` with an error of `type` since
   /// `since_ms`, `except` left out.
   std::int64_t failures_alike(const std::string& workflow, const std::string& step_id,
@@ -89,10 +94,6 @@ class OpsQueries {
  private:
   template <class F>
   auto guarded(F&& body);
-  std::string totals_columns(const std::vector<std::int64_t>& bounds_ms) const;
-  static StepTotals read_totals(sql::Query& query, int first,
-                                const std::vector<std::int64_t>& bounds_ms);
-
   Opener open_;
   std::unique_ptr<sql::Connection> db_;  // null after it broke, until the next call
 };

@@ -30,12 +30,12 @@ struct NewRun {
   std::string id, workflow, correlation_id, idempotency_key;
   std::string input;  ///< JSON text
   std::int64_t now_ms = 0;
-  std::int64_t due_ms = 0;             ///< not claimed before this time (a delayed start)
-  std::string parent_id, parent_step;  ///< a child run: the parent and its invoke step's key
-  std::string reason;                  ///< for the state history; empty: "started"
-  std::string forked_from;             ///< Runtime::fork: the run it copies
-  std::int64_t deadline_ms = 0;        ///< fails with TimeoutError past this time; 0: none
-  int priority = 0;                    ///< StartOptions::priority
+  std::int64_t due_ms = 0;                  ///< not claimed before this time (a delayed start)
+  std::string parent_id, parent_step;       ///< a child run: the parent and its invoke step's key
+  std::string reason;                       ///< for the state history; empty: "started"
+  std::string forked_from;                  ///< Runtime::fork: the run it copies
+  std::int64_t deadline_ms = 0;             ///< fails with TimeoutError past this time; 0: none
+  int priority = 0;                         ///< StartOptions::priority
   std::map<std::string, std::string> tags;  ///< StartOptions::tags
   /// A start (by a caller, an event or a schedule), which its workflow's debounce may fold into
   /// the run of the same key that waits; not a child, a fork or a successor.
@@ -362,7 +362,8 @@ class Store {
   /// Forgets the workers not seen for kForgetLeases of their leases that own no running run, on
   /// any host; how many. A dead worker that still owns running runs keeps its row until they are
   /// taken over (a claim after their lease, or at once on its own host), which is what the
-  /// takeover and RunInfo::worker read.
+  /// takeover and RunInfo::worker read. Also folds the counts of database sessions that ended
+  /// (Dialect::fold_counts), so that reading them stays cheap.
   virtual std::size_t forget_dead_workers(std::int64_t now_ms) = 0;
   /// Workers registered from this host.
   virtual std::vector<Worker> workers_on(const std::string& host) = 0;
@@ -460,7 +461,7 @@ inline constexpr std::int64_t kForgetLeases = 10;
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 15;
+inline constexpr int kSchemaVersion = 16;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

@@ -395,3 +395,34 @@ TEST_CASE("durable serve: TLS files and the signing secret are checked before se
   CHECK(code == 2);
   CHECK(has(out, "DURABLE_SIGNING_SECRET"));
 }
+
+TEST_CASE("durable command: runs pages with --after the cursor it printed, and refuses another") {
+  test::TempDir dir;
+  const std::string db = dir.file("pages.db");
+  std::vector<std::string> started;
+  {
+    Runtime runtime(quiet(db));
+    runtime.add(Workflow("nightly", [](Step&, const json&) -> json { return nullptr; }));
+    for (int i = 0; i < 5; ++i) started.insert(started.begin(), runtime.start("nightly"));
+  }
+  const std::string cli = std::string(DURABLE_CLI) + " --db '" + db + "' ";
+  std::vector<std::string> listed;
+  std::string after;
+  for (int page = 0; page < 5; ++page) {
+    const auto [code, out] =
+        shell(cli + "--json runs --limit 2" + (after.empty() ? "" : " --after " + after));
+    REQUIRE(code == 0);
+    const json answer = json::parse(out);
+    for (const json& run : answer.at("runs")) listed.push_back(run.at("id"));
+    if (answer.at("next_cursor").is_null()) break;
+    after = answer.at("next_cursor");
+  }
+  CHECK(listed == started);
+  // The text output names the next page's cursor.
+  const auto [code, out] = shell(cli + "runs --limit 4");
+  CHECK(code == 0);
+  CHECK(has(out, "more runs: the same command with --after "));
+  const auto refused = shell(cli + "runs --after page-two 2>&1");
+  CHECK(refused.first == 2);
+  CHECK(has(refused.second, "--after must be a cursor a list of runs printed"));
+}

@@ -375,6 +375,13 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
   {  // What schema version 2 looked like: no step durations, no registered workflows.
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
     db.exec(
+        "DROP TRIGGER runs_counted; DROP TRIGGER runs_recounted; DROP TRIGGER runs_uncounted; "
+        "DROP TRIGGER steps_counted; DROP TRIGGER steps_uncounted; DROP TRIGGER steps_changing; "
+        "DROP TRIGGER steps_changed; DROP VIEW step_figures; DROP TABLE run_counts; "
+        "DROP TABLE step_counts; DROP TABLE step_buckets; DROP INDEX runs_newest; "
+        "DROP INDEX runs_status; DROP INDEX runs_workflow; DROP INDEX runs_workflow_status; "
+        "CREATE INDEX runs_due ON runs (status, due_at); "
+        "CREATE INDEX runs_workflow ON runs (workflow, status); "
         "ALTER TABLE steps DROP COLUMN duration_ms; ALTER TABLE steps DROP COLUMN started_at; "
         "ALTER TABLE steps DROP COLUMN resolved; ALTER TABLE runs DROP COLUMN version; "
         "ALTER TABLE runs DROP COLUMN forked_from; ALTER TABLE runs DROP COLUMN continued_as; "

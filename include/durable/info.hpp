@@ -4,9 +4,9 @@
 /// Snapshots of runs and steps as the database holds them.
 
 #include <cstdint>
-#include <map>
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,11 +50,14 @@ struct RunInfo {
   /// When the run fails with TimeoutError if it has not ended (StartOptions::deadline,
   /// WorkflowOptions::deadline); none: no deadline.
   std::optional<Clock::time_point> deadline;
-  int priority = 0;                          ///< StartOptions::priority
-  std::map<std::string, std::string> tags;   ///< StartOptions::tags
+  int priority = 0;                         ///< StartOptions::priority
+  std::map<std::string, std::string> tags;  ///< StartOptions::tags
   /// A running run asked to pause (Runtime::pause): it pauses once the steps running now are
   /// journaled, and runs no further step until resumed.
   bool pausing = false;
+  /// Where the run stands in Runtime::list's order (newest first), for RunFilter::cursor: the
+  /// runs after it. Opaque text.
+  std::string cursor;
 };
 
 /// A journal entry of a run.

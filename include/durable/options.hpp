@@ -248,6 +248,11 @@ struct RunFilter {
   std::string error_type{};
   /// Only runs created at or after, and before, these times.
   std::optional<Clock::time_point> created_after{}, created_before{};
+  /// Runtime::list only: the runs after this one in the list's order, newest first. Pass the
+  /// RunInfo::cursor of the last run of one page to get the next; empty: from the newest. A page
+  /// costs the same however deep it is, and a run started meanwhile does not shift the next one.
+  /// Text that is not a cursor a list returned is refused with Error. Bulk actions ignore it.
+  std::string cursor{};
 };
 
 }  // namespace durable

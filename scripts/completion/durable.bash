@@ -59,7 +59,7 @@ _durable() {
       mapfile -t COMPREPLY < <(compgen -W "1d 7d 30d" -- "$cur")
       return
       ;;
-    --workflow | --correlation | --limit | --input | --key | --data | --reason | --port | --token | \
+    --workflow | --correlation | --limit | --after | --input | --key | --data | --reason | --port | --token | \
       --from | --output | --tag | --priority | --deadline | --failed-step | --error-type | --since | \
       --until)
       return  # a value of the user's own
@@ -69,7 +69,7 @@ _durable() {
   local flags=""
   case $command in
     "") flags="--db --json --help --version" ;;
-    runs) flags="--status --workflow --correlation --tag --limit" ;;
+    runs) flags="--status --workflow --correlation --tag --limit --after" ;;
     cancel) flags="--reason --status --workflow --correlation --tag --failed-step --error-type --since --until --dry-run --all" ;;
     retry | purge) flags="--status --workflow --correlation --tag --failed-step --error-type --since --until --dry-run --all" ;;
     pause | resume) flags="--workflow" ;;

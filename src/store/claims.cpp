@@ -132,8 +132,8 @@ struct ClaimTier {
 
 namespace {
 constexpr ClaimTier kTiers[] = {{" AND priority > 0", "priority DESC, due_at", true},
-                               {" AND priority = 0", "due_at", false},
-                               {" AND priority < 0", "priority DESC, due_at", true}};
+                                {" AND priority = 0", "due_at", false},
+                                {" AND priority < 0", "priority DESC, due_at", true}};
 }  // namespace
 
 // live_runs() for a tier of claim_due.
@@ -179,8 +179,7 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
       for (const Candidate& candidate : candidates) {
         if (candidate.before == Status::running && candidate.paused != kNotPaused) {
           pause_orphan(candidate, request.now_ms);
-        } else if (request.quarantine_after > 0 &&
-                   candidate.crashes >= request.quarantine_after) {
+        } else if (request.quarantine_after > 0 && candidate.crashes >= request.quarantine_after) {
           quarantine(candidate, request.now_ms);
           claimed.quarantined.push_back(candidate.id);
         } else {
@@ -274,9 +273,9 @@ void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& du
   for (const ClaimTier& tier : kTiers) {
     while (due.size() < request.limit && !workflows.empty()) {
       sql::Query query(db(), "SELECT " + std::string(kCandidateColumns) + ", status " +
-                                 tier_runs(tier, workflows.size(), skip.size()) +
-                                 gate.exclusion() + " AND status != 'running' AND due_at <= ? " +
-                                 "ORDER BY " + tier.order + " LIMIT ?" +
+                                 tier_runs(tier, workflows.size(), skip.size()) + gate.exclusion() +
+                                 " AND status != 'running' AND due_at <= ? " + "ORDER BY " +
+                                 tier.order + " LIMIT ?" +
                                  std::string(db().dialect().lock_claimable));
       int i = bind_workflows(query, 1, workflows);
       i = bind_all(query, i, skip);
@@ -357,12 +356,12 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
     // A run of no version yet takes the claimer's (RuntimeOptions::version). And the keys the
     // flow gate found (FlowGate::took), and when the run first began.
     const FlowGate::Stamp& stamp = candidate.stamp;
-    sql::Query update(
-        db(), "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
-              "crashes = ?, version = CASE WHEN version = '' THEN ? ELSE version END" +
-                  std::string(stamp.flow_key ? ", flow_key = ?" : "") +
-                  (stamp.rate_key ? ", rate_key = ?" : "") +
-                  ", began_at = coalesce(began_at, ?) WHERE id = ?");
+    sql::Query update(db(),
+                      "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
+                      "crashes = ?, version = CASE WHEN version = '' THEN ? ELSE version END" +
+                          std::string(stamp.flow_key ? ", flow_key = ?" : "") +
+                          (stamp.rate_key ? ", rate_key = ?" : "") +
+                          ", began_at = coalesce(began_at, ?) WHERE id = ?");
     int i = 1;
     update.bind(i++, request.owner);
     update.bind(i++, claim.lease_until_ms);
@@ -479,9 +478,11 @@ std::size_t SqlStore::due_count(const std::vector<std::string>& workflows,
 
 Backlog SqlStore::backlog(std::int64_t now_ms) {
   return guarded([&] {
-    sql::Query query(db(),
-                     "SELECT count(*), min(due_at) FROM runs WHERE status IN "
-                     "('pending', 'sleeping', 'waiting') AND due_at <= ?");
+    // The due ones only, from the index of live runs by due time: as many as the backlog, however
+    // many runs sleep or ended.
+    sql::Query query(db(), "SELECT count(*), min(due_at) FROM runs" +
+                               std::string(db().dialect().claimable_runs_index) + " WHERE " +
+                               kLiveStatus + " AND status != 'running' AND due_at <= ?");
     query.bind(1, now_ms);
     Backlog backlog;
     if (query.next()) {

@@ -251,6 +251,14 @@ std::size_t SqlStore::delete_runs(const std::vector<std::string>& ids) {
       remove.run();
     }
     tx.commit();
+    // A file made with auto_vacuum = INCREMENTAL (every file this build creates) shrinks here;
+    // on another the pages stay free for reuse.
+    if (const std::string_view reclaim = db().dialect().reclaim_space;
+        !ended.empty() && !reclaim.empty()) {
+      sql::Query query(db(), std::string(reclaim));
+      while (query.next()) {
+      }
+    }
     return ended.size();
   });
 }

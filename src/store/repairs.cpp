@@ -116,19 +116,22 @@ bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
     // The entries before it that ended, but those of bodies nested in it (written before it,
     // as its body ran): sleeps not over, waits and children not ended begin again in the fork.
     const std::string nested_prefix = from_key + "/";
-    std::size_t copied = 0;
+    std::vector<const JournalEntry*> copies;
+    for (auto e = entries.begin(); e != from; ++e) {
+      const bool ended = e->state == StepState::completed || e->state == StepState::failed;
+      if (ended && e->key.rfind(nested_prefix, 0) != 0) copies.push_back(&*e);
+    }
+    fork.reason = "forked from run " + id + " at step '" + from_key + "' (" +
+                  std::to_string(copies.size()) + " journal entr" +
+                  (copies.size() == 1 ? "y" : "ies") + " copied)";
+    // The run first: the counts of its entries (step_counts) go to its workflow.
+    insert_run(fork);
     RunWrite write;
     write.run_id = fork.id;
     write.now_ms = fork.now_ms;
-    for (auto e = entries.begin(); e != from; ++e) {
-      const bool ended = e->state == StepState::completed || e->state == StepState::failed;
-      if (!ended || e->key.rfind(nested_prefix, 0) == 0) continue;
-      write_entry(write, EntryWrite{*e, true}, copied++);
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+      write_entry(write, EntryWrite{*copies[i], true}, i);
     }
-    fork.reason = "forked from run " + id + " at step '" + from_key + "' (" +
-                  std::to_string(copied) + " journal entr" + (copied == 1 ? "y" : "ies") +
-                  " copied)";
-    insert_run(fork);
     tx.commit();
     return true;
   });

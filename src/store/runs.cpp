@@ -8,6 +8,7 @@
 
 #include "durations.hpp"
 #include "errors_internal.hpp"
+#include "ids.hpp"
 #include "serialization.hpp"
 #include "store/sql_store.hpp"
 
@@ -216,8 +217,9 @@ std::string SqlStore::run_columns() const {
          "(r.invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = "
          "r.id)), r.created_at, r.updated_at, r.due_at, coalesce(r.parent_id, ''), w.host, w.pid, "
          "r.version, coalesce(r.forked_from, ''), coalesce(r.continued_as, ''), r.priority, "
-         "r.deadline_at, r.tags, r.paused, r.began_at "
-         "FROM runs r LEFT JOIN workers w ON w.id = r.owner AND r.status = 'running'";
+         "r.deadline_at, r.tags, r.paused, r.began_at, " +
+         std::string(db_->dialect().run_order) +
+         " FROM runs r LEFT JOIN workers w ON w.id = r.owner AND r.status = 'running'";
 }
 
 RunInfo SqlStore::read_run(sql::Query& q) {
@@ -252,6 +254,7 @@ RunInfo SqlStore::read_run(sql::Query& q) {
   }
   info.pausing = info.status == Status::running && q.int32(20) != kNotPaused;
   if (!q.is_null(21)) info.began_at = to_time(q.int64(21));
+  info.cursor = to_string(RunCursor{q.int64(8), q.int64(22)});
   if (info.status == Status::running) {
     // Who holds it: "HOST:PID" of its owner, the host name being the part of the worker's host
     // identity (host_identity() in runtime/runtime.cpp) before the first space. due_at is the lease
@@ -299,11 +302,20 @@ std::optional<RunInfo> SqlStore::find_run(const std::string& id, bool with_histo
 
 std::vector<RunInfo> SqlStore::list_runs(const RunFilter& filter) {
   return guarded([&] {
+    // Newest first, each page from where the last ended (keyset pagination): an index of the
+    // filter's leading condition gives the runs in this order, with no sort and no OFFSET.
+    std::optional<RunCursor> after;
+    if (!filter.cursor.empty()) after = checked_run_cursor(filter.cursor);
     if (!findable(filter)) return std::vector<RunInfo>{};
+    const std::string order(db().dialect().run_order);
     sql::Query query(db(), run_columns() + " WHERE true" + filtered(filter) +
-                               " ORDER BY r.created_at DESC, " +
-                               std::string(db().dialect().run_order) + " DESC LIMIT ?");
-    const int i = bind_filter(query, 1, filter);
+                               (after ? " AND (r.created_at, " + order + ") < (?, ?)" : "") +
+                               " ORDER BY r.created_at DESC, " + order + " DESC LIMIT ?");
+    int i = bind_filter(query, 1, filter);
+    if (after) {
+      query.bind(i++, after->created_ms);
+      query.bind(i++, after->row);
+    }
     query.bind(i, static_cast<std::int64_t>(std::min<std::size_t>(filter.limit, INT64_MAX)));
     std::vector<RunInfo> runs;
     while (query.next()) runs.push_back(read_run(query));
@@ -337,9 +349,8 @@ bool SqlStore::findable(const RunFilter& filter) {
       !findable(filter.failed_step) || !findable(filter.error_type)) {
     return false;
   }
-  return std::all_of(filter.tags.begin(), filter.tags.end(), [](const auto& tag) {
-    return findable(tag.first) && findable(tag.second);
-  });
+  return std::all_of(filter.tags.begin(), filter.tags.end(),
+                     [](const auto& tag) { return findable(tag.first) && findable(tag.second); });
 }
 
 // The conditions of a RunFilter but its limit, on `runs r`; bind_filter() binds them.
@@ -349,8 +360,9 @@ std::string SqlStore::filtered(const RunFilter& filter) const {
   if (!filter.workflow.empty()) sql += " AND r.workflow = ?";
   if (!filter.correlation_id.empty()) sql += " AND r.correlation_id = ?";
   for (std::size_t i = 0; i < filter.tags.size(); ++i) {
-    sql += " AND EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.key = ? AND "
-           "t.value = ?)";
+    sql +=
+        " AND EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.key = ? AND "
+        "t.value = ?)";
   }
   const auto field = db_->dialect().json_field;
   if (!filter.failed_step.empty()) sql += " AND " + field("r.error", "step_id") + " = ?";

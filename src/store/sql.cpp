@@ -1,12 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/sql.hpp"
 
+#include <mutex>
+
 namespace durable::detail::sql {
 
 std::string placeholders(std::size_t n) {
   std::string text;
   for (std::size_t i = 0; i < n; ++i) text += i == 0 ? "?" : ", ?";
   return text;
+}
+
+namespace {
+
+std::mutex observer_mutex;
+std::function<void(const std::string&)> observer;  // guarded by observer_mutex
+
+}  // namespace
+
+void observe_prepared(std::function<void(const std::string&)> with) {
+  const std::lock_guard lock(observer_mutex);
+  observer = std::move(with);
+}
+
+void prepared(const std::string& text) {
+  const std::lock_guard lock(observer_mutex);
+  if (observer) observer(text);
 }
 
 std::string advice(Fault fault) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +86,12 @@ struct Dialect {
   /// A statement that tells watching workers, when the transaction commits, that runs became
   /// due (WorkWatch); empty where workers poll.
   std::string_view notify_work;
+  /// A statement that folds the counts sessions that ended kept in rows of their own
+  /// (run_counts, step_counts) into one row each; empty where counts have no such rows (SQLite).
+  std::string_view fold_counts;
+  /// A statement that gives the pages deleted rows left free back to the file system; empty
+  /// where the database reuses them on its own (PostgreSQL's autovacuum).
+  std::string_view reclaim_space;
   /// An expression reading one top-level field of a column holding a JSON object, as text.
   std::string (*json_field)(std::string_view column, std::string_view field);
 };
@@ -200,6 +207,12 @@ class ReadTransaction {
 
 /// "?, ?, ?" for n parameters.
 std::string placeholders(std::size_t n);
+
+/// For tests of query plans: `observer` is called with the text of each statement a connection
+/// prepares from now on, as the database receives it (once per connection and text); an empty
+/// one stops it. Connections call prepared() with each.
+void observe_prepared(std::function<void(const std::string&)> observer);
+void prepared(const std::string& text);
 
 /// What an operator does about a failure of this kind, as words to append to the database's
 /// own: " (the disk is full: free space, then retry; ...)". Empty when those say it all.

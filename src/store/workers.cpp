@@ -84,6 +84,11 @@ std::size_t SqlStore::forget_dead_workers(std::int64_t now_ms) {
     }
     std::size_t forgotten = 0;
     for (const std::string& id : silent) forgotten += remove_if_idle(id) ? 1 : 0;
+    if (const std::string_view fold = db().dialect().fold_counts; !fold.empty()) {
+      sql::Query query(db(), std::string(fold));
+      while (query.next()) {
+      }
+    }
     return forgotten;
   });
 }
