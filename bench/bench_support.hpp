@@ -8,15 +8,20 @@
 #include <sys/vfs.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <durable/durable.hpp>
+#include <exception>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace durable::bench {
@@ -191,6 +196,57 @@ inline durable::Workflow loop_workflow() {
     return sum;
   });
 }
+
+// Issue 13's workloads W1 and W3 as workloads_bench.cpp runs them, for the programs that run them
+// elsewhere too (on a big history, in history_bench.cpp): W1 is kW1Runs runs of kW1Steps trivial
+// steps (loop_workflow), W3 kW3Runs runs of kParallel parallel steps and one more
+// (fanout_workflow); "all at once" means started by kStartingClients threads at once
+// (start_at_once), then run. A namespace of their own: other programs have their own fan-outs.
+namespace workloads {
+
+constexpr int kW1Runs = 200, kW1Steps = 10, kW3Runs = 100;
+constexpr int kParallel = 10;  // W3: steps started at once, before the one after them
+
+// W3's workflow: kParallel steps started at once (step.start), awaited with durable::all, then
+// one more.
+inline durable::Workflow fanout_workflow() {
+  return durable::Workflow("fanout", [](durable::Step& step, const json&) -> json {
+    auto futures = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      // A braced list evaluates in order: the keys are p, p#2, ... as the calls come.
+      return std::array{step.start("p", [] { return static_cast<int>(I); })...};
+    }
+    (std::make_index_sequence<kParallel>{});
+    const auto values = std::apply([](auto&... f) { return durable::all(f...); }, futures);
+    const int sum = std::apply([](auto... v) { return (v + ...); }, values);
+    return step.run("after", [sum] { return sum; });
+  });
+}
+
+// Clients that start the runs of an "all at once" workload, each on its own thread.
+constexpr int kStartingClients = 16;
+
+// Starts `runs` runs of `workflow` from kStartingClients threads at once; returns once all are
+// started. A start that throws fails the benchmark.
+inline void start_at_once(durable::Runtime& runtime, int runs, const std::string& workflow,
+                          const json& input) {
+  std::vector<std::thread> clients;
+  std::vector<std::exception_ptr> errors(kStartingClients);
+  for (int c = 0; c < kStartingClients; ++c) {
+    clients.emplace_back([&, c] {
+      try {
+        for (int i = c; i < runs; i += kStartingClients) runtime.start(workflow, input);
+      } catch (...) {
+        errors[static_cast<std::size_t>(c)] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
+}  // namespace workloads
 
 inline std::string utc_now() {
   const std::time_t now = std::time(nullptr);

@@ -27,12 +27,11 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <durable/durable.hpp>
+#include <exception>
 #include <functional>
 #include <map>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -41,14 +40,15 @@
 namespace {
 
 using namespace durable::bench;
+using namespace durable::bench::workloads;
 using durable::Replay;
 
 struct Sizes {
   int reps = 5;
   int w0_runs = 200;
-  int w1_runs = 200, w1_steps = 10;
+  int w1_runs = kW1Runs, w1_steps = kW1Steps;
   int w2_steps = 1000;
-  int w3_runs = 100;
+  int w3_runs = kW3Runs;
   int raw_rows_normal = 3000, raw_rows_full = 600;
 };
 
@@ -62,8 +62,6 @@ Sizes quick_sizes() {
                .raw_rows_normal = 100,
                .raw_rows_full = 20};
 }
-
-constexpr int kParallel = 10;  // W3: steps started at once, before the one after them
 
 enum class Workload { w0, w1_one, w1_all, w2, w3 };
 constexpr std::array kWorkloads{Workload::w0, Workload::w1_one, Workload::w1_all, Workload::w2,
@@ -117,43 +115,6 @@ double target(Workload w, Durability d) {
 
 durable::Workflow empty_workflow() {
   return durable::Workflow("empty", [](durable::Step&, const json&) -> json { return nullptr; });
-}
-
-durable::Workflow fanout_workflow() {
-  return durable::Workflow("fanout", [](durable::Step& step, const json&) -> json {
-    auto futures = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      // A braced list evaluates in order: the keys are p, p#2, ... as the calls come.
-      return std::array{step.start("p", [] { return static_cast<int>(I); })...};
-    }
-    (std::make_index_sequence<kParallel>{});
-    const auto values = std::apply([](auto&... f) { return durable::all(f...); }, futures);
-    const int sum = std::apply([](auto... v) { return (v + ...); }, values);
-    return step.run("after", [sum] { return sum; });
-  });
-}
-
-// Clients that start the runs of an "all at once" workload, each on its own thread.
-constexpr int kStartingClients = 16;
-
-// Starts `runs` runs of `workflow` from kStartingClients threads at once; returns once all are
-// started. A start that throws fails the benchmark.
-void start_at_once(durable::Runtime& runtime, int runs, const std::string& workflow,
-                   const json& input) {
-  std::vector<std::thread> clients;
-  std::vector<std::exception_ptr> errors(kStartingClients);
-  for (int c = 0; c < kStartingClients; ++c) {
-    clients.emplace_back([&, c] {
-      try {
-        for (int i = c; i < runs; i += kStartingClients) runtime.start(workflow, input);
-      } catch (...) {
-        errors[static_cast<std::size_t>(c)] = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& client : clients) client.join();
-  for (const std::exception_ptr& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
 }
 
 // Runs one workload on a fresh file and returns its seconds, from the first start to the last
