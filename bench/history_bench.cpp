@@ -45,6 +45,7 @@
 #include <cmath>
 #include <durable/durable.hpp>
 #include <map>
+#include <optional>
 
 #include "bench_support.hpp"
 #include "child_process.hpp"
@@ -72,6 +73,7 @@ struct Settings {
   int seeds = 500;
   std::string dir = DURABLE_HISTORY_CACHE, cli = DURABLE_CLI_PATH;
   bool quick = false;
+  bool generate_only = false;  // make or find the files, and measure nothing
 };
 
 // ---- the table ----------------------------------------------------------------------------------
@@ -617,6 +619,7 @@ FileFacts measure_size(std::int64_t n, Report& report, Scratch& scratch, const S
   workload_writes(report, scratch, s, n, work);
   recovery(report, s, n, work);
   Scratch::remove(work);
+  fs::remove(err);
   return facts;
 }
 
@@ -627,11 +630,10 @@ int usage() {
   return 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The settings of the command line; nothing when it is not understood.
+std::optional<Settings> parse_args(int argc, char** argv) {
   Settings s;
-  bool dir_given = false, generate_only = false;
+  bool dir_given = false;
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
@@ -646,15 +648,15 @@ int main(int argc, char** argv) {
         s.dir = argv[++i];
         dir_given = true;
       } else if (arg == "--generate") {
-        generate_only = true;
+        s.generate_only = true;
       } else if (arg == "--cli" && has_value) {
         s.cli = argv[++i];
       } else {
-        return usage();
+        return std::nullopt;
       }
     }
   } catch (const std::exception&) {
-    return usage();
+    return std::nullopt;
   }
   if (s.quick) {
     s.sizes = {100, 400};
@@ -665,38 +667,50 @@ int main(int argc, char** argv) {
     s.seeds = 50;
     if (!dir_given) s.dir.clear();  // a temporary directory, removed at the end
   }
-  if (s.reps < 1) return usage();
+  if (s.reps < 1) return std::nullopt;
+  return s;
+}
+
+void run(const Settings& s) {
+  Scratch scratch(s.dir, "durable-history");
+  const history::GenerateOptions gen{scratch.dir(), s.seeds, true};
+  std::printf(
+      "durable_history_bench %s, %s, in %s (%s), SQLite %s; each figure the median of %d after "
+      "one warm-up (writes: of %d; recovery: of %d)\n",
+      std::string(durable::version()).c_str(), utc_now().c_str(), scratch.dir().c_str(),
+      file_system_of(scratch.dir()).c_str(), SQLite::getLibVersion(), s.reps, s.write_reps,
+      s.recovery_reps);
+  for (const fs::path& stale : history::stale_files(gen)) {
+    std::printf("note: %s was made for another schema and will not be used again\n", stale.c_str());
+  }
+  if (s.generate_only) {
+    for (const std::int64_t n : s.sizes) {
+      const history::HistoryFile file = history::history_file(n, gen);
+      std::printf("%s: %s in %.1f s: %s\n", size_name(n).c_str(),
+                  file.cached ? "cached, generated" : "generated", file.generation_s,
+                  file.path.c_str());
+    }
+    return;
+  }
+  Report report;
+  std::vector<FileFacts> facts;
+  for (const std::int64_t n : s.sizes) facts.push_back(measure_size(n, report, scratch, s, gen));
+  std::printf("\nHistories (%s):\n",
+              s.quick ? "a quick run: not figures to quote" : "\"cached\": made by an earlier run");
+  print_files(facts);
+  std::printf("\n");
+  print_report(report, s);
+  std::printf("\n");
+  print_sizes(facts);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<Settings> settings = parse_args(argc, argv);
+  if (!settings) return usage();
   try {
-    Scratch scratch(s.dir, "durable-history");
-    const history::GenerateOptions gen{scratch.dir(), s.seeds, true};
-    std::printf(
-        "durable_history_bench %s, %s, in %s (%s), SQLite %s; each figure the median of %d after "
-        "one warm-up (writes: of %d; recovery: of %d)\n",
-        std::string(durable::version()).c_str(), utc_now().c_str(), scratch.dir().c_str(),
-        file_system_of(scratch.dir()).c_str(), SQLite::getLibVersion(), s.reps, s.write_reps,
-        s.recovery_reps);
-    for (const fs::path& stale : history::stale_files(gen)) {
-      std::printf("note: %s was made for another schema and will not be used again\n",
-                  stale.c_str());
-    }
-    if (generate_only) {
-      for (const std::int64_t n : s.sizes) {
-        const history::HistoryFile file = history::history_file(n, gen);
-        std::printf("%s: %s in %.1f s: %s\n", size_name(n).c_str(),
-                    file.cached ? "cached, generated" : "generated", file.generation_s,
-                    file.path.c_str());
-      }
-      return 0;
-    }
-    Report report;
-    std::vector<FileFacts> facts;
-    for (const std::int64_t n : s.sizes) facts.push_back(measure_size(n, report, scratch, s, gen));
-    std::printf("\nHistories (%s):\n", s.quick ? "a quick run: not figures to quote" : "cached");
-    print_files(facts);
-    std::printf("\n");
-    print_report(report, s);
-    std::printf("\n");
-    print_sizes(facts);
+    run(*settings);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "durable_history_bench: %s\n", e.what());
     return 1;

@@ -319,6 +319,45 @@ std::int64_t now_ms() {
 }
 
 // Makes the file at `path` (which must not exist) of `runs` runs, from a seed of `seeds`.
+// Doubles the runs of `db` from `from` up to `runs` (see the top of the file).
+void double_up(SQLite::Database& db, const std::vector<Table>& tables, std::int64_t from,
+               std::int64_t runs, bool verbose) {
+  const auto started = Stopwatch::now();
+  for (std::int64_t k = from; k < runs;) {
+    const std::int64_t m = std::min(k, runs - k);
+    clone(db, tables, "main",
+          "INSERT INTO temp.clone_map (old_id, new_id, shift) SELECT id, printf('%012x%016x', "
+          "created_at + ?1, rowid + ?2), ?1 FROM main.runs WHERE rowid <= ?3 ORDER BY rowid",
+          [&](SQLite::Statement& s) {
+            s.bind(1, k * kSpacingMs);
+            s.bind(2, k);
+            s.bind(3, m);
+          });
+    k += m;
+    if (verbose) {
+      std::fprintf(stderr, "history: %s of %s runs (%.1f s)\n", with_commas(double(k)).c_str(),
+                   with_commas(double(runs)).c_str(), seconds_since(started));
+    }
+  }
+}
+
+// Counts the rows of the tables copied into `file`; throws unless runs 1..N are there.
+void record_rows(SQLite::Database& db, const std::vector<Table>& tables, HistoryFile& file) {
+  std::vector<std::string> names;
+  for (const Table& table : tables) {
+    names.push_back(table.name);
+    file.rows.emplace_back(table.name, count_rows(db, table.name));
+  }
+  const std::int64_t max_rowid = db.execAndGet("SELECT max(rowid) FROM main.runs").getInt64();
+  if (file.rows[0].second != file.runs || max_rowid != file.runs) {
+    throw std::runtime_error("the generated file holds " + std::to_string(file.rows[0].second) +
+                             " runs (last rowid " + std::to_string(max_rowid) + "), not " +
+                             std::to_string(file.runs));
+  }
+  file.cloned_tables = joined(names);
+}
+
+// Makes the file at file.path (which must not exist) of file.runs runs, from a seed of `seeds`.
 void generate(HistoryFile& file, int seeds, bool verbose) {
   const std::string seed_path = file.path + ".seed.db";
   Scratch::remove(seed_path);
@@ -337,8 +376,8 @@ void generate(HistoryFile& file, int seeds, bool verbose) {
       "shift INTEGER NOT NULL)");
   std::vector<std::string> left;
   const std::vector<Table> tables = tables_to_clone(db, left);
+  file.trigger_tables = joined(left);
   const std::int64_t t0 = now_ms() - (file.runs - 1) * kSpacingMs;
-  const auto started = Stopwatch::now();
   clone(db, tables, "seed",
         "INSERT INTO temp.clone_map (old_id, new_id, shift) SELECT id, printf('%012x%016x', t, n), "
         "t - created_at FROM (SELECT id, created_at, n, ? + (n - 1) * ? AS t FROM (SELECT id, "
@@ -348,38 +387,11 @@ void generate(HistoryFile& file, int seeds, bool verbose) {
           s.bind(1, t0);
           s.bind(2, kSpacingMs);
         });
-  for (std::int64_t k = seeds; k < file.runs;) {
-    const std::int64_t m = std::min(k, file.runs - k);
-    clone(db, tables, "main",
-          "INSERT INTO temp.clone_map (old_id, new_id, shift) SELECT id, printf('%012x%016x', "
-          "created_at + ?1, rowid + ?2), ?1 FROM main.runs WHERE rowid <= ?3 ORDER BY rowid",
-          [&](SQLite::Statement& s) {
-            s.bind(1, k * kSpacingMs);
-            s.bind(2, k);
-            s.bind(3, m);
-          });
-    k += m;
-    if (verbose) {
-      std::fprintf(stderr, "history: %s of %s runs (%.1f s)\n", with_commas(double(k)).c_str(),
-                   with_commas(double(file.runs)).c_str(), seconds_since(started));
-    }
-  }
   db.exec("DETACH DATABASE seed");
-  std::vector<std::string> names;
-  for (const Table& table : tables) {
-    names.push_back(table.name);
-    file.rows.emplace_back(table.name, count_rows(db, table.name));
-  }
-  const std::int64_t max_rowid = db.execAndGet("SELECT max(rowid) FROM main.runs").getInt64();
-  if (file.rows[0].second != file.runs || max_rowid != file.runs) {
-    throw std::runtime_error("the generated file holds " + std::to_string(file.rows[0].second) +
-                             " runs (last rowid " + std::to_string(max_rowid) + "), not " +
-                             std::to_string(file.runs));
-  }
-  file.cloned_tables = joined(names);
-  file.trigger_tables = joined(left);
-  db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   Scratch::remove(seed_path);
+  double_up(db, tables, seeds, file.runs, verbose);
+  record_rows(db, tables, file);
+  db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
 }  // namespace
