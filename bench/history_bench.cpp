@@ -347,10 +347,15 @@ void runtime_reads(Report& report, Raw& raw, const Settings& s, std::int64_t n,
   raw.of_workflow.bind(1, workflow);
   report.set("Runtime::list of one workflow, newest 100", kRawWorkflow, n,
              list({.workflow = workflow, .limit = 100}), raw.time({&raw.of_workflow}, s.reps));
-  // ---- ISSUE 22, KEYSET PAGINATION: Runtime::list's second page goes here. -------------------
-  // Once RunFilter::cursor (std::string) lands, time list({.limit = 100, .cursor = C}) with C the
-  // cursor after the first page, beside raw.page_two (bound to the 100th run's rowid, as below).
-  report.line("Runtime::list second page (RunFilter::cursor)", kRawPageTwo).note = "not yet";
+  // The second page: the runs after the first page's last, by its cursor.
+  const std::vector<durable::RunInfo> first = runtime.list({.limit = 100});
+  if (first.size() == 100) {
+    report.set("Runtime::list second page (RunFilter::cursor)", kRawPageTwo, n,
+               list({.limit = 100, .cursor = first.back().cursor}),
+               raw.time({&raw.page_two}, s.reps));
+  } else {
+    report.line("Runtime::list second page (RunFilter::cursor)", kRawPageTwo).note = "one page";
+  }
   raw.by_id.bind(1, point_id);
   report.set("Runtime::get one run", kRawPoint, n,
              median_ms(s.reps,

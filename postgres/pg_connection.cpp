@@ -46,6 +46,7 @@ const sql::Dialect kDialect = {
     .lock_key = "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
     .run_order = "r.seq",
     .notify_work = "NOTIFY durable_work",
+    .next_history_id = "DEFAULT",
     .fold_counts = "SELECT fold_counts()",
     .reclaim_space = "",
     .json_field = json_field,

@@ -306,6 +306,21 @@ CREATE INDEX runs_status ON runs (status, created_at);
 CREATE INDEX runs_workflow ON runs (workflow, created_at);
 CREATE INDEX runs_workflow_status ON runs (workflow, status, created_at);
 CREATE INDEX runs_correlation ON runs (correlation_id, created_at);
+)sql",
+                                                             R"sql(
+-- The state history keyed by run: one B-tree where a table and its index (history_run) were,
+-- which held each row's run id twice. id counts a run's changes from 1 (see add_history).
+CREATE TABLE history_by_run (
+  run_id TEXT NOT NULL,
+  id     INTEGER NOT NULL,
+  at     INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;
+INSERT INTO history_by_run SELECT run_id, id, at, status, reason FROM history;
+DROP TABLE history;
+ALTER TABLE history_by_run RENAME TO history;
 )sql"};
 
 }  // namespace durable::detail

@@ -297,9 +297,14 @@ TEST_CASE(
     CHECK_THROWS_AS(runtime->list({.cursor = bad}), Error);
   }
   ops::Admin admin(database);
-  const auto api = ops::api_handler(admin);
-  const ops::HttpResponse refused =
-      api({.method = "GET", .path = "/v1/runs", .query = {{"cursor", "page-2"}}});
+  const auto get_runs = [api = ops::api_handler(admin)](std::map<std::string, std::string> query) {
+    ops::HttpRequest request;
+    request.method = "GET";
+    request.path = "/v1/runs";
+    request.query = std::move(query);
+    return api(request);
+  };
+  const ops::HttpResponse refused = get_runs({{"cursor", "page-2"}});
   CHECK(refused.status == 400);
   CHECK(test::has(refused.body, "next_cursor"));
 
@@ -307,7 +312,7 @@ TEST_CASE(
   std::vector<std::string> ids;
   std::map<std::string, std::string> query = {{"limit", "10"}, {"workflow", "a"}};
   for (int page = 0; page < 10; ++page) {
-    const ops::HttpResponse answer = api({.method = "GET", .path = "/v1/runs", .query = query});
+    const ops::HttpResponse answer = get_runs(query);
     REQUIRE(answer.status == 200);
     const json body = json::parse(answer.body);
     for (const json& run : body.at("runs")) ids.push_back(run.at("id"));

@@ -203,7 +203,8 @@ std::optional<Status> SqlStore::locked_status(const std::string& id) {
 
 void SqlStore::add_history(const std::string& id, std::int64_t at, Status status,
                            const std::string& reason) {
-  sql::Query insert(db(), "INSERT INTO history (run_id, at, status, reason) VALUES (?, ?, ?, ?)");
+  sql::Query insert(db(), "INSERT INTO history (run_id, id, at, status, reason) VALUES (?1, " +
+                              std::string(db().dialect().next_history_id) + ", ?2, ?3, ?4)");
   insert.bind(1, id);
   insert.bind(2, at);
   insert.bind(3, to_string(status));

@@ -86,6 +86,10 @@ struct Dialect {
   /// A statement that tells watching workers, when the transaction commits, that runs became
   /// due (WorkWatch); empty where workers poll.
   std::string_view notify_work;
+  /// The id of a run's next history row, for an INSERT whose ?1 is the run's id: the run's
+  /// greatest plus one on SQLite (whose history is keyed by run), DEFAULT (a sequence) on
+  /// PostgreSQL. Either way a run's rows are in the order of their ids.
+  std::string_view next_history_id;
   /// A statement that folds the counts sessions that ended kept in rows of their own
   /// (run_counts, step_counts) into one row each; empty where counts have no such rows (SQLite).
   std::string_view fold_counts;
