@@ -349,7 +349,7 @@ void runtime_reads(Report& report, Raw& raw, const Settings& s, std::int64_t n,
              list({.workflow = workflow, .limit = 100}), raw.time({&raw.of_workflow}, s.reps));
   // The second page: the runs after the first page's last, by its cursor.
   const std::vector<durable::RunInfo> first = runtime.list({.limit = 100});
-  if (first.size() == 100) {
+  if (n > 100 && first.size() == 100) {
     report.set("Runtime::list second page (RunFilter::cursor)", kRawPageTwo, n,
                list({.limit = 100, .cursor = first.back().cursor}),
                raw.time({&raw.page_two}, s.reps));

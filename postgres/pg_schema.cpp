@@ -188,7 +188,9 @@ ALTER TABLE workers ADD COLUMN counters TEXT;
 -- triggers in the transaction that changes them, and the indexes of newest-first lists. Each
 -- session counts into rows of its own (slot: its backend's process id), so that no transaction
 -- waits on another's counts; readers sum the slots, and fold_counts() folds those of sessions
--- that ended into slot 0.
+-- that ended into slot 0. The lock keeps an older worker's writes out until the triggers that
+-- count them are in place; the functions find durable's tables whatever a session's search_path.
+LOCK TABLE runs, steps IN SHARE ROW EXCLUSIVE MODE;
 CREATE TABLE run_counts (
   workflow TEXT NOT NULL,
   status   TEXT NOT NULL,
@@ -197,7 +199,7 @@ CREATE TABLE run_counts (
   PRIMARY KEY (workflow, status, slot)
 );
 INSERT INTO run_counts SELECT workflow, status, 0, count(*) FROM runs GROUP BY workflow, status;
-CREATE FUNCTION count_run() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION count_run() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
   IF TG_OP IN ('UPDATE', 'DELETE') THEN
     INSERT INTO run_counts VALUES (OLD.workflow, OLD.status, pg_backend_pid(), -1)
@@ -247,7 +249,7 @@ INSERT INTO step_counts
          sum(duration_ms)
   FROM step_figures GROUP BY workflow, step, bucket;
 CREATE FUNCTION add_step_figures(entry_run TEXT, entry_key TEXT, sign INTEGER) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE sql SET search_path FROM CURRENT AS $$
   INSERT INTO step_counts
     SELECT workflow, step, bucket, pg_backend_pid(), sign * entries, sign * failed_attempts,
            sign * retries, sign * failed, sign * duration_ms
@@ -259,13 +261,13 @@ LANGUAGE sql AS $$
     duration_ms = step_counts.duration_ms + excluded.duration_ms;
 $$;
 -- An entry's figures are taken out before it changes and added back after.
-CREATE FUNCTION uncount_step() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION uncount_step() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
   PERFORM add_step_figures(OLD.run_id, OLD.key, -1);
   IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
   RETURN NEW;
 END $$;
-CREATE FUNCTION count_step() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION count_step() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
   PERFORM add_step_figures(NEW.run_id, NEW.key, 1);
   RETURN NULL;
@@ -274,7 +276,13 @@ CREATE TRIGGER steps_uncounted BEFORE DELETE OR UPDATE OF kind, base, state, att
   ON steps FOR EACH ROW WHEN (OLD.kind = 'run') EXECUTE FUNCTION uncount_step();
 CREATE TRIGGER steps_counted AFTER INSERT OR UPDATE OF kind, base, state, attempts, duration_ms
   ON steps FOR EACH ROW WHEN (NEW.kind = 'run') EXECUTE FUNCTION count_step();
-CREATE FUNCTION fold_counts() RETURNS void LANGUAGE sql AS $$
+-- One session folds at a time (the others skip): two folds could take the slot-0 rows in
+-- different orders and deadlock.
+CREATE FUNCTION fold_counts() RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  IF NOT pg_try_advisory_xact_lock(hashtextextended('durable.fold_counts', 0)) THEN
+    RETURN;
+  END IF;
   WITH gone AS (
     DELETE FROM run_counts
     WHERE slot <> 0 AND slot NOT IN (SELECT pid FROM pg_stat_activity)
@@ -295,7 +303,7 @@ CREATE FUNCTION fold_counts() RETURNS void LANGUAGE sql AS $$
     failed_attempts = step_counts.failed_attempts + excluded.failed_attempts,
     retries = step_counts.retries + excluded.retries, failed = step_counts.failed + excluded.failed,
     duration_ms = step_counts.duration_ms + excluded.duration_ms;
-$$;
+END $$;
 -- Newest-first lists, each answered from an index in order (runs_newest has every run).
 DROP INDEX runs_due;
 DROP INDEX runs_workflow;

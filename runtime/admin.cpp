@@ -187,7 +187,7 @@ json Admin::list_runs(const RunQuery& query) {
   ++filter.limit;  // one more than asked: whether a next page has any run
   std::vector<RunInfo> found = db->store->list_runs(filter);
   json next_cursor;  // null: this page is the last
-  if (found.size() > query.limit) {
+  if (query.limit > 0 && found.size() > query.limit) {
     found.resize(query.limit);
     next_cursor = found.back().cursor;
   }

@@ -118,7 +118,6 @@ ByWorkflow read_by_workflow(detail::OpsQueries& queries) {
   const std::set<std::string> workflows = kept_values(runs_of, kMaxWorkflowLabels);
 
   ByWorkflow by;
-  by.bounds_ms = queries.duration_bounds_ms();
   for (const auto& [name, runs] : runs_of) {
     auto& statuses = by.runs[label_in(workflows, name)];
     for (const Status status : kStatuses) statuses[std::string(to_string(status))];
@@ -127,7 +126,9 @@ ByWorkflow read_by_workflow(detail::OpsQueries& queries) {
     by.runs[label_in(workflows, c.workflow)][c.status] += c.runs;
 
   std::map<std::string, std::map<std::string, detail::StepTotals>> steps_of;
-  for (const detail::StepGroup& group : queries.steps_by_workflow()) {
+  detail::StepGroups steps = queries.steps_by_workflow();
+  by.bounds_ms = std::move(steps.bounds_ms);
+  for (const detail::StepGroup& group : steps.groups) {
     const std::string workflow = label_in(workflows, group.workflow);
     detail::add_totals(by.steps[workflow], group.totals);
     detail::add_totals(steps_of[workflow][step_label(group.step)], group.totals);

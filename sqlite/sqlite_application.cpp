@@ -13,9 +13,11 @@ namespace durable::detail {
 
 namespace {
 
-constexpr std::array<std::string_view, 12> kTables = {
-    "runs",    "steps",     "history",  "events",   "waits",          "triggers",
-    "schedules", "workflows", "workers", "run_tags", "paused_workflows", "step_progress"};
+constexpr std::array<std::string_view, 16> kTables = {
+    "runs",       "steps",       "history",          "events",
+    "waits",      "triggers",    "schedules",        "workflows",
+    "workers",    "run_tags",    "paused_workflows", "step_progress",
+    "run_counts", "step_counts", "step_buckets",     "step_figures"};
 
 [[noreturn]] void refuse(const std::string& why) { throw sql::Failure(sql::Fault::other, why); }
 
@@ -36,19 +38,17 @@ std::size_t after_quoted(std::string_view text, std::size_t i, char close) {
 struct Authorizer {
   std::string refused;
 
-  static int check(void* self, int action, const char* a, const char* b, const char*,
-                   const char*) {
+  static int check(void* self, int action, const char* a, const char* b, const char*, const char*) {
     auto* me = static_cast<Authorizer*>(self);
     const auto deny = [&](const std::string& why) {
       if (me->refused.empty()) me->refused = why;
       return SQLITE_DENY;
     };
-    const auto durable = [](const char* name) {
-      return name != nullptr && is_durable_table(name);
-    };
+    const auto durable = [](const char* name) { return name != nullptr && is_durable_table(name); };
     const auto own = [&](const char* name) {
       return deny(std::string("a step.transaction body may not write or change durable's own "
-                              "table '") + name + "'");
+                              "table '") +
+                  name + "'");
     };
     switch (action) {
       case SQLITE_TRANSACTION:
@@ -213,8 +213,8 @@ std::string sqlite_parameters(std::string_view text) {
       ++i;
       continue;
     } else if (c == '?' || c == ':' || c == '@' || c == '$') {
-      refuse(std::string("parameters are written $1, $2, ...; '") + c +
-             "' is not one (at offset " + std::to_string(i) + ")");
+      refuse(std::string("parameters are written $1, $2, ...; '") + c + "' is not one (at offset " +
+             std::to_string(i) + ")");
     }
     out.append(text.substr(i, end - i));
     i = end;

@@ -309,7 +309,8 @@ CREATE INDEX runs_correlation ON runs (correlation_id, created_at);
 )sql",
                                                              R"sql(
 -- The state history keyed by run: one B-tree where a table and its index (history_run) were,
--- which held each row's run id twice. id counts a run's changes from 1 (see add_history).
+-- which held each row's run id twice. A run's next id is its greatest plus one (add_history);
+-- the rows copied here keep theirs.
 CREATE TABLE history_by_run (
   run_id TEXT NOT NULL,
   id     INTEGER NOT NULL,

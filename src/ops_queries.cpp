@@ -57,18 +57,9 @@ std::vector<std::string> OpsQueries::known_workflows() {
   });
 }
 
-std::vector<std::int64_t> OpsQueries::duration_bounds_ms() {
-  return guarded([&] {
-    sql::Query query(*db_, "SELECT upper_ms FROM step_buckets ORDER BY upper_ms");
-    std::vector<std::int64_t> bounds;
-    while (query.next()) bounds.push_back(query.int64(0));
-    return bounds;
-  });
-}
-
 StepTotals OpsQueries::step_totals() {
   StepTotals all;
-  for (const StepGroup& group : steps_by_workflow()) add_totals(all, group.totals);
+  for (const StepGroup& group : steps_by_workflow().groups) add_totals(all, group.totals);
   return all;
 }
 
@@ -83,9 +74,14 @@ std::vector<RunCount> OpsQueries::runs_by_workflow() {
   });
 }
 
-std::vector<StepGroup> OpsQueries::steps_by_workflow() {
-  const std::vector<std::int64_t> bounds = duration_bounds_ms();
+StepGroups OpsQueries::steps_by_workflow() {
   return guarded([&] {
+    sql::ReadTransaction read(*db_);
+    std::vector<std::int64_t> bounds;
+    {
+      sql::Query query(*db_, "SELECT upper_ms FROM step_buckets ORDER BY upper_ms");
+      while (query.next()) bounds.push_back(query.int64(0));
+    }
     // The totals the store keeps (step_counts), by duration bucket: -1 for entries with no
     // measured duration, else the index of the first bound at or over it (bounds.size(): over
     // every bound). A bucket's entries count under each bound from its own on.
@@ -114,7 +110,7 @@ std::vector<StepGroup> OpsQueries::steps_by_workflow() {
       }
     }
     std::erase_if(groups, [](const StepGroup& g) { return g.totals.steps == 0; });
-    return groups;
+    return StepGroups{std::move(bounds), std::move(groups)};
   });
 }
 

@@ -41,6 +41,12 @@ struct StepGroup {
   StepTotals totals;
 };
 
+/// steps_by_workflow(): the groups, and the bounds their at_or_under are counted at.
+struct StepGroups {
+  std::vector<std::int64_t> bounds_ms;  ///< upper bounds of the duration buckets, ascending
+  std::vector<StepGroup> groups;
+};
+
 /// Runs of one workflow in one status.
 struct RunCount {
   std::string workflow, status;
@@ -70,14 +76,13 @@ class OpsQueries {
                                                  const std::string& correlation_id);
   /// Workflows some runtime added, by name.
   std::vector<std::string> known_workflows();
-  /// Upper bounds of the step-duration buckets the store keeps totals by (ms, ascending).
-  std::vector<std::int64_t> duration_bounds_ms();
-  /// Totals of the journal, at_or_under by duration_bounds_ms().
+  /// Totals of the journal, at_or_under by the store's duration buckets (steps_by_workflow).
   StepTotals step_totals();
   /// Runs by workflow and status (statuses with no run have no entry).
   std::vector<RunCount> runs_by_workflow();
-  /// step_totals() by workflow and step id, ordered by both.
-  std::vector<StepGroup> steps_by_workflow();
+  /// step_totals() by workflow and step id, ordered by both, with the bounds of the duration
+  /// buckets the store keeps them by; in one read transaction, so the two agree.
+  StepGroups steps_by_workflow();
   /// Failed runs of `workflow` that failed at step `step_id` with an error of `type` since
   /// `since_ms`, `except` left out.
   std::int64_t failures_alike(const std::string& workflow, const std::string& step_id,
