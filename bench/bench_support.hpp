@@ -40,6 +40,17 @@ inline double seconds_since(Stopwatch::time_point start) {
   return std::chrono::duration<double>(Stopwatch::now() - start).count();
 }
 
+/// The bytes of an SQLite database with its WAL, as the file system holds them.
+inline std::uintmax_t file_bytes(const std::string& db) {
+  std::uintmax_t bytes = 0;
+  for (const char* suffix : {"", "-wal"}) {
+    std::error_code ignored;
+    const auto size = fs::file_size(db + suffix, ignored);
+    if (!ignored) bytes += size;
+  }
+  return bytes;
+}
+
 inline double median(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());

@@ -460,16 +460,6 @@ void recovery(Report& report, const Settings& s, std::int64_t n, const std::stri
 // ---- sizes
 // ----------------------------------------------------------------------------------------
 
-std::uintmax_t file_bytes(const std::string& db) {
-  std::uintmax_t bytes = 0;
-  for (const char* suffix : {"", "-wal"}) {
-    std::error_code ignored;
-    const auto size = fs::file_size(db + suffix, ignored);
-    if (!ignored) bytes += size;
-  }
-  return bytes;
-}
-
 // Bytes of each b-tree ("table", "  index (columns)"), from dbstat; empty without dbstat.
 std::vector<std::pair<std::string, double>> btree_bytes(SQLite::Database& db) {
   try {

@@ -25,16 +25,6 @@ struct Point {
   std::size_t kept = 0;  // runs in the file
 };
 
-std::uintmax_t file_bytes(const std::string& db) {
-  std::uintmax_t bytes = 0;
-  for (const char* suffix : {"", "-wal"}) {
-    std::error_code ignored;
-    const auto n = fs::file_size(db + suffix, ignored);
-    if (!ignored) bytes += n;
-  }
-  return bytes;
-}
-
 // Starts `runs` runs in batches and serves them; every tenth of them, where the file stands.
 std::vector<Point> measure(const std::string& db, std::chrono::milliseconds retention,
                            std::size_t runs) {
@@ -105,8 +95,8 @@ int main(int argc, char** argv) {
   }
   Scratch scratch(dir, "durable-retention");
   const auto retention = 2s;
-  std::cout << "retention: " << runs << " runs of 3 steps, about " << 2 * 200
-            << " in flight, on " << file_system_of(scratch.dir()) << "\n"
+  std::cout << "retention: " << runs << " runs of 3 steps, about " << 2 * 200 << " in flight, on "
+            << file_system_of(scratch.dir()) << "\n"
             << "file = the database and its WAL, in MB; kept = runs in the file\n\n";
   const auto start = Stopwatch::now();
   const std::vector<Point> kept = measure(scratch.fresh("retention"), retention, runs);
@@ -117,8 +107,8 @@ int main(int argc, char** argv) {
   std::printf("%10s | %14s %8s %12s | %16s %8s\n", "runs done", "file, 2 s ret.", "kept",
               "free pages", "file, no ret.", "kept");
   for (std::size_t i = 0; i < kept.size() && i < all.size(); ++i) {
-    std::printf("%10zu | %11.1f MB %8zu %9.1f MB | %13.1f MB %8zu\n", kept[i].done,
-                kept[i].file_mb, kept[i].kept, kept[i].free_mb, all[i].file_mb, all[i].kept);
+    std::printf("%10zu | %11.1f MB %8zu %9.1f MB | %13.1f MB %8zu\n", kept[i].done, kept[i].file_mb,
+                kept[i].kept, kept[i].free_mb, all[i].file_mb, all[i].kept);
   }
   std::printf("\n%.0f runs/s with retention, %.0f runs/s without (medians of one run each)\n",
               static_cast<double>(runs) / with_seconds, static_cast<double>(runs) / raw_seconds);
