@@ -164,8 +164,9 @@ TEST_CASE("20 random kill -9s of a serving process during 100 runs lose no run (
                                 << "worker: " << before_last << "; bodies run again: " << again);
 }
 
-TEST_CASE("20 random kill -9s of a serving process during 100 runs of transfers in "
-          "step.transaction apply none twice (on each store)") {
+TEST_CASE(
+    "20 random kill -9s of a serving process during 100 runs of transfers in "
+    "step.transaction apply none twice (on each store)") {
   test::TempDir dir;
   const std::string db = test::database(dir, "db"), log = dir.file("bodies");
   // The test's own runtime has only the workflows it runs itself: the tables, and reading them.
@@ -195,13 +196,16 @@ TEST_CASE("20 random kill -9s of a serving process during 100 runs of transfers 
   }
   std::mt19937 random(std::random_device{}());
   std::uniform_int_distribution<int> lifetime_ms(30, 250);
+  // The kills are the test's, not the runs' fault: a slow build (ThreadSanitizer, PostgreSQL)
+  // can see one run held by five of them in a row, which quarantines it by default.
+  const std::string kNoQuarantine = "1000";
   for (int kill_no = 0; kill_no < 20; ++kill_no) {
-    const pid_t worker = spawn_worker(db, log);
+    const pid_t worker = spawn_worker(db, log, kNoQuarantine);
     std::this_thread::sleep_for(std::chrono::milliseconds(lifetime_ms(random)));
     kill(worker, SIGKILL);
     CHECK(reap(worker) == -SIGKILL);
   }
-  const pid_t last = spawn_worker(db, log);
+  const pid_t last = spawn_worker(db, log, kNoQuarantine);
   const bool done =
       test::eventually([&] { return completed(starter, "transfers") == 100; }, 60s, 20ms);
   kill(last, SIGTERM);
@@ -209,8 +213,9 @@ TEST_CASE("20 random kill -9s of a serving process during 100 runs of transfers 
   const int exit = reap(last);
   CHECK((exit == 0 || exit == -SIGTERM));
   REQUIRE(done);
-  const json twice = query("SELECT transfer, count(*) AS n FROM applied GROUP BY transfer "
-                           "HAVING count(*) > 1");
+  const json twice = query(
+      "SELECT transfer, count(*) AS n FROM applied GROUP BY transfer "
+      "HAVING count(*) > 1");
   const json applied = query("SELECT count(*) AS n FROM applied");
   const json total = query("SELECT sum(balance) AS total FROM accounts");
   CHECK(twice.empty());
