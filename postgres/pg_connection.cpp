@@ -46,6 +46,7 @@ const sql::Dialect kDialect = {
     .lock_key = "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
     .run_order = "r.seq",
     .notify_work = "NOTIFY durable_work",
+    .notify_change = "SELECT pg_notify('durable_change', ?)",
     .next_history_id = "DEFAULT",
     .fold_counts = "SELECT fold_counts()",
     .reclaim_space = "",
@@ -301,9 +302,12 @@ void PgConnection::listen(const std::string& channel) { exec_on_channel("LISTEN"
 
 void PgConnection::notify(const std::string& channel) { exec_on_channel("NOTIFY", channel); }
 
-bool PgConnection::drain_notifications() {
+bool PgConnection::drain_notifications(std::vector<std::string>* payloads) {
   bool any = false;
   while (PGnotify* notification = PQnotifies(connection_.get())) {
+    if (payloads != nullptr && notification->extra != nullptr) {
+      payloads->emplace_back(notification->extra);
+    }
     PQfreemem(notification);
     any = true;
   }
@@ -311,6 +315,17 @@ bool PgConnection::drain_notifications() {
 }
 
 bool PgConnection::wait_for_notification(std::chrono::milliseconds timeout) {
+  return wait_for_notifications(timeout, nullptr);
+}
+
+std::vector<std::string> PgConnection::wait_for_payloads(std::chrono::milliseconds timeout) {
+  std::vector<std::string> payloads;
+  wait_for_notifications(timeout, &payloads);
+  return payloads;
+}
+
+bool PgConnection::wait_for_notifications(std::chrono::milliseconds timeout,
+                                          std::vector<std::string>* payloads) {
   const auto deadline = steady_clock::now() + timeout;
   do {
     // Notifications read while other statements ran are queued already; new ones are on the
@@ -318,7 +333,7 @@ bool PgConnection::wait_for_notification(std::chrono::milliseconds timeout) {
     if (PQconsumeInput(connection_.get()) == 0 || PQsocket(connection_.get()) < 0) {
       throw failure(nullptr, "waiting for a notification");
     }
-    if (drain_notifications()) return true;
+    if (drain_notifications(payloads)) return true;
   } while (poll_until(PQsocket(connection_.get()), POLLIN, deadline));
   return false;
 }

@@ -124,6 +124,9 @@ class PgConnection final : public sql::Connection {
   /// Waits up to `timeout` for a notification on a channel this connection listens on, and
   /// consumes every one that has arrived. True when at least one did; false on timeout.
   bool wait_for_notification(std::chrono::milliseconds timeout);
+  /// As wait_for_notification(), and returns the payloads of the notifications consumed (empty
+  /// on timeout).
+  std::vector<std::string> wait_for_payloads(std::chrono::milliseconds timeout);
 
   /// The server process serving this connection (pg_backend_pid()).
   int backend_pid() const;
@@ -141,7 +144,9 @@ class PgConnection final : public sql::Connection {
   /// Runs `command` (LISTEN, NOTIFY) on `channel` quoted as an identifier.
   void exec_on_channel(std::string_view command, const std::string& channel);
   /// Moves every notification libpq has read off its queue; true when there was one.
-  bool drain_notifications();
+  bool drain_notifications(std::vector<std::string>* payloads = nullptr);
+  bool wait_for_notifications(std::chrono::milliseconds timeout,
+                              std::vector<std::string>* payloads);
   /// Rows written so far in this transaction to each table of durable's schema
   /// (pg_application.cpp: how run_application tells a write to durable's tables).
   std::map<std::string, std::int64_t> durable_writes();

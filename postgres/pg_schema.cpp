@@ -312,6 +312,17 @@ CREATE INDEX runs_status ON runs (status, created_at, seq);
 CREATE INDEX runs_workflow ON runs (workflow, created_at, seq);
 CREATE INDEX runs_workflow_status ON runs (workflow, status, created_at, seq);
 CREATE INDEX runs_correlation ON runs (correlation_id, created_at, seq);
+)sql",
+                                                                 R"sql(
+-- The values runs publish (Step::publish): the latest per key, its version counting the writes.
+CREATE TABLE published (
+  run_id     TEXT NOT NULL,
+  key        TEXT NOT NULL,
+  value      TEXT NOT NULL,
+  version    BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (run_id, key)
+);
 )sql"};
 
 }  // namespace durable::detail::pg

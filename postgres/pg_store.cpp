@@ -234,7 +234,37 @@ class PgWorkWatch final : public WorkWatch {
   std::unique_ptr<pg::PgConnection> db_;
 };
 
+// LISTEN durable_change on a connection of its own: the topics of the changes committed by any
+// process on the database (Dialect::notify_change), as their NOTIFY payloads say.
+class PgChangeFeed final : public ChangeFeed {
+ public:
+  explicit PgChangeFeed(std::unique_ptr<pg::PgConnection> db) : db_(std::move(db)) {
+    try {
+      db_->listen("durable_change");
+    } catch (const sql::Failure& e) {
+      fail(*db_, e.what() + sql::advice(e.fault()));
+    }
+  }
+  bool polls() const override { return false; }
+  Changes next(std::chrono::milliseconds timeout) override {
+    try {
+      Changes changes;
+      changes.topics = db_->wait_for_payloads(timeout);
+      return changes;
+    } catch (const sql::Failure& e) {
+      fail(*db_, e.what() + sql::advice(e.fault()));
+    }
+  }
+
+ private:
+  std::unique_ptr<pg::PgConnection> db_;
+};
+
 }  // namespace
+
+std::unique_ptr<ChangeFeed> open_postgres_change_feed(const std::string& uri) {
+  return std::make_unique<PgChangeFeed>(pg::connect(uri));
+}
 
 std::string shown_postgres_uri(const std::string& uri) { return pg::mask_password(uri); }
 

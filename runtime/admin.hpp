@@ -25,6 +25,7 @@
 #include <vector>
 
 namespace durable::detail {
+class ChangeWatch;
 enum class BulkAction;
 class Store;
 class OpsQueries;
@@ -167,6 +168,23 @@ class Admin {
   ///  "failed_steps", "workers" (live ones: see OpsQueries::live_workers), "workflows": [known
   ///  names], "paused_workflows": [names]}.
   json stats();
+  /// {"published": [{"key", "value", "version", "updated_at"}...]}, by key: the latest value the
+  /// run published under each key (Step::publish); "version" counts the key's writes. Throws
+  /// NotFound. In runtime/admin_published.cpp, with the two below.
+  json published_values(std::string_view id);
+  /// The key's latest value as it is now (nullopt: none yet), and whether the run has ended.
+  /// Throws NotFound for an unknown run, BadRequest for a bad key.
+  struct PublishedNow {
+    std::optional<json> value;
+    bool ended = false;
+  };
+  PublishedNow published_now(std::string_view id, std::string_view key);
+  /// What waits for published values wait on: the one a Runtime in this process shared
+  /// (share_changes: its commits wake them at once), else this Admin's own, on the database's
+  /// change feed (opened at the first wait).
+  durable::detail::ChangeWatch& changes();
+  void share_changes(std::shared_ptr<durable::detail::ChangeWatch> watch);
+
   /// {"schedules": [{"id", "workflow", "input", "every_ms", "cron", "remaining", "next_at",
   /// "fired"}]}.
   json list_schedules();
@@ -199,7 +217,10 @@ class Admin {
   std::size_t max_connections_;
   /// Opened read-only (the command's read commands): nothing is created, migrated or written.
   bool read_only_ = false;
+  std::mutex changes_mutex_;  // guards changes_
+  std::shared_ptr<durable::detail::ChangeWatch> changes_;
   std::mutex mutex_;  // guards idle_ and opened_
+
   std::condition_variable returned_;
   std::vector<std::unique_ptr<Connection>> idle_;
   std::size_t opened_ = 0;

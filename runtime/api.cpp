@@ -14,14 +14,30 @@
 
 namespace durable::ops {
 
-namespace {
-
 HttpResponse json_response(int status, const json& body) {
   HttpResponse response;
   response.status = status;
   response.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
   return response;
 }
+
+HttpResponse guarded_route(const std::function<HttpResponse()>& route) {
+  try {
+    return route();
+  } catch (const BadRequest& e) {
+    return json_error(400, "bad_request", e.what());
+  } catch (const NotFound& e) {
+    return json_error(404, "not_found", e.what());
+  } catch (const UnknownWorkflow& e) {
+    return json_error(422, "unknown_workflow", e.what());
+  } catch (const Conflict& e) {
+    return json_error(409, "conflict", e.what());
+  } catch (const Error& e) {
+    return json_error(503, "unavailable", e.what());  // the database: busy, full, unreadable
+  }
+}
+
+namespace {
 
 // The JSON object of a request body; an empty body is an empty object.
 json object_body(const HttpRequest& request) {
@@ -196,8 +212,8 @@ HttpResponse bulk_route(Admin& admin, const HttpRequest& request, detail::BulkAc
       200, admin.bulk(action, query, flag("dry_run"), string_field(body, "reason", false)));
 }
 
-// /v1/runs/{id}, /v1/runs/{id}/steps, and POST /v1/runs/{id}/ cancel, retry, pause, resume,
-// fork, resolve
+// /v1/runs/{id}, /v1/runs/{id}/steps, /v1/runs/{id}/published[/{key}], and POST /v1/runs/{id}/
+// cancel, retry, pause, resume, fork, resolve
 HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_view rest) {
   const std::size_t slash = rest.find('/');
   const std::string id(rest.substr(0, slash));
@@ -218,6 +234,12 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
   if (action == "steps") {
     if (request.method != "GET") return method_not_allowed("GET");
     return json_response(200, admin.run_steps(id));
+  }
+  if (action == "published" || action.starts_with("published/")) {
+    if (request.method != "GET") return method_not_allowed("GET");
+    std::optional<std::string_view> key;  // none: the list
+    if (action != "published") key = action.substr(std::string_view("published/").size());
+    return published_route(admin, request, id, key);
   }
   if (action == "cancel" || action == "retry" || action == "pause" || action == "resume" ||
       action == "fork" || action == "resolve") {
@@ -311,19 +333,7 @@ HttpResponse dispatch(Admin& admin, const HttpRequest& request) {
 
 HttpHandler api_handler(Admin& admin) {
   return [&admin](const HttpRequest& request) -> HttpResponse {
-    try {
-      return dispatch(admin, request);
-    } catch (const BadRequest& e) {
-      return json_error(400, "bad_request", e.what());
-    } catch (const NotFound& e) {
-      return json_error(404, "not_found", e.what());
-    } catch (const UnknownWorkflow& e) {
-      return json_error(422, "unknown_workflow", e.what());
-    } catch (const Conflict& e) {
-      return json_error(409, "conflict", e.what());
-    } catch (const Error& e) {
-      return json_error(503, "unavailable", e.what());  // the database: busy, full, unreadable
-    }
+    return guarded_route([&] { return dispatch(admin, request); });
   };
 }
 

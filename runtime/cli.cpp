@@ -42,6 +42,7 @@
 #include "api.hpp"
 #include "bulk.hpp"
 #include "cli_print.hpp"
+#include "cli_published.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
@@ -60,6 +61,7 @@ using durable::detail::cli::print_schedules;
 using durable::detail::cli::print_stats;
 using durable::detail::cli::print_steps;
 using durable::detail::cli::print_verify;
+using durable::detail::cli::published_command;
 using durable::detail::cli::text_of;
 
 namespace {
@@ -92,6 +94,8 @@ constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] CO
         [--tag K=V,...] [--deadline TIME|DURATION]
                                                  queue a run for a worker that has the workflow
   send EVENT [--data JSON]                       send an event (wakes waits, starts triggered runs)
+  published RUN KEY [--wait MS]                  the JSON value a run published under KEY; waits
+                                                 up to MS for it (exit 1 when there is none)
   stats                                          counts, pending depth and age, retries, failures
   schedules [remove ID]                          list schedules, or remove one
   metrics                                        the Prometheus metrics of the file
@@ -164,6 +168,7 @@ const std::vector<Syntax>& syntaxes() {
        1,
        "a workflow name"},
       {"send", {"data"}, 1, 1, "an event name"},
+      {"published", {"wait"}, 2, 2, "a run id and a key"},
       {"stats", {}},
       {"schedules", {}, 0, 2},
       {"metrics", {}},
@@ -711,6 +716,10 @@ int run_command(const Context& at, const Command& cmd) {
   if (cmd.name == "serve") return serve(at.database, cmd, at.app);
   if (cmd.name == "verify") return verify(at, cmd);
   if (cmd.name == "events") return purge_events(at.database, at.answer, cmd);
+  if (cmd.name == "published") {
+    ops::Admin admin = open_admin(at.database, true);
+    return published_command(admin, cmd.args[0], cmd.args[1], cmd.flag("wait"), at.answer.as_json);
+  }
   static const std::set<std::string> kReaders = {"runs", "show", "steps", "stats", "metrics"};
   if (kReaders.contains(cmd.name) || (cmd.name == "schedules" && cmd.args.empty())) {
     return read_command(at.database, at.answer, cmd);

@@ -141,6 +141,14 @@ struct Shared {
   std::atomic<std::size_t> body_bytes{0};
   std::optional<asio::ssl::context> tls;          // set when the server speaks TLS
   std::optional<detail::ReplayGuard> signatures;  // set when it takes signed requests
+  // Sessions whose response comes later (HttpResponse::later), held here until their reply: a
+  // reply may outlive the server, so it reaches them only through this, which stop() closes.
+  struct Parked {
+    std::mutex mutex;
+    bool closed = false;
+    std::map<const void*, std::shared_ptr<void>> sessions;
+  };
+  std::shared_ptr<Parked> parked = std::make_shared<Parked>();
 };
 
 using detail::is_malformed;
@@ -334,12 +342,50 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       request = HttpRequest{};
       bytes.release();
       if (!response) return;
+      if (response->later)
+        return answer_later(std::move(self), std::move(*response), version, keep_alive, head);
       const auto executor = self->stream_.get_executor();
       asio::post(executor,
                  [self = std::move(self), response = std::move(*response), version, keep_alive,
                   head]() mutable { self->send(std::move(response), version, keep_alive, head); });
     };
     asio::post(*shared_.handler_pool, std::move(task));
+  }
+
+  // HttpResponse::later: the reply, called once from any thread, sends on this session's strand.
+  static void answer_later(std::shared_ptr<Session> self, HttpResponse deferred, unsigned version,
+                           bool keep_alive, bool head) {
+    const std::shared_ptr<Shared::Parked> parked = self->shared_.parked;
+    Shared& self_shared = self->shared_;
+    const void* key = self.get();
+    {
+      std::lock_guard lock(parked->mutex);
+      if (parked->closed) return;
+      parked->sessions[key] = self;
+    }
+    self.reset();
+    HttpResponse::Reply reply = [parked, key, version, keep_alive, head](HttpResponse response) {
+      std::shared_ptr<Session> session;
+      {
+        std::lock_guard lock(parked->mutex);
+        const auto it = parked->sessions.find(key);
+        if (parked->closed || it == parked->sessions.end()) return;  // replied, or stopped
+        session = std::static_pointer_cast<Session>(it->second);
+        parked->sessions.erase(it);
+      }
+      const auto executor = session->stream_.get_executor();
+      asio::post(executor,
+                 [session, response = std::move(response), version, keep_alive, head]() mutable {
+                   session->send(std::move(response), version, keep_alive, head);
+                 });
+    };
+    Shared* shared = &self_shared;
+    HttpResponse::Post post = [parked, shared](std::function<void()> task) {
+      std::lock_guard lock(parked->mutex);  // while open, the pool is there (stop() closes first)
+      if (!parked->closed && shared->handler_pool)
+        asio::post(*shared->handler_pool, std::move(task));
+    };
+    deferred.later(std::move(reply), std::move(post));
   }
 
   // After a malformed request the stream is lost (where would the next request begin?), so the
@@ -596,6 +642,15 @@ void HttpServer::Impl::stop() {
   if (stopped) return;
   io->stop();
   for (auto& thread : threads) thread.join();
+  {
+    // Before the pool goes: a late reply or post finds the parked sessions closed.
+    std::map<const void*, std::shared_ptr<void>> parked;  // destroyed outside the lock
+    {
+      std::lock_guard parked_lock(shared.parked->mutex);
+      shared.parked->closed = true;
+      parked.swap(shared.parked->sessions);
+    }
+  }
   if (shared.handler_pool) {
     shared.handler_pool->stop();  // queued requests are dropped unrun
     shared.handler_pool->join();  // the handler calls running return

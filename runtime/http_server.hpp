@@ -33,6 +33,16 @@ struct HttpResponse {
   /// Extra headers, sent in this order. A name or value holding CR or LF is a handler bug and is
   /// answered with 500.
   std::vector<std::pair<std::string, std::string>> headers;
+  /// Set by a handler that answers later (a long wait): the server sends nothing for this
+  /// response and calls `later` once, on the handler thread, with `reply` and `post`. `reply`
+  /// sends the real response when called, from any thread, once (later calls do nothing);
+  /// `post` runs a task on a handler thread (for work that may block, such as a read of the
+  /// database). The handler thread and the connection's io thread are free meanwhile. Once the
+  /// server stops, both do nothing. The checks of a response (status, headers) apply to the
+  /// real one.
+  using Reply = std::function<void(HttpResponse)>;
+  using Post = std::function<void(std::function<void()>)>;
+  std::function<void(Reply reply, Post post)> later{};
 };
 
 /// Called once per request, on one of the server's handler threads (HttpOptions::handler_threads),

@@ -10,6 +10,7 @@
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "ids.hpp"
+#include "published.hpp"
 #include "replay_check.hpp"
 #include "retry.hpp"
 #include "run_requests.hpp"
@@ -90,6 +91,9 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
     exporter_ = std::make_unique<ops::otlp::Exporter>(std::move(exporter));
   }
   store_ = open_store(options_.database, options_.durability);
+  changes_ = std::make_shared<ChangeWatch>(
+      [database = options_.database] { return open_change_feed(database); },
+      options_.poll_interval);
   store_->set_version(options_.version, options_.only_own_version);
   worker_.id = new_id();
   worker_.host = host_identity();
@@ -184,6 +188,17 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
   }
   notify_waiters();
   return id;
+}
+
+std::optional<json> RuntimeCore::published(std::string_view run_id, std::string_view key,
+                                           std::chrono::milliseconds wait) {
+  return wait_published(
+      *changes_, run_id, key, wait,
+      [&] {
+        std::lock_guard lock(store_mutex_);
+        return store_->published(std::string(run_id), std::string(key));
+      },
+      "Runtime::published");
 }
 
 void RuntimeCore::send_event(std::string_view name, json data) {
@@ -613,8 +628,7 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
         next.now_ms = next.due_ms = write.now_ms;
         next.reason = "continued from run " + run.id + " (step.continue_as_new)";
         // The successor goes on in its predecessor's trace, under the predecessor's run span.
-        next.traceparent =
-            trace::format_traceparent(trace::run_context(run.id, run.traceparent));
+        next.traceparent = trace::format_traceparent(trace::run_context(run.id, run.traceparent));
         write.successor = std::move(next);
       }
       break;
@@ -701,6 +715,10 @@ void Runtime::retry(std::string_view run_id) { core_->retry(run_id); }
 std::size_t Runtime::run_until_idle() { return core_->run_until_idle(); }
 RunInfo Runtime::wait(std::string_view run_id, std::chrono::milliseconds timeout) {
   return core_->wait(run_id, timeout);
+}
+std::optional<json> Runtime::published(std::string_view run_id, std::string_view key,
+                                       std::chrono::milliseconds wait) const {
+  return core_->published(run_id, key, wait);
 }
 void Runtime::send_event(std::string_view name, json data) {
   core_->send_event(name, std::move(data));

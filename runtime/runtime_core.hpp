@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "bulk.hpp"
+#include "change_watch.hpp"
 #include "engine.hpp"
 #include "fiber_scheduler.hpp"
 #include "log.hpp"
@@ -77,6 +78,12 @@ class RuntimeCore {
   std::size_t run_until_idle();
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
   void send_event(std::string_view name, json data);
+  /// Runtime::published (src/published.hpp), waiting on changes().
+  std::optional<json> published(std::string_view run_id, std::string_view key,
+                                std::chrono::milliseconds wait);
+  /// What waiters of published values (this runtime's, and an Admin's serving its HTTP API) wait
+  /// on: this runtime's commits wake them at once, other processes' through the database's feed.
+  const std::shared_ptr<ChangeWatch>& changes() const { return changes_; }
   std::string schedule(std::string_view workflow, json input, Schedule when);
   std::vector<ScheduleInfo> schedules();
   void unschedule(std::string_view id);
@@ -215,7 +222,7 @@ class RuntimeCore {
     CommitGroup& operator=(const CommitGroup&) = delete;
     /// The group of the worker loop on this thread, if any.
     static CommitGroup* current();
-    bool flush();                      // the scheduler's idle hook
+    bool flush();                         // the scheduler's idle hook
     Written wait(const RunWrite& write);  // from a run's fiber
     /// From a step thread: queues the entry of a body of `run` that ended, for the next flush;
     /// `done` is called then, and `left` (counting the run's queued entries) counts it off.
@@ -240,8 +247,8 @@ class RuntimeCore {
       const std::atomic<std::size_t>* left;
       FiberScheduler::Handle task;
     };
-    void report(std::vector<Queued>& queued, const std::vector<Written>& written,
-                std::size_t from, std::exception_ptr error);
+    void report(std::vector<Queued>& queued, const std::vector<Written>& written, std::size_t from,
+                std::exception_ptr error);
     RuntimeCore* core_;
     FiberScheduler* scheduler_;
     CommitGroup* outer_;
@@ -345,6 +352,7 @@ class RuntimeCore {
 
   std::mutex store_mutex_;  // guards store_ and random_
   std::unique_ptr<Store> store_;
+  std::shared_ptr<ChangeWatch> changes_;  // see changes()
   // Starts made on several threads at once share a transaction (and its sync).
   StartBatch starts_{[this](const std::vector<const NewRun*>& runs) {
     std::lock_guard lock(store_mutex_);
@@ -396,7 +404,13 @@ class RuntimeCore {
   CommitHook commit_hook_;
   std::atomic<bool> halted_{false};
   void committed(const std::string& run_id, const std::vector<EntryWrite>* entries) {
-    if (commit_hook_ && entries != nullptr) commit_hook_(run_id, *entries);
+    if (entries == nullptr) return;
+    for (const EntryWrite& e : *entries) {  // published values: their waiters here wake now
+      if (e.entry.kind == StepKind::publish && e.is_new) {
+        changes_->changed(run_id, e.entry.output.value("key", ""));
+      }
+    }
+    if (commit_hook_) commit_hook_(run_id, *entries);
   }
   std::atomic<bool> serving_{false};
   std::atomic<bool> stop_requested_{false};

@@ -124,11 +124,13 @@ struct HttpServing {
 
 HttpServing serve_http(const RuntimeOptions& options, std::function<void()> on_change,
                        std::function<Clock::time_point()> clock,
-                       ops::Admin::ResolveCheck resolve_check) {
+                       ops::Admin::ResolveCheck resolve_check,
+                       std::shared_ptr<ChangeWatch> changes) {
   HttpServing serving;
   if (options.http.address.empty()) return serving;
   serving.admin = std::make_unique<ops::Admin>(options.database, std::move(on_change),
                                                std::move(clock), options.durability);
+  serving.admin->share_changes(std::move(changes));  // this runtime's commits wake its waits
   serving.admin->set_resolve_check(std::move(resolve_check));
   serving.admin->set_max_data_bytes(options.max_output_bytes);
   ops::HttpOptions listen;
@@ -245,7 +247,8 @@ void RuntimeCore::serve() {
       options_, [this] { notify_waiters(); }, [this] { return now_(); },
       [this](const RecordedRun& run, const std::string& step, const json& output) {
         check_resolution(run, step, output);  // against this runtime's code
-      });
+      },
+      changes_);
   const std::unique_ptr<ops::HttpServer>& http = serving.server;
   if (http) {
     std::lock_guard lock(serve_mutex_);

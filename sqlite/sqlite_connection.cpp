@@ -212,6 +212,7 @@ const sql::Dialect kSqliteDialect = {
     .lock_key = "",
     .run_order = "r.rowid",
     .notify_work = "",
+    .notify_change = "",
     .next_history_id = "(SELECT coalesce(max(id), 0) + 1 FROM history WHERE run_id = ?1)",
     .fold_counts = "",
     .reclaim_space = "PRAGMA incremental_vacuum",

@@ -322,6 +322,17 @@ CREATE TABLE history_by_run (
 INSERT INTO history_by_run SELECT run_id, id, at, status, reason FROM history;
 DROP TABLE history;
 ALTER TABLE history_by_run RENAME TO history;
+)sql",
+                                                             R"sql(
+-- The values runs publish (Step::publish): the latest per key, its version counting the writes.
+CREATE TABLE published (
+  run_id     TEXT NOT NULL,
+  key        TEXT NOT NULL,
+  value      TEXT NOT NULL,
+  version    INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
 )sql"};
 
 }  // namespace durable::detail

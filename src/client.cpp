@@ -17,6 +17,7 @@
 
 #include "durations.hpp"
 #include "ops_queries.hpp"
+#include "published.hpp"
 #include "run_requests.hpp"
 #include "store.hpp"
 
@@ -33,6 +34,8 @@ class ClientCore {
   void cancel(std::string_view run_id, const std::string& reason);
   void retry(std::string_view run_id);
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
+  std::optional<json> published(std::string_view run_id, std::string_view key,
+                                std::chrono::milliseconds wait);
 
  private:
   // How often wait() looks at the database's change counter.
@@ -57,6 +60,9 @@ class ClientCore {
   std::unique_ptr<Store> store_;
   std::unique_ptr<OpsQueries> queries_;  // which workflows some worker registered
 
+  // Waits of published(): woken by the database's feed (a Client writes no values itself).
+  ChangeWatch changes_;
+
   std::mutex wake_mutex_;  // guards generation_
   std::condition_variable wake_;
   std::uint64_t generation_ = 0;  // counts this Client's starts, events, cancels and retries
@@ -75,7 +81,8 @@ std::string checked_path(std::string database) {
 
 ClientCore::ClientCore(const std::string& database)
     : store_(open_store(checked_path(database), Durability::normal)),
-      queries_(open_ops_queries(database)) {}
+      queries_(open_ops_queries(database)),
+      changes_([database] { return open_change_feed(database); }, RuntimeOptions{}.poll_interval) {}
 
 std::string ClientCore::start(std::string_view workflow, const json& input,
                               const StartOptions& opts) {
@@ -156,6 +163,17 @@ RunInfo ClientCore::wait(std::string_view run_id, std::chrono::milliseconds time
   }
 }
 
+std::optional<json> ClientCore::published(std::string_view run_id, std::string_view key,
+                                          std::chrono::milliseconds wait) {
+  return wait_published(
+      changes_, run_id, key, wait,
+      [&] {
+        std::lock_guard lock(store_mutex_);
+        return store_->published(std::string(run_id), std::string(key));
+      },
+      "Client::published");
+}
+
 void ClientCore::watch(std::int64_t version, std::uint64_t seen,
                        std::chrono::steady_clock::time_point deadline) {
   for (;;) {
@@ -201,6 +219,10 @@ void Client::cancel(std::string_view run_id, std::string reason) { core_->cancel
 void Client::retry(std::string_view run_id) { core_->retry(run_id); }
 RunInfo Client::wait(std::string_view run_id, std::chrono::milliseconds timeout) {
   return core_->wait(run_id, timeout);
+}
+std::optional<json> Client::published(std::string_view run_id, std::string_view key,
+                                      std::chrono::milliseconds wait) const {
+  return core_->published(run_id, key, wait);
 }
 
 }  // namespace durable

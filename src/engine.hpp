@@ -236,6 +236,7 @@ class Invocation {
                                      const WaitOptions& opts);
   void send_event(std::string_view id, std::string_view event, json data);
   json invoke(std::string_view id, std::string_view workflow, json input);
+  void publish(std::string_view key, json value);  // in src/publish.cpp
   // In src/versioning.cpp: the tools that let code change under running runs.
   json now_value(std::string_view id);     ///< step.now: ms since the epoch, by the host's clock
   json uuid_value(std::string_view id);    ///< step.uuid: a version 4 UUID as text

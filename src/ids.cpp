@@ -63,6 +63,37 @@ void check_step_id(std::string_view id) {
   }
 }
 
+void check_published_key(std::string_view key, std::string_view where) {
+  const std::string what(where);
+  if (key.empty()) throw Error(what + ": the key of a published value must not be empty");
+  if (key.size() > kMaxPublishedKey) {
+    throw Error(what + ": the key '" + utf8_or_replaced(std::string(key.substr(0, 40))) +
+                "...' is " + std::to_string(key.size()) + " bytes long; the limit is " +
+                std::to_string(kMaxPublishedKey));
+  }
+  check_utf8(key, "the key of a published value");
+  for (char c : key) {
+    if (c == '/') {
+      throw Error(what + ": the key '" + std::string(key) +
+                  "' contains '/', which durable reserves (keys appear in URLs: "
+                  "/v1/runs/{id}/published/{key})");
+    }
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "0x%02x",
+                    static_cast<unsigned>(static_cast<unsigned char>(c)));
+      throw Error(what + ": the key of a published value contains the control character " + code);
+    }
+  }
+}
+
+std::string published_base(std::string_view key) {
+  std::string base = "[publish:";
+  base += key;
+  base.push_back(']');
+  return base;
+}
+
 // "<created ms>.<row>", both in decimal: opaque to users, readable in a log.
 std::string to_string(const RunCursor& cursor) {
   return std::to_string(cursor.created_ms) + "." + std::to_string(cursor.row);

@@ -72,6 +72,11 @@ json Step::invoke(std::string_view id, std::string_view workflow, json input,
   return invocation_->invoke(id, workflow, std::move(input));
 }
 
+void Step::publish(std::string_view key, json value, detail::SourceLocation where) {
+  detail::note_call(where);
+  invocation_->publish(key, std::move(value));
+}
+
 bool Step::patched(std::string_view id, detail::SourceLocation where) {
   detail::note_call(where);
   return invocation_->patched(id);

@@ -59,6 +59,21 @@ struct Published {
   std::vector<std::string> started;  ///< runs it started (workflows listing the event)
 };
 
+/// A value a run published (Step::publish), as stored: the latest per key.
+struct PublishedValue {
+  std::string key;
+  std::string value;         ///< JSON text
+  std::int64_t version = 0;  ///< 1 at the key's first publish, one more at each later one
+  std::int64_t updated_at_ms = 0;
+};
+
+/// What reading a run's published values found.
+struct PublishedRead {
+  bool run_found = false;
+  bool run_ended = false;  ///< completed, failed or cancelled: it publishes nothing more
+  std::vector<PublishedValue> values;  ///< by key
+};
+
 /// A schedule as stored.
 struct ScheduleRow {
   std::string id, workflow, input;  ///< input: JSON text
@@ -315,6 +330,10 @@ class Store {
   /// Stores an event, completes the waits it matches and starts the runs it triggers, in one
   /// transaction.
   virtual Published publish(const NewEvent& event) = 0;
+  /// The run's published values (Step::publish), of `key` only when given, with whether the
+  /// run exists and has ended, read together.
+  virtual PublishedRead published(const std::string& run_id,
+                                  const std::optional<std::string>& key) = 0;
   /// The sequence number of the last event stored (0: none).
   virtual std::int64_t event_horizon() = 0;
   /// Records that a worker has this workflow (operators see runs of names no worker knows), and
@@ -434,6 +453,26 @@ class WorkWatch {
   virtual bool wait(std::chrono::milliseconds timeout) = 0;
 };
 
+/// What another process changed, for a ChangeWatch (src/change_watch.hpp): on PostgreSQL the
+/// NOTIFYs of Dialect::notify_change, LISTENed to; on SQLite the file's data_version, polled.
+class ChangeFeed {
+ public:
+  virtual ~ChangeFeed() = default;
+  /// Whether next() only looks (SQLite: the caller waits between looks) rather than waits.
+  virtual bool polls() const = 0;
+  /// The topics ("RUN_ID/NAME") changed since the last call, waiting up to `timeout` for one
+  /// unless it polls; `anything` when a change of unknown topic was seen. Throws Error when the
+  /// connection broke: a new feed is needed.
+  struct Changes {
+    bool anything = false;
+    std::vector<std::string> topics;
+  };
+  virtual Changes next(std::chrono::milliseconds timeout) = 0;
+};
+/// The feed of RuntimeOptions::database; nullptr for ":memory:" (no other process writes).
+std::unique_ptr<ChangeFeed> open_change_feed(const std::string& database);
+std::unique_ptr<ChangeFeed> open_postgres_change_feed(const std::string& uri);
+
 /// A watch on the database, or nullptr where there is none to have: an SQLite file is watched
 /// by polling (its worker loop's poll_interval), as all its writers share one host.
 std::unique_ptr<WorkWatch> open_work_watch(const std::string& database);
@@ -461,7 +500,7 @@ inline constexpr std::int64_t kForgetLeases = 10;
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 17;
+inline constexpr int kSchemaVersion = 18;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

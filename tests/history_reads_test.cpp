@@ -286,7 +286,8 @@ TEST_CASE("history reads: a file of schema 15 gets its counts from the runs it h
         "INSERT INTO old_history (run_id, at, status, reason) "
         "SELECT run_id, at, status, reason FROM history ORDER BY at, run_id, id; "
         "DROP TABLE history; ALTER TABLE old_history RENAME TO history; "
-        "CREATE INDEX history_run ON history (run_id, id); PRAGMA user_version = 15");
+        "CREATE INDEX history_run ON history (run_id, id); DROP TABLE published; "
+        "PRAGMA user_version = 15");
     sleeper = db.execAndGet("SELECT id FROM runs WHERE workflow = 'sleepy'").getString();
     SQLite::Statement reasons(db, "SELECT reason FROM history WHERE run_id = ? ORDER BY id");
     reasons.bind(1, sleeper);

@@ -73,6 +73,12 @@ class Client {
   /// counter every few milliseconds, which costs no query of the run, and reads the run again
   /// only when something changed. Throws NotFound.
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
+  /// As Runtime::published: the latest value run `run_id` published under `key`, waiting up to
+  /// `wait` for it, woken as soon as a worker in any process publishes it (on SQLite, within
+  /// RuntimeOptions{}.poll_interval; docs/messaging.md). Throws NotFound for an unknown run and
+  /// Error for a bad key.
+  std::optional<json> published(std::string_view run_id, std::string_view key,
+                                std::chrono::milliseconds wait = {}) const;
 
  private:
   std::unique_ptr<detail::ClientCore> core_;

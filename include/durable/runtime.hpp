@@ -50,6 +50,15 @@ class Runtime {
   /// empty name or data that cannot be stored; nothing is written then.
   void send_event(std::string_view name, json data = json::object());
 
+  /// The latest value run `run_id` published under `key` (Step::publish). When it has none yet,
+  /// waits up to `wait` for the run to publish it, returning as soon as it does, in this process
+  /// or another on the same database (docs/messaging.md: how each store wakes the wait); nullopt
+  /// if it did not, or at once when the run has ended without it. Throws NotFound for an unknown
+  /// run, and Error for a key that is empty, longer than 200 bytes, or holds '/' or a control
+  /// character. Holds the calling thread while it waits; any thread may call it.
+  std::optional<json> published(std::string_view run_id, std::string_view key,
+                                std::chrono::milliseconds wait = {}) const;
+
   /// Starts runs of `workflow` with `input` on a schedule, and returns the schedule's id. The
   /// schedule is stored: any runtime on the database that serves (or runs run_until_idle) fires
   /// it, once per due time; after downtime it fires once for all the times it missed. Throws

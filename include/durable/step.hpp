@@ -207,6 +207,15 @@ class Step {
   json invoke(std::string_view id, std::string_view workflow, json input = json::object(),
               detail::SourceLocation where = detail::SourceLocation::current());
 
+  /// Publishes `value` as the run's latest value of `key`, for Runtime::published, Client and
+  /// `GET /v1/runs/{id}/published/{key}` to read while the run goes on and after it ends
+  /// (docs/messaging.md). Journaled at its place like a step: a replay does not publish again,
+  /// and a later publish of the same key replaces the value. Throws Error for a key that is
+  /// empty, longer than 200 bytes, or holds '/' or a control character, and for a value whose
+  /// JSON text is larger than max_output_bytes. Not callable inside a step body.
+  void publish(std::string_view key, json value,
+               detail::SourceLocation where = detail::SourceLocation::current());
+
   /// Changing the code of running runs (docs/versioning.md). True in a run that reaches this
   /// call with nothing journaled past it (a new run, or one that got no further on older code):
   /// the new path; a marker is journaled, so every replay of the run says true again. False in a

@@ -263,6 +263,12 @@ async function loadDetail(seq, id) {
     }
     throw e;
   }
+  try {  // what the run published (Step::publish); the page goes on without them
+    const published = await api('GET', 'v1/runs/' + encodeURIComponent(id) + '/published');
+    run.published = published.published || [];
+  } catch (e) {
+    run.published = [];
+  }
   if (seq !== loadSeq) return;
   renderDetail(run);
 }
@@ -414,7 +420,8 @@ function renderDetail(run) {
   $('detail-view').replaceChildren(...[
     backLink(), head, notice,
     run.runbook ? renderRunbook(run.runbook) : null,
-    renderSummary(run), renderSteps(run), renderProgress(run), renderHistory(run)].filter(Boolean));
+    renderSummary(run), renderPublished(run), renderSteps(run), renderProgress(run),
+    renderHistory(run)].filter(Boolean));
 }
 
 function runLink(id, testid) {
@@ -560,6 +567,21 @@ function renderSteps(run) {
             el('th', {class: 'bar-cell'}, 'Timeline' + (known.length ? ' (' + fmtDuration(span) + ')' : '')),
             el('th', {}, 'Error / wakes'))),
           el('tbody', {}, rows)));
+}
+
+// The latest value of each key the run published (Step::publish; GET /v1/runs/{id}/published).
+function renderPublished(run) {
+  const published = run.published || [];
+  if (!published.length) return null;
+  return el('section', {class: 'card block', 'data-testid': 'published'},
+    el('h2', {}, 'Published values'),
+    el('table', {},
+      el('thead', {}, el('tr', {}, el('th', {}, 'Key'), el('th', {}, 'Value'),
+                                  el('th', {class: 'num'}, 'Writes'), el('th', {}, 'Updated'))),
+      el('tbody', {}, published.map((p) => el('tr', {'data-testid': 'published-row'},
+        el('td', {class: 'mono'}, p.key), el('td', {class: 'mono'}, JSON.stringify(p.value)),
+        el('td', {class: 'num'}, String(p.version)),
+        el('td', {title: p.updated_at || ''}, fmtTime(p.updated_at)))))));
 }
 
 // What the bodies of steps not completed last reported by heartbeat (StepContext::heartbeat).

@@ -137,8 +137,7 @@ Written SqlStore::apply(const RunWrite& w) {
     }
     if (w.successor) {
       continue_as(w.run_id, *w.successor);
-    } else if (has_parent &&
-               (*w.status == Status::completed || *w.status == Status::failed)) {
+    } else if (has_parent && (*w.status == Status::completed || *w.status == Status::failed)) {
       resolve_parent(w.run_id, *w.status, w.output, w.error, w.now_ms);
     }
   } else if (w.renew_lease) {
@@ -227,7 +226,8 @@ void SqlStore::continue_as(const std::string& id, NewRun successor) {
 }
 
 // What a new journal entry does beyond being written: a send publishes its event, a wait is
-// registered, an invoke creates its child. Returns whether a wait was completed at once.
+// registered, an invoke creates its child, a publish stores the key's value. Returns whether a wait
+// was completed at once.
 bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
   const JournalEntry& e = write.entry;
   if (e.kind == StepKind::send && e.state == StepState::completed && write.is_new) {
@@ -241,6 +241,8 @@ bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
     return register_wait(w.run_id, e, w.now_ms);
   } else if (e.kind == StepKind::invoke && e.state == StepState::waiting) {
     create_child(w.run_id, e, w.now_ms);
+  } else if (e.kind == StepKind::publish && write.is_new) {
+    write_published(w.run_id, e, w.now_ms);
   }
   return false;
 }

@@ -33,6 +33,37 @@ std::unique_ptr<WorkWatch> open_work_watch(const std::string& database) {
   return nullptr;
 }
 
+namespace {
+
+// An SQLite file's feed: its data_version, which moves when another connection commits, looked
+// at on a connection of the feed's own. It says something changed, not what.
+class SqliteChangeFeed final : public ChangeFeed {
+ public:
+  explicit SqliteChangeFeed(const std::string& path)
+      : store_(open_sqlite_store(path, Durability::normal, Access::read_only)),
+        version_(store_->data_version()) {}
+  bool polls() const override { return true; }
+  Changes next(std::chrono::milliseconds) override {
+    const std::int64_t version = store_->data_version();
+    Changes changes;
+    changes.anything = version != version_;
+    version_ = version;
+    return changes;
+  }
+
+ private:
+  std::unique_ptr<Store> store_;
+  std::int64_t version_;
+};
+
+}  // namespace
+
+std::unique_ptr<ChangeFeed> open_change_feed(const std::string& database) {
+  if (is_postgres_uri(database)) return open_postgres_change_feed(database);
+  if (database.empty() || database == ":memory:") return nullptr;
+  return std::make_unique<SqliteChangeFeed>(database);
+}
+
 std::unique_ptr<OpsQueries> open_ops_queries(const std::string& database) {
   if (is_postgres_uri(database)) return open_postgres_ops_queries(database);
   return open_sqlite_ops_queries(database);

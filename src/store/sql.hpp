@@ -86,6 +86,9 @@ struct Dialect {
   /// A statement that tells watching workers, when the transaction commits, that runs became
   /// due (WorkWatch); empty where workers poll.
   std::string_view notify_work;
+  /// A statement that tells change feeds (ChangeFeed), when the transaction commits, that a
+  /// watched thing changed: ?1 is the payload, "RUN_ID/NAME"; empty where feeds poll.
+  std::string_view notify_change;
   /// The id of a run's next history row, for an INSERT whose ?1 is the run's id: the run's
   /// greatest plus one on SQLite (whose history is keyed by run), DEFAULT (a sequence) on
   /// PostgreSQL. Either way a run's rows are in the order of their ids.

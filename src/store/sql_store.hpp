@@ -16,6 +16,7 @@
 //   schedules.cpp  schedules and their firing
 //   workers.cpp    the workers that claim runs, and finding dead ones
 //   progress.cpp   the progress step bodies report by heartbeat
+//   published.cpp  the values runs publish (Step::publish), the latest per key
 //   transactions.cpp  Step::transaction bodies, in the transaction that journals them
 //
 // Invariant kept by commit(): a journal entry is written only while its run is `running` under
@@ -110,6 +111,8 @@ class SqlStore : public Store {
   }
 
   Published publish(const NewEvent& event) override;
+  PublishedRead published(const std::string& run_id,
+                          const std::optional<std::string>& key) override;
   std::int64_t event_horizon() override;
   void register_workflow(const std::string& workflow, const std::vector<std::string>& events,
                          const std::string& flow, std::int64_t now_ms) override;
@@ -283,6 +286,9 @@ class SqlStore : public Store {
                      std::int64_t now_ms);
   void time_out_waits(const std::string& id, std::int64_t now_ms);
   void wake(const std::string& id, std::int64_t now_ms, const std::string& reason);
+
+  // published.cpp: a step.publish's value, written with its journal entry.
+  void write_published(const std::string& run_id, const JournalEntry& entry, std::int64_t now_ms);
 
   // children.cpp
   void create_child(const std::string& parent, const JournalEntry& entry, std::int64_t now_ms);

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// ChangeWatch: waiting for a named thing of a run to change (a published value's key; a run's
+// stream next), without polling the store in a loop. Whoever reads a run's value from the store
+// and finds nothing new waits here, and reads again once woken.
+//
+// Contract:
+//  - Topics: (run id, name). A change is announced by the process that committed it, at once
+//    (changed(), after the commit), and from other processes by a ChangeFeed (store.hpp): on
+//    PostgreSQL a NOTIFY sent in the committing transaction (LISTENed to on one connection of
+//    the watch's own), on SQLite the file's data_version looked at every poll interval (any
+//    change there wakes every waiter: it says something changed, not what).
+//  - A waiter takes a mark() BEFORE it reads the store, and waits with that mark: a change
+//    announced between the mark and the wait wakes it at once, so no change is missed. Wake-ups
+//    may be spurious (another topic's change, an SQLite change of anything): the waiter reads
+//    again and, finding nothing new, waits again with a fresh mark.
+//  - wait() blocks the calling thread until a change, or the deadline. async_wait() holds no
+//    thread and no database connection while it waits: its callback is called once, with true
+//    for a change or false at the deadline, on the thread that announced the change (a committing
+//    thread, the watch's thread) or the caller's own when the change came before; it must be
+//    quick (post the real work elsewhere) and must not call back into the watch under a lock
+//    it holds. cancel() stops a pending async wait; its callback is then never called, unless it
+//    was already being called.
+//  - One thread per watch, started at the first wait: it reads the feed and times out async
+//    waits. A feed that fails (a broken connection) is opened again after a poll interval;
+//    meanwhile every waiter is woken each poll interval, so waits degrade to polling.
+//  - Thread-safe. The destructor ends the thread; pending async waits are called with false.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace durable::detail {
+
+class ChangeFeed;
+
+class ChangeWatch {
+ public:
+  using Deadline = std::chrono::steady_clock::time_point;
+  using FeedOpener = std::function<std::unique_ptr<ChangeFeed>()>;
+  /// `open_feed` (may be empty: no other process writes) is called on the watch's thread;
+  /// `poll` is how often a polling feed is looked at (RuntimeOptions::poll_interval).
+  ChangeWatch(FeedOpener open_feed, std::chrono::milliseconds poll);
+  ~ChangeWatch();
+  ChangeWatch(const ChangeWatch&) = delete;
+  ChangeWatch& operator=(const ChangeWatch&) = delete;
+
+  using Mark = std::uint64_t;
+  /// Taken before reading the store; see the contract above.
+  Mark mark();
+  /// This process committed a change of (run_id, name): wakes its waiters now.
+  void changed(std::string_view run_id, std::string_view name);
+  /// Blocks until a change of (run_id, name) since `since`, or the deadline; true for a change
+  /// (maybe spurious).
+  bool wait(std::string_view run_id, std::string_view name, Mark since, Deadline deadline);
+
+  struct Waiter;
+  using Handle = std::shared_ptr<Waiter>;
+  /// Calls `done` once: true after a change since `since`, false at the deadline.
+  Handle async_wait(std::string_view run_id, std::string_view name, Mark since, Deadline deadline,
+                    std::function<void(bool)> done);
+  void cancel(const Handle& waiter);
+
+  /// "RUN_ID/NAME": a topic as feeds announce it (run ids hold no '/').
+  static std::string topic(std::string_view run_id, std::string_view name);
+
+ private:
+  void start_thread();
+  void run_thread();
+  /// Wakes the waiters of `topic`, or all of them when it is empty (lock held); the callbacks
+  /// to call once the lock is let go are added to `due`.
+  using Callbacks = std::vector<std::function<void(bool)>>;
+  void wake(const std::string& topic, Callbacks& due);
+  /// Takes the waiters `pred` picks off the list, their callbacks into `due` (lock held).
+  template <class Pred>
+  void take(Callbacks& due, const Pred& pred);
+  static void call(Callbacks& due, bool changed);
+
+  FeedOpener open_feed_;
+  std::chrono::milliseconds poll_;
+  std::mutex mutex_;
+  std::condition_variable wake_thread_;
+  std::list<Handle> waiters_;
+  Mark generation_ = 0;  // counts the changes announced
+  bool started_ = false, stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace durable::detail

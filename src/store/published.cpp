@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// Published values (Step::publish): the latest value per (run, key), written in the transaction
+// that journals the publish, so that the journal and the value never disagree and a replay,
+// which writes no new entry, publishes nothing. Each write moves the row's version on by one:
+// a reader can tell a new write of the same value. Where change feeds listen (PostgreSQL), the
+// write also sends "RUN_ID/KEY" on their channel, delivered at commit.
+
+#include "change_watch.hpp"
+#include "store/sql_store.hpp"
+
+namespace durable::detail {
+
+void SqlStore::write_published(const std::string& run_id, const JournalEntry& entry,
+                               std::int64_t now_ms) {
+  const std::string key = entry.output.value("key", "");
+  sql::Query upsert(db(),
+                    "INSERT INTO published (run_id, key, value, version, updated_at) "
+                    "VALUES (?1, ?2, ?3, 1, ?4) ON CONFLICT (run_id, key) DO UPDATE SET "
+                    "value = excluded.value, version = published.version + 1, "
+                    "updated_at = excluded.updated_at");
+  upsert.bind(1, run_id);
+  upsert.bind(2, key);
+  upsert.bind(3, entry.output.value("value", json()).dump());
+  upsert.bind(4, now_ms);
+  upsert.run();
+  const std::string_view notify = db().dialect().notify_change;
+  if (notify.empty()) return;
+  sql::Query announce(db(), std::string(notify));
+  announce.bind(1, ChangeWatch::topic(run_id, key));
+  while (announce.next()) {
+  }
+}
+
+PublishedRead SqlStore::published(const std::string& run_id,
+                                  const std::optional<std::string>& key) {
+  return reading([&] {
+    PublishedRead read;
+    if (!findable(run_id) || (key && !findable(*key))) return read;  // never written
+    {
+      sql::Query run(db(), "SELECT status FROM runs WHERE id = ?");
+      run.bind(1, run_id);
+      if (!run.next()) return read;
+      read.run_found = true;
+      const std::optional<Status> status = status_from_string(run.text(0));
+      read.run_ended = status && (*status == Status::completed || *status == Status::failed ||
+                                  *status == Status::cancelled);
+    }
+    sql::Query values(db(), std::string("SELECT key, value, version, updated_at FROM published "
+                                        "WHERE run_id = ?") +
+                                (key ? " AND key = ?" : "") + " ORDER BY key");
+    values.bind(1, run_id);
+    if (key) values.bind(2, *key);
+    while (values.next()) {
+      read.values.push_back({values.text(0), values.text(1), values.int64(2), values.int64(3)});
+    }
+    return read;
+  });
+}
+
+}  // namespace durable::detail
