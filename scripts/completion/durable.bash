@@ -78,6 +78,7 @@ _durable() {
     verify) flags="--workflow --status --correlation" ;;
     start) flags="--input --key --correlation --priority --tag --deadline" ;;
     send) flags="--data" ;;
+    published) flags="--wait" ;;
     events) flags="--older-than" ;;
     serve) flags="--address --port --token --tls-cert --tls-key --signing-secret-file" ;;
   esac
@@ -89,8 +90,8 @@ _durable() {
 
   local words=""
   case $command in
-    "") words="runs show steps retry cancel purge pause resume fork resolve start send stats schedules metrics events serve verify version" ;;
-    show | steps | cancel | pause | resume | fork)
+    "") words="runs show steps retry cancel purge pause resume fork resolve start send published stats schedules metrics events serve verify version" ;;
+    show | steps | cancel | pause | resume | fork | published)
       ((${#args[@]} == 0)) && words=$(_durable_ids runs "$program" "${db[@]}" runs --limit 50)
       ;;
     retry | resolve)
