@@ -157,7 +157,10 @@ void ChangeWatch::run_thread() {
   while (!stopping_) {
     if (waiters_.empty()) {
       wake_thread_.wait(lock, [&] { return stopping_ || !waiters_.empty(); });
-      next_poll = steady_clock::now() + poll_;
+      // The looks keep their beat, not restarted by the wait that ended the idle time: a change
+      // made just after a wait began is then seen within a poll interval, half of one on average.
+      const auto now = steady_clock::now();
+      if (next_poll <= now) next_poll += ((now - next_poll) / poll_ + 1) * poll_;
       continue;
     }
     const auto now = steady_clock::now();
@@ -169,14 +172,18 @@ void ChangeWatch::run_thread() {
     bool failed = false;
     lock.unlock();
     call(expired, false);
+    bool opened = false;
     if (!feed && open_feed_ && now >= next_open) {
       try {
         feed = open_feed_();
+        // What changed before the feed began is not in it (a baseline taken now, a LISTEN
+        // from now on): the waiters read again.
+        opened = feed != nullptr;
       } catch (const std::exception&) {
         failed = true;  // the database is away: waits poll until it is back
       }
     }
-    const bool listens = feed && !feed->polls();
+    const bool listens = feed && !feed->polls() && !opened;
     if (listens) {
       const auto slice = std::chrono::duration_cast<std::chrono::milliseconds>(
           std::min(earliest, now + kFeedSlice) - now);
@@ -187,7 +194,9 @@ void ChangeWatch::run_thread() {
       }
     }
     lock.lock();
-    if (!listens && !failed) {
+    if (opened) {
+      changes.anything = true;
+    } else if (!listens && !failed) {
       // A polling feed, or none: look every poll interval; a new waiter or a stop wakes this
       // early, to look at the deadlines again.
       wake_thread_.wait_until(lock, std::min(earliest, next_poll));
