@@ -238,3 +238,29 @@ TEST_CASE("step.publish inside a step body is refused with a clear error (on eac
   CHECK(test::has(run.error->message, "step.publish('phase') was called inside the body of"));
   CHECK_FALSE(runtime.published(id, "phase").has_value());
 }
+
+TEST_CASE(
+    "a fork keeps the values its copied journal published, as of the step it forks from (on "
+    "each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db");
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(db, clock, test::quiet(db));
+  runtime->add(phases_workflow());
+  const std::string id = runtime->start("phases");
+  runtime->run_until_idle();
+  clock.advance(2h);
+  runtime->run_until_idle();
+  REQUIRE(runtime->get(id).status == Status::completed);
+
+  const std::string forked = runtime->fork(id, "rest");
+  CHECK(runtime->published(forked, "phase") == json("halfway"));
+  CHECK(stored_value(db, forked, "phase").version == 2);
+  runtime->run_until_idle();
+  clock.advance(2h);
+  runtime->run_until_idle();
+  REQUIRE(runtime->get(forked).status == Status::completed);
+  CHECK(runtime->published(forked, "phase") == json{{"done", true}});
+  CHECK(stored_value(db, forked, "phase").version == 3);
+  CHECK(runtime->published(id, "phase") == json{{"done", true}});  // the original's, unchanged
+}

@@ -131,6 +131,9 @@ bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
     write.now_ms = fork.now_ms;
     for (std::size_t i = 0; i < copies.size(); ++i) {
       write_entry(write, EntryWrite{*copies[i], true}, i);
+      // A copied publish is one the fork's replays will meet and not make again: its value is
+      // the fork's, as of the step it forks from.
+      if (copies[i]->kind == StepKind::publish) write_published(fork.id, *copies[i], fork.now_ms);
     }
     tx.commit();
     return true;
