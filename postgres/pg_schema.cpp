@@ -312,6 +312,19 @@ CREATE INDEX runs_status ON runs (status, created_at, seq);
 CREATE INDEX runs_workflow ON runs (workflow, created_at, seq);
 CREATE INDEX runs_workflow_status ON runs (workflow, status, created_at, seq);
 CREATE INDEX runs_correlation ON runs (correlation_id, created_at, seq);
+)sql",
+                                                                 R"sql(
+-- A mailbox per run (Runtime::send, step.receive): each message kept until a receive of its run
+-- takes it, in the order sent (seq); received_by is the key of the receive's journal entry.
+CREATE TABLE messages (
+  seq         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  run_id      TEXT NOT NULL,
+  topic       TEXT NOT NULL,
+  data        TEXT NOT NULL,
+  sent_at     BIGINT NOT NULL,
+  received_by TEXT
+);
+CREATE INDEX messages_run ON messages (run_id, topic, seq);
 )sql"};
 
 }  // namespace durable::detail::pg

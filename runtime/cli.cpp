@@ -61,6 +61,7 @@ using durable::detail::cli::print_stats;
 using durable::detail::cli::print_steps;
 using durable::detail::cli::print_verify;
 using durable::detail::cli::text_of;
+namespace cli = durable::detail::cli;
 
 namespace {
 
@@ -92,6 +93,7 @@ constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] CO
         [--tag K=V,...] [--deadline TIME|DURATION]
                                                  queue a run for a worker that has the workflow
   send EVENT [--data JSON]                       send an event (wakes waits, starts triggered runs)
+  message RUN TOPIC [--data JSON]                put a message in a run's mailbox (step.receive)
   stats                                          counts, pending depth and age, retries, failures
   schedules [remove ID]                          list schedules, or remove one
   metrics                                        the Prometheus metrics of the file
@@ -164,6 +166,7 @@ const std::vector<Syntax>& syntaxes() {
        1,
        "a workflow name"},
       {"send", {"data"}, 1, 1, "an event name"},
+      {"message", {"data"}, 2, 2, "a run id and a topic"},
       {"stats", {}},
       {"schedules", {}, 0, 2},
       {"metrics", {}},
@@ -669,6 +672,11 @@ int write_command(const Context& at, const Command& cmd) {
   const Answer& answer = at.answer;
   if (cmd.name == "start") return start_run(at, cmd);
   if (cmd.name == "fork" || cmd.name == "resolve") return repair(at, cmd);
+  if (cmd.name == "message") {
+    const json data = parse_json(cmd.flag("data", "{}"), "--data");
+    ops::Admin admin = open_admin(at.database, false);
+    return answer(cli::send_message(admin, cmd.args[0], cmd.args[1], data), cli::print_message);
+  }
   if (cmd.name == "send") {
     const json data = parse_json(cmd.flag("data", "{}"), "--data");
     const json sent = open_admin(at.database, false).send_event(cmd.args[0], data);

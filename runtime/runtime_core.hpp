@@ -77,6 +77,7 @@ class RuntimeCore {
   std::size_t run_until_idle();
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
   void send_event(std::string_view name, json data);
+  void send(std::string_view run_id, std::string_view topic, json message);
   std::string schedule(std::string_view workflow, json input, Schedule when);
   std::vector<ScheduleInfo> schedules();
   void unschedule(std::string_view id);

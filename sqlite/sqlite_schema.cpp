@@ -322,6 +322,19 @@ CREATE TABLE history_by_run (
 INSERT INTO history_by_run SELECT run_id, id, at, status, reason FROM history;
 DROP TABLE history;
 ALTER TABLE history_by_run RENAME TO history;
+)sql",
+                                                             R"sql(
+-- A mailbox per run (Runtime::send, step.receive): each message kept until a receive of its run
+-- takes it, in the order sent (seq); received_by is the key of the receive's journal entry.
+CREATE TABLE messages (
+  seq         INTEGER PRIMARY KEY,
+  run_id      TEXT NOT NULL,
+  topic       TEXT NOT NULL,
+  data        TEXT NOT NULL,
+  sent_at     INTEGER NOT NULL,
+  received_by TEXT
+);
+CREATE INDEX messages_run ON messages (run_id, topic, seq);
 )sql"};
 
 }  // namespace durable::detail

@@ -21,8 +21,8 @@ std::string text_field(const JournalEntry& e, const char* name) {
   return value.is_string() ? value.get<std::string>() : lenient_dump(value);
 }
 
-constexpr std::array<std::string_view, 7> kKindNames = {"run",  "sleep", "event", "invoke",
-                                                        "send", "value", "patch"};
+constexpr std::array<std::string_view, 8> kKindNames = {"run",  "sleep", "event", "invoke",
+                                                        "send", "value", "patch", "receive"};
 constexpr std::array<std::string_view, 5> kStateNames = {"completed", "failed", "retrying",
                                                          "sleeping", "waiting"};
 template <class E, std::size_t N>
@@ -199,6 +199,13 @@ std::string describe(const JournalEntry& e) {
       return "a journaled value " + shortened_dump(e.output);
     case StepKind::patch:
       return "the marker of a step.patched that took the new path";
+    case StepKind::receive:
+      if (e.state == StepState::waiting)
+        return "a step.receive on '" + text_field(e, "topic") + "', still waiting";
+      if (e.output.is_null()) return "a step.receive that timed out";
+      return "a step.receive on '" + text_field(e, "topic") + "' that got message " +
+             std::to_string(field(e, "seq", 0).get<std::int64_t>()) + ": " +
+             shortened_dump(field(e, "message", json()));
   }
   return "an entry of an unknown kind";
 }

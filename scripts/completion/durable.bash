@@ -77,7 +77,7 @@ _durable() {
     resolve) flags="--output --reason" ;;
     verify) flags="--workflow --status --correlation" ;;
     start) flags="--input --key --correlation --priority --tag --deadline" ;;
-    send) flags="--data" ;;
+    send | message) flags="--data" ;;
     events) flags="--older-than" ;;
     serve) flags="--address --port --token --tls-cert --tls-key --signing-secret-file" ;;
   esac
@@ -89,8 +89,8 @@ _durable() {
 
   local words=""
   case $command in
-    "") words="runs show steps retry cancel purge pause resume fork resolve start send stats schedules metrics events serve verify version" ;;
-    show | steps | cancel | pause | resume | fork)
+    "") words="runs show steps retry cancel purge pause resume fork resolve start send message stats schedules metrics events serve verify version" ;;
+    show | steps | cancel | pause | resume | fork | message)
       ((${#args[@]} == 0)) && words=$(_durable_ids runs "$program" "${db[@]}" runs --limit 50)
       ;;
     retry | resolve)

@@ -110,6 +110,7 @@ class SqlStore : public Store {
   }
 
   Published publish(const NewEvent& event) override;
+  Sent send_message(const NewMessage& message) override;
   std::int64_t event_horizon() override;
   void register_workflow(const std::string& workflow, const std::vector<std::string>& events,
                          const std::string& flow, std::int64_t now_ms) override;
@@ -283,6 +284,15 @@ class SqlStore : public Store {
                      std::int64_t now_ms);
   void time_out_waits(const std::string& id, std::int64_t now_ms);
   void wake(const std::string& id, std::int64_t now_ms, const std::string& reason);
+
+  // mailbox.cpp
+  /// A new receive of a run's journal: completed at once with the oldest message of its topic
+  /// there, if one is; whether it was.
+  bool register_receive(const std::string& run_id, const JournalEntry& entry, std::int64_t now_ms);
+  /// Completes the run's receive `key`, if it waits, with the oldest message on `topic` not yet
+  /// received, and marks that message as received by it; whether it did.
+  bool take_message(const std::string& run_id, const std::string& key, const std::string& topic,
+                    std::int64_t now_ms);
 
   // children.cpp
   void create_child(const std::string& parent, const JournalEntry& entry, std::int64_t now_ms);
