@@ -323,6 +323,17 @@ CREATE TABLE published (
   updated_at BIGINT NOT NULL,
   PRIMARY KEY (run_id, key)
 );
+-- A mailbox per run (Runtime::send, step.receive): each message kept until a receive of its run
+-- takes it, in the order sent (seq); received_by is the key of the receive's journal entry.
+CREATE TABLE messages (
+  seq         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  run_id      TEXT NOT NULL,
+  topic       TEXT NOT NULL,
+  data        TEXT NOT NULL,
+  sent_at     BIGINT NOT NULL,
+  received_by TEXT
+);
+CREATE INDEX messages_run ON messages (run_id, topic, seq);
 )sql"};
 
 }  // namespace durable::detail::pg

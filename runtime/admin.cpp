@@ -402,6 +402,20 @@ json Admin::send_event(std::string_view name, const json& data, std::string_view
   return {{"id", event.id}, {"woken", published.woken}, {"started", published.started}};
 }
 
+json Admin::send_message(std::string_view run_id, std::string_view topic, const json& message) {
+  const detail::NewMessage m = as_bad_request(
+      [&] { return detail::new_message(run_id, topic, message, now_ms(), max_data_bytes_); });
+  const Lease db = lease();
+  bool delivered = false;
+  try {
+    delivered = detail::message_sent(db->store->send_message(m), m);
+  } catch (const detail::RunStateRefused& e) {
+    throw Conflict(e.what());
+  }
+  changed();
+  return {{"run_id", m.run_id}, {"topic", m.topic}, {"received", delivered}};
+}
+
 json Admin::stats() {
   const Lease db = lease();
   const std::int64_t now = now_ms();

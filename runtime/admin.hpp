@@ -163,6 +163,10 @@ class Admin {
   /// `traceparent`: joined by the runs the event starts; dropped unless it is one (as
   /// StartRequest::traceparent).
   json send_event(std::string_view name, const json& data, std::string_view traceparent = {});
+  /// Runtime::send: {"run_id", "topic", "received": whether a waiting receive took it at once}.
+  /// Throws NotFound for an unknown run, Conflict for one that has ended, BadRequest for a bad
+  /// topic or message.
+  json send_message(std::string_view run_id, std::string_view topic, const json& message);
   /// {"counts": {status: n}, "total", "pending_depth" (due and unclaimed),
   ///  "oldest_pending_age_seconds" (null when none), "steps", "retries", "failed_runs",
   ///  "failed_steps", "workers" (live ones: see OpsQueries::live_workers), "workflows": [known

@@ -39,11 +39,16 @@ HttpResponse guarded_route(const std::function<HttpResponse()>& route) {
 
 namespace {
 
-// The JSON object of a request body; an empty body is an empty object.
-json object_body(const HttpRequest& request) {
-  if (request.body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
-  // Scanned before it is parsed: the body's object adds one level to the values it carries.
-  if (detail::too_deep_text(request.body, detail::kMaxJsonDepth + 1)) {
+// The action of POST /v1/runs/{id}/messages/{topic}, before its topic.
+constexpr std::string_view kMessages = "messages/";
+
+bool empty_body(const HttpRequest& request) {
+  return request.body.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
+// The body as any JSON value, nesting at most `levels` deep.
+json parsed_body(const HttpRequest& request, std::size_t levels) {
+  if (detail::too_deep_text(request.body, levels)) {
     throw BadRequest(
         "the request body is refused: the values it carries (an input, an event's "
         "data) may nest arrays and objects at most " +
@@ -58,6 +63,14 @@ json object_body(const HttpRequest& request) {
     // client sent it, so 400; 500 stays for bugs.
     throw BadRequest(std::string("the request body is not valid JSON: ") + e.what());
   }
+  return body;
+}
+
+// The JSON object of a request body; an empty body is an empty object.
+json object_body(const HttpRequest& request) {
+  if (empty_body(request)) return json::object();
+  // The body's object adds one level to the values it carries.
+  json body = parsed_body(request, detail::kMaxJsonDepth + 1);
   if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
   return body;
 }
@@ -212,8 +225,17 @@ HttpResponse bulk_route(Admin& admin, const HttpRequest& request, detail::BulkAc
       200, admin.bulk(action, query, flag("dry_run"), string_field(body, "reason", false)));
 }
 
+// POST /v1/runs/{id}/messages/{topic}: the body is the message.
+HttpResponse message_route(Admin& admin, const HttpRequest& request, const std::string& id,
+                           std::string_view topic) {
+  if (request.method != "POST") return method_not_allowed("POST");
+  if (empty_body(request)) throw BadRequest("the request body must be the message, as JSON");
+  return json_response(202,
+                       admin.send_message(id, topic, parsed_body(request, detail::kMaxJsonDepth)));
+}
+
 // /v1/runs/{id}, /v1/runs/{id}/steps, /v1/runs/{id}/published[/{key}], and POST /v1/runs/{id}/
-// cancel, retry, pause, resume, fork, resolve
+// cancel, retry, pause, resume, fork, resolve, messages/{topic}
 HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_view rest) {
   const std::size_t slash = rest.find('/');
   const std::string id(rest.substr(0, slash));
@@ -230,6 +252,9 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
   if (action.empty()) {
     if (request.method != "GET") return method_not_allowed("GET");
     return json_response(200, admin.show_run(id));
+  }
+  if (action.starts_with(kMessages)) {
+    return message_route(admin, request, id, action.substr(kMessages.size()));
   }
   if (action == "steps") {
     if (request.method != "GET") return method_not_allowed("GET");

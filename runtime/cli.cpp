@@ -43,6 +43,7 @@
 #include "bulk.hpp"
 #include "cli_print.hpp"
 #include "cli_published.hpp"
+#include "cli_usage.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
@@ -54,7 +55,11 @@
 
 using durable::json;
 namespace ops = durable::ops;
-using durable::detail::edit_distance;
+using durable::detail::cli::check_usage;
+using durable::detail::cli::Command;
+using durable::detail::cli::did_you_mean;
+using durable::detail::cli::joined;
+using durable::detail::cli::kUsageText;
 using durable::detail::cli::print_run;
 using durable::detail::cli::print_runs;
 using durable::detail::cli::print_schedules;
@@ -63,203 +68,12 @@ using durable::detail::cli::print_steps;
 using durable::detail::cli::print_verify;
 using durable::detail::cli::published_command;
 using durable::detail::cli::text_of;
+using durable::detail::cli::UsageError;
+namespace cli = durable::detail::cli;
 
 namespace {
 
 enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNotFound = 3, kConflict = 4, kDiverged = 5 };
-
-constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] COMMAND [ARGS]
-
-  runs [--status S] [--workflow W] [--correlation C] [--tag K=V,...] [--limit N]
-       [--after CURSOR]                          runs, newest first, with counts by status;
-                                                 --after: the page after a cursor it printed
-  show RUN                                       a run: history, step timeline, runbook if failed
-  steps RUN                                      a run's journal
-  retry RUN | FILTER [--dry-run]                 run a failed run again (completed steps stay
-                                                 done), or every failed run FILTER matches
-  cancel RUN | FILTER [--reason R] [--dry-run]   cancel a run that has not ended, or close a
-                                                 failed one; or every such run FILTER matches
-  purge FILTER [--dry-run]                       delete the ended runs FILTER matches, with
-                                                 their journals and histories
-    FILTER: --status S  --workflow W  --correlation C  --tag K=V,...  --failed-step STEP
-            --error-type T  --since T  --until T (a UTC time, or a duration before now), or
-            --all for every run; --dry-run counts them and changes nothing
-  pause RUN | --workflow W                       hold a run, or every run of a workflow (a
-                                                 running step finishes first)
-  resume RUN | --workflow W                      let a paused run, or workflow, go on
-  fork RUN --from STEP                           run an ended run again from a step: a new run
-                                                 with the journal before STEP copied
-  resolve RUN STEP --output JSON [--reason R]    complete a failed step by hand; the run goes on
-  start WORKFLOW [--input JSON] [--key K] [--correlation C] [--priority N]
-        [--tag K=V,...] [--deadline TIME|DURATION]
-                                                 queue a run for a worker that has the workflow
-  send EVENT [--data JSON]                       send an event (wakes waits, starts triggered runs)
-  published RUN KEY [--wait MS]                  the JSON value a run published under KEY; waits
-                                                 up to MS for it (exit 1 when there is none)
-  stats                                          counts, pending depth and age, retries, failures
-  schedules [remove ID]                          list schedules, or remove one
-  metrics                                        the Prometheus metrics of the file
-  events purge --older-than AGE                  delete events older than AGE (e.g. 7d) that
-                                                 no waiting run needs
-  serve [--address A] [--port P] [--token T] [--tls-cert F --tls-key F]
-        [--signing-secret-file F]                HTTP API, /metrics and dashboard over the file
-  verify [--workflow W] [--status S] [--correlation C]
-                                                 replay the unfinished runs against this
-                                                 program's code (from durable::cli_main only)
-  version                                        the version of this durable (also --version)
-
-  --db DATABASE   an SQLite file (default durable.db) or a postgresql:// URI
-  --json          print the answer as JSON
-exit codes: 0 done, 1 failed, 2 bad usage, 3 not found, 4 refused by the run's state,
-  5 verify found runs this code would not replay
-)";
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// The command line after the global flags: the command, its positional arguments, its flags.
-struct Command {
-  std::string name;
-  std::vector<std::string> args;
-  std::map<std::string, std::string> flags;
-
-  std::string flag(const std::string& name_, std::string fallback = {}) const {
-    const auto it = flags.find(name_);
-    return it == flags.end() ? fallback : it->second;
-  }
-};
-
-// What a command accepts; check_usage holds every command line to it before anything opens the
-// database. Help (`help`, `--help`, `-h`) and `--version` are answered before this.
-struct Syntax {
-  std::string_view name;
-  std::vector<std::string_view> flags;
-  std::size_t min_args = 0, max_args = 0;
-  std::string_view first_arg = {};  // what the first argument is: "show needs a run id"
-};
-
-const std::vector<Syntax>& syntaxes() {
-  static const std::vector<Syntax> kSyntax = {
-      {"runs", {"status", "workflow", "correlation", "tag", "limit", "after"}},
-      {"show", {}, 1, 1, "a run id"},
-      {"steps", {}, 1, 1, "a run id"},
-      // Without a run: a bulk action over the runs of a filter.
-      {"retry",
-       {"status", "workflow", "correlation", "tag", "failed-step", "error-type", "since", "until",
-        "dry-run", "all"},
-       0,
-       1},
-      {"cancel",
-       {"reason", "status", "workflow", "correlation", "tag", "failed-step", "error-type", "since",
-        "until", "dry-run", "all"},
-       0,
-       1},
-      {"purge",
-       {"status", "workflow", "correlation", "tag", "failed-step", "error-type", "since", "until",
-        "dry-run", "all"}},
-      {"pause", {"workflow"}, 0, 1},
-      {"resume", {"workflow"}, 0, 1},
-      {"fork", {"from"}, 1, 1, "a run id"},
-      {"resolve", {"output", "reason"}, 2, 2, "a run id and a step"},
-      {"start",
-       {"input", "key", "correlation", "priority", "tag", "deadline"},
-       1,
-       1,
-       "a workflow name"},
-      {"send", {"data"}, 1, 1, "an event name"},
-      {"published", {"wait"}, 2, 2, "a run id and a key"},
-      {"stats", {}},
-      {"schedules", {}, 0, 2},
-      {"metrics", {}},
-      {"events", {"older-than"}, 1, 1, "a subcommand (purge)"},
-      {"serve", {"address", "port", "token", "tls-cert", "tls-key", "signing-secret-file"}},
-      {"verify", {"workflow", "status", "correlation"}},
-      {"version", {}}};
-  return kSyntax;
-}
-
-// "; did you mean 'X'?" for the candidate nearest to `word`, when it is near enough to be a typo
-// (at most two edits, fewer than half the word's letters); otherwise empty.
-std::string did_you_mean(std::string_view word, const std::vector<std::string_view>& candidates,
-                         std::string_view prefix = "") {
-  // The names other tools give these commands: a user of kubectl, Temporal or a queue types them.
-  static const std::map<std::string_view, std::string_view> kSynonyms = {
-      {"list", "runs"},     {"ls", "runs"},          {"ps", "runs"},      {"get", "show"},
-      {"describe", "show"}, {"inspect", "show"},     {"rerun", "retry"},  {"kill", "cancel"},
-      {"stop", "cancel"},   {"terminate", "cancel"}, {"submit", "start"}, {"trigger", "start"},
-      {"signal", "send"},   {"emit", "send"},        {"publish", "send"}};
-  if (const auto it = kSynonyms.find(word);
-      it != kSynonyms.end() &&
-      std::find(candidates.begin(), candidates.end(), it->second) != candidates.end()) {
-    return "; did you mean '" + std::string(prefix) + std::string(it->second) + "'?";
-  }
-  std::string_view best;
-  std::size_t best_distance = 3;
-  for (std::string_view candidate : candidates) {
-    const std::size_t d = edit_distance(word, candidate);
-    if (d < best_distance && 2 * d < std::max(word.size(), candidate.size())) {
-      best = candidate;
-      best_distance = d;
-    }
-  }
-  return best.empty() ? "" : "; did you mean '" + std::string(prefix) + std::string(best) + "'?";
-}
-
-std::string joined(const std::vector<std::string_view>& words, std::string_view prefix = "") {
-  std::string text;
-  for (std::string_view w : words)
-    text += (text.empty() ? "" : ", ") + std::string(prefix) + std::string(w);
-  return text;
-}
-
-// Throws a UsageError naming the first thing wrong with the command line, whether or not a
-// database is there; the values of flags are checked where they are read, also before it.
-void check_usage(const Command& cmd) {
-  const auto& all = syntaxes();
-  const auto syntax =
-      std::find_if(all.begin(), all.end(), [&](const Syntax& s) { return s.name == cmd.name; });
-  if (syntax == all.end()) {
-    std::vector<std::string_view> names;
-    for (const Syntax& s : all) names.push_back(s.name);
-    throw UsageError("unknown command '" + cmd.name + "'" + did_you_mean(cmd.name, names) +
-                     "\nthe commands: " + joined(names) + ", help");
-  }
-  for (const auto& [flag, value] : cmd.flags) {
-    if (std::find(syntax->flags.begin(), syntax->flags.end(), flag) != syntax->flags.end()) {
-      continue;
-    }
-    throw UsageError(cmd.name + " takes no flag --" + flag +
-                     did_you_mean(flag, syntax->flags, "--") +
-                     (syntax->flags.empty() ? std::string(" (it takes none)")
-                                            : " (it takes " + joined(syntax->flags, "--") + ")"));
-  }
-  if (cmd.args.size() < syntax->min_args) {
-    throw UsageError(cmd.name + " needs " + std::string(syntax->first_arg));
-  }
-  if (cmd.args.size() > syntax->max_args) {
-    throw UsageError("too many arguments for " + cmd.name + ": '" + cmd.args[syntax->max_args] +
-                     "' is one more than it takes");
-  }
-  if (cmd.name == "schedules" && !cmd.args.empty()) {
-    if (cmd.args[0] != "remove") {
-      throw UsageError("schedules takes 'remove ID' or nothing, not '" + cmd.args[0] + "'");
-    }
-    if (cmd.args.size() < 2) throw UsageError("schedules remove needs a schedule id");
-  }
-  if (cmd.name == "fork" && cmd.flag("from").empty()) {
-    throw UsageError("fork needs --from STEP: the step to run again from (as `steps` lists it)");
-  }
-  if (cmd.name == "resolve" && !cmd.flags.contains("output")) {
-    throw UsageError("resolve needs --output JSON: the result the step should have returned");
-  }
-  if (cmd.name == "events") {
-    if (cmd.args[0] != "purge") throw UsageError("events takes 'purge', not '" + cmd.args[0] + "'");
-    if (cmd.flag("older-than").empty()) {
-      throw UsageError("events purge needs --older-than AGE (e.g. 7d)");
-    }
-  }
-}
 
 // A mistyped --db is a usage mistake, and must not leave an empty database behind. Called by
 // each command once its own arguments are read, before it opens the file. A PostgreSQL URI is
@@ -674,6 +488,11 @@ int write_command(const Context& at, const Command& cmd) {
   const Answer& answer = at.answer;
   if (cmd.name == "start") return start_run(at, cmd);
   if (cmd.name == "fork" || cmd.name == "resolve") return repair(at, cmd);
+  if (cmd.name == "message") {
+    const json data = parse_json(cmd.flag("data", "{}"), "--data");
+    ops::Admin admin = open_admin(at.database, false);
+    return answer(cli::send_message(admin, cmd.args[0], cmd.args[1], data), cli::print_message);
+  }
   if (cmd.name == "send") {
     const json data = parse_json(cmd.flag("data", "{}"), "--data");
     const json sent = open_admin(at.database, false).send_event(cmd.args[0], data);

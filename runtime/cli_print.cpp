@@ -165,6 +165,9 @@ void print_steps(std::ostream& out, const json& steps) {
         result +=
             " matching " + wait.at("match").dump(-1, ' ', false, json::error_handler_t::replace);
       }
+    } else if (text_of(s, "kind") == "receive" && text_of(s, "status") == "waiting" &&
+               wait.is_object()) {
+      result = "a message on '" + text_of(wait, "topic") + "'";
     }
     if (s.contains("resolved")) {
       result += " (resolved by hand: " + text_of(s, "resolved") + ")";

@@ -7,6 +7,10 @@
 #include <ostream>
 #include <string>
 
+namespace durable::ops {
+class Admin;
+}
+
 namespace durable::detail::cli {
 
 /// A value's JSON text on one line, cut to `limit` characters ("..." marking the cut).
@@ -21,5 +25,10 @@ void print_run(std::ostream& out, const json& run);
 void print_stats(std::ostream& out, const json& stats);
 void print_schedules(std::ostream& out, const json& answer);
 void print_verify(std::ostream& out, const json& report);
+
+/// `durable message` (cli_message.cpp): Admin::send_message, and its answer for people.
+json send_message(ops::Admin& admin, const std::string& run_id, const std::string& topic,
+                  const json& message);
+void print_message(std::ostream& out, const json& sent);
 
 }  // namespace durable::detail::cli

@@ -217,6 +217,20 @@ void RuntimeCore::send_event(std::string_view name, json data) {
   notify_waiters();
 }
 
+void RuntimeCore::send(std::string_view run_id, std::string_view topic, json message) {
+  const NewMessage m = new_message(run_id, topic, message, now_ms(), options_.max_output_bytes);
+  Sent sent = Sent::no_run;
+  {
+    std::lock_guard lock(store_mutex_);
+    sent = store_->send_message(m);
+  }
+  message_sent(sent, m);
+  logger_.write(LogLevel::info, "message.sent",
+                sent == Sent::delivered ? "message stored and received" : "message stored",
+                {{"run_id", m.run_id}, {"topic", m.topic}}, m.now_ms);
+  notify_waiters();
+}
+
 RunInfo RuntimeCore::get(std::string_view run_id) {
   std::lock_guard lock(store_mutex_);
   auto run = store_->get_run(std::string(run_id), true);
@@ -722,6 +736,9 @@ std::optional<json> Runtime::published(std::string_view run_id, std::string_view
 }
 void Runtime::send_event(std::string_view name, json data) {
   core_->send_event(name, std::move(data));
+}
+void Runtime::send(std::string_view run_id, std::string_view topic, json message) {
+  core_->send(run_id, topic, std::move(message));
 }
 std::string Runtime::schedule(std::string_view workflow, json input, Schedule when) {
   return core_->schedule(workflow, std::move(input), std::move(when));

@@ -84,6 +84,7 @@ class RuntimeCore {
   /// What waiters of published values (this runtime's, and an Admin's serving its HTTP API) wait
   /// on: this runtime's commits wake them at once, other processes' through the database's feed.
   const std::shared_ptr<ChangeWatch>& changes() const { return changes_; }
+  void send(std::string_view run_id, std::string_view topic, json message);
   std::string schedule(std::string_view workflow, json input, Schedule when);
   std::vector<ScheduleInfo> schedules();
   void unschedule(std::string_view id);

@@ -333,6 +333,17 @@ CREATE TABLE published (
   updated_at INTEGER NOT NULL,
   PRIMARY KEY (run_id, key)
 ) WITHOUT ROWID;
+-- A mailbox per run (Runtime::send, step.receive): each message kept until a receive of its run
+-- takes it, in the order sent (seq); received_by is the key of the receive's journal entry.
+CREATE TABLE messages (
+  seq         INTEGER PRIMARY KEY,
+  run_id      TEXT NOT NULL,
+  topic       TEXT NOT NULL,
+  data        TEXT NOT NULL,
+  sent_at     INTEGER NOT NULL,
+  received_by TEXT
+);
+CREATE INDEX messages_run ON messages (run_id, topic, seq);
 )sql"};
 
 }  // namespace durable::detail

@@ -28,6 +28,7 @@ class ClientCore {
   explicit ClientCore(const std::string& database);
   std::string start(std::string_view workflow, const json& input, const StartOptions& opts);
   void send_event(std::string_view name, const json& data);
+  void send(std::string_view run_id, std::string_view topic, const json& message);
   RunInfo get(std::string_view run_id);
   std::vector<RunInfo> list(const RunFilter& filter);
   std::vector<StepInfo> steps(std::string_view run_id);
@@ -105,6 +106,15 @@ void ClientCore::send_event(std::string_view name, const json& data) {
   {
     std::lock_guard lock(store_mutex_);
     store_->publish(event);
+  }
+  changed();
+}
+
+void ClientCore::send(std::string_view run_id, std::string_view topic, const json& message) {
+  const NewMessage m = new_message(run_id, topic, message, now_ms(), max_bytes_);
+  {
+    std::lock_guard lock(store_mutex_);
+    message_sent(store_->send_message(m), m);
   }
   changed();
 }
@@ -212,6 +222,9 @@ std::string Client::start(std::string_view workflow, json input, StartOptions op
   return core_->start(workflow, input, opts);
 }
 void Client::send_event(std::string_view name, json data) { core_->send_event(name, data); }
+void Client::send(std::string_view run_id, std::string_view topic, json message) {
+  core_->send(run_id, topic, message);
+}
 RunInfo Client::get(std::string_view run_id) const { return core_->get(run_id); }
 std::vector<RunInfo> Client::list(const RunFilter& filter) const { return core_->list(filter); }
 std::vector<StepInfo> Client::steps(std::string_view run_id) const { return core_->steps(run_id); }

@@ -235,6 +235,10 @@ class Invocation {
   std::optional<json> wait_for_event(std::string_view id, std::string_view event,
                                      const WaitOptions& opts);
   void send_event(std::string_view id, std::string_view event, json data);
+  /// step.receive (src/waits.cpp): the store completes it with a message, at its commit or at
+  /// a later send.
+  std::optional<json> receive(std::string_view id, std::string_view topic,
+                              std::chrono::milliseconds timeout);
   json invoke(std::string_view id, std::string_view workflow, json input);
   void publish(std::string_view key, json value);  // in src/publish.cpp
   // In src/versioning.cpp: the tools that let code change under running runs.

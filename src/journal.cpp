@@ -21,8 +21,8 @@ std::string text_field(const JournalEntry& e, const char* name) {
   return value.is_string() ? value.get<std::string>() : lenient_dump(value);
 }
 
-constexpr std::array<std::string_view, 8> kKindNames = {"run",  "sleep", "event", "invoke",
-                                                        "send", "value", "patch", "publish"};
+constexpr std::array<std::string_view, 9> kKindNames = {
+    "run", "sleep", "event", "invoke", "send", "value", "patch", "publish", "receive"};
 constexpr std::array<std::string_view, 5> kStateNames = {"completed", "failed", "retrying",
                                                          "sleeping", "waiting"};
 template <class E, std::size_t N>
@@ -202,6 +202,13 @@ std::string describe(const JournalEntry& e) {
     case StepKind::publish:
       return "a step.publish of '" + text_field(e, "key") + "' with " +
              shortened_dump(field(e, "value", json()));
+    case StepKind::receive:
+      if (e.state == StepState::waiting)
+        return "a step.receive on '" + text_field(e, "topic") + "', still waiting";
+      if (e.output.is_null()) return "a step.receive that timed out";
+      return "a step.receive on '" + text_field(e, "topic") + "' that got message " +
+             std::to_string(field(e, "seq", 0).get<std::int64_t>()) + ": " +
+             shortened_dump(field(e, "message", json()));
   }
   return "an entry of an unknown kind";
 }

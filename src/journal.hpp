@@ -20,10 +20,13 @@ namespace durable::detail {
 /// send: an event this run sent; value: a step.now, step.uuid or step.random ({"now": ms},
 /// {"uuid": text}, {"random": n}); patch: the marker of a step.patched that took the new path;
 /// publish: a step.publish ({"key": k, "value": v}), kept by the store as the key's latest value.
-enum class StepKind { run, sleep, event, invoke, send, value, patch, publish };
+/// receive: a step.receive of the run's mailbox ({"topic": t}; once a message came, also
+/// {"message": m, "seq": n}; null: timed out).
+enum class StepKind { run, sleep, event, invoke, send, value, patch, publish, receive };
 /// completed: output journaled (or the sleep has ended); failed: failed for good; retrying: an
 /// attempt failed and the next is due at wake_at; sleeping: a sleep that ends at wake_at;
-/// waiting: an event wait (until wake_at, if it has a timeout) or a child run not yet ended.
+/// waiting: an event wait or a receive (until wake_at, if it has a timeout) or a child run not yet
+/// ended.
 enum class StepState { completed, failed, retrying, sleeping, waiting };
 
 std::string_view to_string(StepKind kind);

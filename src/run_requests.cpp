@@ -94,6 +94,48 @@ NewEvent new_event(std::string_view name, const json& data, std::int64_t now_ms,
   return event;
 }
 
+void check_topic(std::string_view topic, const std::string& what) {
+  if (topic.empty()) throw Error(what + " is empty; a topic needs a name");
+  if (topic.size() > kMaxTopicBytes) {
+    throw Error(what + " is " + std::to_string(topic.size()) + " bytes long; the limit is " +
+                std::to_string(kMaxTopicBytes));
+  }
+  check_utf8(topic, what);
+  for (const char c : topic) {
+    if (c == '/' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      throw Error(what + " " + lenient_dump(json(std::string(topic))) +
+                  " holds '/' or a control character; a topic may not");
+    }
+  }
+}
+
+NewMessage new_message(std::string_view run_id, std::string_view topic, const json& data,
+                       std::int64_t now_ms, std::size_t max_bytes) {
+  check_topic(topic, "the topic of a message to run " + std::string(run_id));
+  NewMessage message;
+  message.data = storable_text(
+      data, "the message on '" + std::string(topic) + "' to run " + std::string(run_id), max_bytes);
+  message.run_id = std::string(run_id);
+  message.topic = std::string(topic);
+  message.now_ms = now_ms;
+  return message;
+}
+
+bool message_sent(Sent sent, const NewMessage& message) {
+  switch (sent) {
+    case Sent::no_run:
+      throw no_such_run(message.run_id);
+    case Sent::ended:
+      throw RunStateRefused("run " + message.run_id + " has ended; the message on '" +
+                            message.topic + "' would never be received, so it was not stored");
+    case Sent::kept:
+      return false;
+    case Sent::delivered:
+      return true;
+  }
+  return false;
+}
+
 NewRun new_fork(std::string_view run_id, std::int64_t now_ms) {
   NewRun fork;
   fork.id = new_id();

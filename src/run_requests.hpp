@@ -54,6 +54,22 @@ void mark_unregistered(NewRun& run);
 NewEvent new_event(std::string_view name, const json& data, std::int64_t now_ms,
                    std::size_t max_bytes);
 
+/// Throws Error, saying it is `what`, for a mailbox topic that is empty, longer than
+/// kMaxTopicBytes, not UTF-8, or holds '/' (it is a path segment in HTTP) or a control character.
+void check_topic(std::string_view topic, const std::string& what);
+inline constexpr std::size_t kMaxTopicBytes = 200;
+
+/// The message to store for Runtime::send(run_id, topic, data). Throws Error for a bad topic
+/// (check_topic) and (from storable_text) for data that cannot be stored or whose text is longer
+/// than `max_bytes`.
+NewMessage new_message(std::string_view run_id, std::string_view topic, const json& data,
+                       std::int64_t now_ms, std::size_t max_bytes);
+
+/// What Runtime::send, Client::send and the HTTP API make of the store's answer: NotFound for
+/// an unknown run, RunStateRefused (an Error) for one that has ended; true when a waiting
+/// receive took the message.
+bool message_sent(Sent sent, const NewMessage& message);
+
 /// The new run of a fork of `run_id` (Runtime::fork): a new id, due now; Store::fork fills in
 /// the rest from the original.
 NewRun new_fork(std::string_view run_id, std::int64_t now_ms);

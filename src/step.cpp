@@ -66,6 +66,11 @@ void Step::send_event(std::string_view id, std::string_view event, json data,
   detail::note_call(where);
   invocation_->send_event(id, event, std::move(data));
 }
+std::optional<json> Step::receive(std::string_view id, std::string_view topic,
+                                  std::chrono::milliseconds timeout, detail::SourceLocation where) {
+  detail::note_call(where);
+  return invocation_->receive(id, topic, timeout);
+}
 json Step::invoke(std::string_view id, std::string_view workflow, json input,
                   detail::SourceLocation where) {
   detail::note_call(where);

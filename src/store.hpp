@@ -52,6 +52,21 @@ struct NewEvent {
   std::string traceparent{};  ///< joined by the runs the event starts; empty: none
 };
 
+/// A message to a run's mailbox (Runtime::send).
+struct NewMessage {
+  std::string run_id, topic;
+  std::string data;  ///< JSON text
+  std::int64_t now_ms = 0;
+};
+
+/// What storing a message did.
+enum class Sent {
+  no_run,     ///< the store holds no such run: nothing stored
+  ended,      ///< the run has ended: nothing stored
+  kept,       ///< in the mailbox until a receive takes it
+  delivered,  ///< a waiting receive of the run took it, and the run was woken
+};
+
 /// What storing an event did.
 struct Published {
   std::int64_t seq = 0;
@@ -334,6 +349,10 @@ class Store {
   /// run exists and has ended, read together.
   virtual PublishedRead published(const std::string& run_id,
                                   const std::optional<std::string>& key) = 0;
+  /// Stores a message in a run's mailbox and, in the same transaction, completes the run's
+  /// waiting receive of its topic with the oldest message there (this one, unless older ones
+  /// wait) and wakes the run.
+  virtual Sent send_message(const NewMessage& message) = 0;
   /// The sequence number of the last event stored (0: none).
   virtual std::int64_t event_horizon() = 0;
   /// Records that a worker has this workflow (operators see runs of names no worker knows), and

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The step tools that wait, or reach outside the run: step.sleep, step.wait_for_event,
-// step.send_event and step.invoke. Each journals one entry, where a wait or a child's span
-// begins (started_at), and ends the invocation while the run waits, unless it is resident and
+// step.receive, step.send_event and step.invoke. Each journals one entry, where a wait or a child's
+// span begins (started_at), and ends the invocation while the run waits, unless it is resident and
 // the wait is short.
 
 #include "body_scope.hpp"
 #include "engine.hpp"
 #include "ids.hpp"
+#include "run_requests.hpp"
 #include "serialization.hpp"
 
 namespace durable::detail {
@@ -92,7 +93,8 @@ JournalEntry Invocation::new_entry(ReplayCursor::Match& match, std::string_view 
   entry.kind = kind;
   entry.invocation = run_->invocations + 1;
   // Where a wait's, child's or send's span begins (not a journaled value's or a patch marker's).
-  if (kind == StepKind::event || kind == StepKind::invoke || kind == StepKind::send) {
+  if (kind == StepKind::event || kind == StepKind::invoke || kind == StepKind::send ||
+      kind == StepKind::receive) {
     entry.started_at_ms = now_ms_;
   }
   return entry;
@@ -186,6 +188,35 @@ void Invocation::send_event(std::string_view id, std::string_view event, json da
       {"id", host_->new_id()}, {"name", event}, {"data", std::move(data)}, {"time", now_ms_}};
   std::string reason = step_label(send.key) + " sent event '" + std::string(event) + "'";
   journal_completed(std::move(send), std::move(reason));
+}
+
+// Unlike a wait_for_event, a receive always waits, even with a zero timeout: the store looks in
+// the mailbox when it journals the wait, and takes the oldest message there in that transaction
+// (so the run goes on at once); else a send completes the wait in its own transaction, or the
+// timeout does, whichever comes first.
+std::optional<json> Invocation::receive(std::string_view id, std::string_view topic,
+                                        std::chrono::milliseconds timeout) {
+  ReplayCursor::Match match;
+  JournalEntry* entry = begin_special(id, StepKind::receive, "step.receive", match);
+  if (entry == nullptr) {
+    const std::string what = "step.receive('" + std::string(id) + "')";
+    check_topic(topic, "the topic of " + what);
+    if (timeout.count() < 0) throw Error(what + ": the timeout is negative");
+    JournalEntry wait = new_entry(match, id, StepKind::receive);
+    wait.output = {{"topic", topic}};
+    if (timeout != std::chrono::milliseconds::max()) {
+      wait.wake_at_ms = now_ms_ + std::min<std::int64_t>(timeout.count(), kNever - now_ms_);
+    }
+    wait.state = StepState::waiting;
+    const std::string reason =
+        "waiting for a message on '" + std::string(topic) + "' (" + wait.key + ")";
+    wait_on(wait, reason, EntryWrite{std::move(wait), true});
+  }
+  if (entry->state == StepState::waiting) {
+    wait_on(*entry, "still waiting for a message (" + entry->key + ")", std::nullopt);
+  }
+  if (entry->output.is_null()) return std::nullopt;  // timed out
+  return entry->output.value("message", json());
 }
 
 json Invocation::invoke(std::string_view id, std::string_view workflow, json input) {

@@ -49,6 +49,9 @@ class Client {
   /// fields equal the data's. Throws Error for an empty name, or data that cannot be stored or is
   /// larger than 4 MiB as JSON text; nothing is written then.
   void send_event(std::string_view name, json data = json::object());
+  /// Puts a message in one run's mailbox, as Runtime::send does (4 MiB limit as above). Throws
+  /// NotFound for an unknown run, Error for a run that has ended or a bad topic or message.
+  void send(std::string_view run_id, std::string_view topic, json message);
 
   /// The run with this id, with its state history. Throws NotFound.
   RunInfo get(std::string_view run_id) const;

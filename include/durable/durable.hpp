@@ -9,6 +9,7 @@
 #include <durable/info.hpp>
 #include <durable/options.hpp>
 #include <durable/runtime.hpp>
+#include <durable/saga.hpp>
 #include <durable/step.hpp>
 #include <durable/version.hpp>
 #include <durable/workflow.hpp>

@@ -63,7 +63,7 @@ struct RunInfo {
 /// A journal entry of a run.
 struct StepInfo {
   std::string id;      ///< the journal key: "charge", "charge#2"
-  std::string kind;    ///< run | sleep | event | invoke | send | value | patch
+  std::string kind;    ///< run | sleep | event | invoke | send | value | patch | receive
   std::string status;  ///< completed | failed | retrying | sleeping | waiting
   json output;
   std::optional<ErrorInfo> error;  ///< while retrying or failed: the last failed attempt's error

@@ -58,6 +58,13 @@ class Runtime {
   /// character. Holds the calling thread while it waits; any thread may call it.
   std::optional<json> published(std::string_view run_id, std::string_view key,
                                 std::chrono::milliseconds wait = {}) const;
+  /// Puts a message in one run's mailbox, where it is kept until a step.receive of the run on
+  /// this topic takes it (also when sent before the receive began); a receive that waits for
+  /// it wakes, in this process or another. Messages on a topic are received in the order sent,
+  /// each once. Throws NotFound for an unknown run, Error for a run that has ended, and Error
+  /// for a topic that is empty, over 200 bytes, or holds '/' or a control character, or a
+  /// message that cannot be stored or is larger than max_output_bytes; nothing is written then.
+  void send(std::string_view run_id, std::string_view topic, json message);
 
   /// Starts runs of `workflow` with `input` on a schedule, and returns the schedule's id. The
   /// schedule is stored: any runtime on the database that serves (or runs run_until_idle) fires

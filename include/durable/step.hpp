@@ -196,6 +196,16 @@ class Step {
   std::optional<json> wait_for_event(
       std::string_view id, std::string_view event, WaitOptions opts = {},
       detail::SourceLocation where = detail::SourceLocation::current());
+  /// Takes the oldest message on `topic` of this run's mailbox (Runtime::send) not yet received,
+  /// and returns it; nullopt when `timeout` passes first (milliseconds::max(): no timeout).
+  /// A message sent before the receive began is kept for it. The run is waiting, holding no
+  /// thread, meanwhile. Journaled: each message is received once, in the order sent, and
+  /// replays return the same one. Workflow code only (a step body's call throws Error). Throws
+  /// Error for a topic that is empty, over 200 bytes, or holds '/' or a control character, and
+  /// for a negative timeout.
+  std::optional<json> receive(std::string_view id, std::string_view topic,
+                              std::chrono::milliseconds timeout = std::chrono::milliseconds::max(),
+                              detail::SourceLocation where = detail::SourceLocation::current());
   /// Sends an event (see Runtime::send_event), once: the send is journaled with the event, and
   /// replays do not send it again. Throws Error for data that cannot be stored.
   void send_event(std::string_view id, std::string_view event, json data = json::object(),

@@ -226,8 +226,8 @@ void SqlStore::continue_as(const std::string& id, NewRun successor) {
 }
 
 // What a new journal entry does beyond being written: a send publishes its event, a wait is
-// registered, an invoke creates its child, a publish stores the key's value. Returns whether a wait
-// was completed at once.
+// registered, a receive takes a message already there, an invoke creates its child, a publish
+// stores the key's value. Returns whether a wait was completed at once.
 bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
   const JournalEntry& e = write.entry;
   if (e.kind == StepKind::send && e.state == StepState::completed && write.is_new) {
@@ -239,6 +239,8 @@ bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
     publish_in(event);
   } else if (e.kind == StepKind::event && e.state == StepState::waiting) {
     return register_wait(w.run_id, e, w.now_ms);
+  } else if (e.kind == StepKind::receive && e.state == StepState::waiting && write.is_new) {
+    return register_receive(w.run_id, e, w.now_ms);
   } else if (e.kind == StepKind::invoke && e.state == StepState::waiting) {
     create_child(w.run_id, e, w.now_ms);
   } else if (e.kind == StepKind::publish && write.is_new) {

@@ -179,13 +179,14 @@ bool SqlStore::complete_wait(const std::string& run_id, const std::string& key, 
   return completed;
 }
 
-// Completes the event waits of a run whose timeout passed, with no event.
+// Completes the event waits and receives of a run whose timeout passed, with nothing. A receive
+// and a send racing for it update the same waiting row: one of them finds it waiting.
 void SqlStore::time_out_waits(const std::string& id, std::int64_t now_ms) {
   std::vector<std::string> keys;
   {
     sql::Query query(db(),
-                     "SELECT key FROM steps WHERE run_id = ? AND kind = 'event' AND "
-                     "state = 'waiting' AND wake_at <= ?");
+                     "SELECT key FROM steps WHERE run_id = ? AND kind IN ('event', 'receive') "
+                     "AND state = 'waiting' AND wake_at <= ?");
     query.bind(1, id);
     query.bind(2, now_ms);
     while (query.next()) keys.push_back(query.text(0));

@@ -113,6 +113,7 @@ class SqlStore : public Store {
   Published publish(const NewEvent& event) override;
   PublishedRead published(const std::string& run_id,
                           const std::optional<std::string>& key) override;
+  Sent send_message(const NewMessage& message) override;
   std::int64_t event_horizon() override;
   void register_workflow(const std::string& workflow, const std::vector<std::string>& events,
                          const std::string& flow, std::int64_t now_ms) override;
@@ -289,6 +290,14 @@ class SqlStore : public Store {
 
   // published.cpp: a step.publish's value, written with its journal entry.
   void write_published(const std::string& run_id, const JournalEntry& entry, std::int64_t now_ms);
+  // mailbox.cpp
+  /// A new receive of a run's journal: completed at once with the oldest message of its topic
+  /// there, if one is; whether it was.
+  bool register_receive(const std::string& run_id, const JournalEntry& entry, std::int64_t now_ms);
+  /// Completes the run's receive `key`, if it waits, with the oldest message on `topic` not yet
+  /// received, and marks that message as received by it; whether it did.
+  bool take_message(const std::string& run_id, const std::string& key, const std::string& topic,
+                    std::int64_t now_ms);
 
   // children.cpp
   void create_child(const std::string& parent, const JournalEntry& entry, std::int64_t now_ms);
