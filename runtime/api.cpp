@@ -212,8 +212,8 @@ HttpResponse bulk_route(Admin& admin, const HttpRequest& request, detail::BulkAc
       200, admin.bulk(action, query, flag("dry_run"), string_field(body, "reason", false)));
 }
 
-// /v1/runs/{id}, /v1/runs/{id}/steps, /v1/runs/{id}/published[/{key}], and POST /v1/runs/{id}/
-// cancel, retry, pause, resume, fork, resolve
+// /v1/runs/{id}, /v1/runs/{id}/steps, /v1/runs/{id}/published[/{key}], /v1/runs/{id}/streams[/
+// {name}], and POST /v1/runs/{id}/cancel, retry, pause, resume, fork, resolve
 HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_view rest) {
   const std::size_t slash = rest.find('/');
   const std::string id(rest.substr(0, slash));
@@ -240,6 +240,12 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
     std::optional<std::string_view> key;  // none: the list
     if (action != "published") key = action.substr(std::string_view("published/").size());
     return published_route(admin, request, id, key);
+  }
+  if (action == "streams" || action.starts_with("streams/")) {
+    if (request.method != "GET") return method_not_allowed("GET");
+    std::optional<std::string_view> name;  // none: the list
+    if (action != "streams") name = action.substr(std::string_view("streams/").size());
+    return streams_route(admin, request, id, name);
   }
   if (action == "cancel" || action == "retry" || action == "pause" || action == "resume" ||
       action == "fork" || action == "resolve") {

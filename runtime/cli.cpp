@@ -43,6 +43,7 @@
 #include "bulk.hpp"
 #include "cli_print.hpp"
 #include "cli_published.hpp"
+#include "cli_streams.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
@@ -62,6 +63,7 @@ using durable::detail::cli::print_stats;
 using durable::detail::cli::print_steps;
 using durable::detail::cli::print_verify;
 using durable::detail::cli::published_command;
+using durable::detail::cli::tail_command;
 using durable::detail::cli::text_of;
 
 namespace {
@@ -96,6 +98,7 @@ constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] CO
   send EVENT [--data JSON]                       send an event (wakes waits, starts triggered runs)
   published RUN KEY [--wait MS]                  the JSON value a run published under KEY; waits
                                                  up to MS for it (exit 1 when there is none)
+  tail RUN STREAM [--from N]                     a run's stream, a JSON value a line, until closed
   stats                                          counts, pending depth and age, retries, failures
   schedules [remove ID]                          list schedules, or remove one
   metrics                                        the Prometheus metrics of the file
@@ -169,6 +172,7 @@ const std::vector<Syntax>& syntaxes() {
        "a workflow name"},
       {"send", {"data"}, 1, 1, "an event name"},
       {"published", {"wait"}, 2, 2, "a run id and a key"},
+      {"tail", {"from"}, 2, 2, "a run id and a stream"},
       {"stats", {}},
       {"schedules", {}, 0, 2},
       {"metrics", {}},
@@ -719,6 +723,10 @@ int run_command(const Context& at, const Command& cmd) {
   if (cmd.name == "published") {
     ops::Admin admin = open_admin(at.database, true);
     return published_command(admin, cmd.args[0], cmd.args[1], cmd.flag("wait"), at.answer.as_json);
+  }
+  if (cmd.name == "tail") {
+    ops::Admin admin = open_admin(at.database, true);
+    return tail_command(admin, cmd.args[0], cmd.args[1], cmd.flag("from"), at.answer.as_json);
   }
   static const std::set<std::string> kReaders = {"runs", "show", "steps", "stats", "metrics"};
   if (kReaders.contains(cmd.name) || (cmd.name == "schedules" && cmd.args.empty())) {

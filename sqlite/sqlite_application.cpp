@@ -13,12 +13,12 @@ namespace durable::detail {
 
 namespace {
 
-constexpr std::array<std::string_view, 17> kTables = {
+constexpr std::array<std::string_view, 19> kTables = {
     "runs",       "steps",       "history",          "events",
     "waits",      "triggers",    "schedules",        "workflows",
     "workers",    "run_tags",    "paused_workflows", "step_progress",
     "run_counts", "step_counts", "step_buckets",     "step_figures",
-    "published"};
+    "published",  "streams",     "stream_values"};
 
 [[noreturn]] void refuse(const std::string& why) { throw sql::Failure(sql::Fault::other, why); }
 

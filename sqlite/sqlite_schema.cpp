@@ -333,6 +333,26 @@ CREATE TABLE published (
   updated_at INTEGER NOT NULL,
   PRIMARY KEY (run_id, key)
 ) WITHOUT ROWID;
+)sql",
+                                                             R"sql(
+-- Runs' streams (Step::write_stream): each one's length and whether the run closed it (a run's
+-- end closes them too: readers see the run's status), and the values at their offsets.
+CREATE TABLE streams (
+  run_id     TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  length     INTEGER NOT NULL,
+  closed     INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, name)
+) WITHOUT ROWID;
+CREATE TABLE stream_values (
+  run_id     TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  pos        INTEGER NOT NULL,
+  value      TEXT NOT NULL,
+  written_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, name, pos)
+) WITHOUT ROWID;
 )sql"};
 
 }  // namespace durable::detail

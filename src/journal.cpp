@@ -21,8 +21,8 @@ std::string text_field(const JournalEntry& e, const char* name) {
   return value.is_string() ? value.get<std::string>() : lenient_dump(value);
 }
 
-constexpr std::array<std::string_view, 8> kKindNames = {"run",  "sleep", "event", "invoke",
-                                                        "send", "value", "patch", "publish"};
+constexpr std::array<std::string_view, 9> kKindNames = {
+    "run", "sleep", "event", "invoke", "send", "value", "patch", "publish", "stream"};
 constexpr std::array<std::string_view, 5> kStateNames = {"completed", "failed", "retrying",
                                                          "sleeping", "waiting"};
 template <class E, std::size_t N>
@@ -201,6 +201,12 @@ std::string describe(const JournalEntry& e) {
       return "the marker of a step.patched that took the new path";
     case StepKind::publish:
       return "a step.publish of '" + text_field(e, "key") + "' with " +
+             shortened_dump(field(e, "value", json()));
+    case StepKind::stream:
+      if (field(e, "close", false) == true) {
+        return "a step.close_stream of '" + text_field(e, "stream") + "'";
+      }
+      return "a step.write_stream to '" + text_field(e, "stream") + "' of " +
              shortened_dump(field(e, "value", json()));
   }
   return "an entry of an unknown kind";
