@@ -334,6 +334,38 @@ CREATE TABLE messages (
   received_by TEXT
 );
 CREATE INDEX messages_run ON messages (run_id, topic, seq);
+-- Runs' streams (Step::write_stream): each one's length and whether the run closed it (a run's
+-- end closes them too: readers see the run's status), and the values at their offsets.
+CREATE TABLE streams (
+  run_id     TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  length     BIGINT NOT NULL,
+  closed     BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (run_id, name)
+);
+CREATE TABLE stream_values (
+  run_id     TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  pos        BIGINT NOT NULL,
+  value      TEXT NOT NULL,
+  written_at BIGINT NOT NULL,
+  PRIMARY KEY (run_id, name, pos)
+);
+-- A run that ends with a stream open wakes the stream's readers in other processes: its end
+-- closes the stream. Only such runs notify: a NOTIFY serializes the commits that send one.
+CREATE FUNCTION announce_stream_ends() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM streams WHERE run_id = NEW.id AND closed = 0) THEN
+    PERFORM pg_notify('durable_change', NEW.id || '/');
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER runs_ended_streams AFTER UPDATE OF status ON runs FOR EACH ROW
+  WHEN (NEW.status IN ('completed', 'failed', 'cancelled') AND
+        OLD.status IS DISTINCT FROM NEW.status)
+  EXECUTE FUNCTION announce_stream_ends();
 )sql"};
 
 }  // namespace durable::detail::pg

@@ -183,7 +183,14 @@ class Admin {
     bool ended = false;
   };
   PublishedNow published_now(std::string_view id, std::string_view key);
-  /// What waits for published values wait on: the one a Runtime in this process shared
+  /// {"streams": [{"name", "length", "closed", "updated_at"}...]}, by name: the run's streams
+  /// (Step::write_stream). Throws NotFound. In runtime/admin_streams.cpp, with the one below.
+  json run_streams(std::string_view id);
+  /// The stream's values from offset `from` (up to detail::kStreamReadLimit), as
+  /// Runtime::read_stream reads them without a wait. Throws NotFound for an unknown run,
+  /// BadRequest for a bad name.
+  StreamRead stream_now(std::string_view id, std::string_view name, std::size_t from);
+  /// What waits for published values and streams wait on: the one a Runtime in this process shared
   /// (share_changes: its commits wake them at once), else this Admin's own, on the database's
   /// change feed (opened at the first wait).
   durable::detail::ChangeWatch& changes();

@@ -234,8 +234,8 @@ HttpResponse message_route(Admin& admin, const HttpRequest& request, const std::
                        admin.send_message(id, topic, parsed_body(request, detail::kMaxJsonDepth)));
 }
 
-// /v1/runs/{id}, /v1/runs/{id}/steps, /v1/runs/{id}/published[/{key}], and POST /v1/runs/{id}/
-// cancel, retry, pause, resume, fork, resolve, messages/{topic}
+// /v1/runs/{id}, /v1/runs/{id}/steps, /v1/runs/{id}/published[/{key}], /v1/runs/{id}/streams[/
+// {name}], and POST /v1/runs/{id}/cancel, retry, pause, resume, fork, resolve, messages/{topic}
 HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_view rest) {
   const std::size_t slash = rest.find('/');
   const std::string id(rest.substr(0, slash));
@@ -265,6 +265,12 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
     std::optional<std::string_view> key;  // none: the list
     if (action != "published") key = action.substr(std::string_view("published/").size());
     return published_route(admin, request, id, key);
+  }
+  if (action == "streams" || action.starts_with("streams/")) {
+    if (request.method != "GET") return method_not_allowed("GET");
+    std::optional<std::string_view> name;  // none: the list
+    if (action != "streams") name = action.substr(std::string_view("streams/").size());
+    return streams_route(admin, request, id, name);
   }
   if (action == "cancel" || action == "retry" || action == "pause" || action == "resume" ||
       action == "fork" || action == "resolve") {

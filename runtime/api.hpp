@@ -30,6 +30,12 @@ HttpResponse json_response(int status, const json& body);
 HttpResponse published_route(Admin& admin, const HttpRequest& request, const std::string& id,
                              std::optional<std::string_view> key);
 
+/// GET /v1/runs/{id}/streams (the run's streams) and /v1/runs/{id}/streams/{name} (`name`
+/// given): Server-Sent Events, in runtime/stream_route.cpp. An idle reader holds no thread and
+/// no database connection (HttpResponse::stream).
+HttpResponse streams_route(Admin& admin, const HttpRequest& request, const std::string& id,
+                           std::optional<std::string_view> name);
+
 /// The dashboard: one HTML page with its script, built into the binary.
 std::string_view dashboard_page();
 

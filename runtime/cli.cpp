@@ -44,6 +44,7 @@
 #include "cli_print.hpp"
 #include "cli_published.hpp"
 #include "cli_usage.hpp"
+#include "cli_streams.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
@@ -67,6 +68,7 @@ using durable::detail::cli::print_stats;
 using durable::detail::cli::print_steps;
 using durable::detail::cli::print_verify;
 using durable::detail::cli::published_command;
+using durable::detail::cli::tail_command;
 using durable::detail::cli::text_of;
 using durable::detail::cli::UsageError;
 namespace cli = durable::detail::cli;
@@ -538,6 +540,10 @@ int run_command(const Context& at, const Command& cmd) {
   if (cmd.name == "published") {
     ops::Admin admin = open_admin(at.database, true);
     return published_command(admin, cmd.args[0], cmd.args[1], cmd.flag("wait"), at.answer.as_json);
+  }
+  if (cmd.name == "tail") {
+    ops::Admin admin = open_admin(at.database, true);
+    return tail_command(admin, cmd.args[0], cmd.args[1], cmd.flag("from"), at.answer.as_json);
   }
   static const std::set<std::string> kReaders = {"runs", "show", "steps", "stats", "metrics"};
   if (kReaders.contains(cmd.name) || (cmd.name == "schedules" && cmd.args.empty())) {

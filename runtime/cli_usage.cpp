@@ -36,6 +36,7 @@ const char* const kUsageText = R"(usage: durable [--db DATABASE] [--json] COMMAN
   send EVENT [--data JSON]                       send an event (wakes waits, starts triggered runs)
   published RUN KEY [--wait MS]                  the JSON value a run published under KEY; waits
                                                  up to MS for it (exit 1 when there is none)
+  tail RUN STREAM [--from N]                     a run's stream, a JSON value a line, until closed
   message RUN TOPIC [--data JSON]                put a message in a run's mailbox (step.receive)
   stats                                          counts, pending depth and age, retries, failures
   schedules [remove ID]                          list schedules, or remove one
@@ -96,6 +97,7 @@ const std::vector<Syntax>& syntaxes() {
        "a workflow name"},
       {"send", {"data"}, 1, 1, "an event name"},
       {"published", {"wait"}, 2, 2, "a run id and a key"},
+      {"tail", {"from"}, 2, 2, "a run id and a stream"},
       {"message", {"data"}, 2, 2, "a run id and a topic"},
       {"stats", {}},
       {"schedules", {}, 0, 2},

@@ -56,6 +56,7 @@ std::optional<HttpResponse> refuse_header(const HttpOptions& options, const Head
   }
   request.content_type = std::string(to_std(header[http::field::content_type]));
   request.traceparent = std::string(to_std(header["traceparent"]));
+  request.last_event_id = std::string(to_std(header["Last-Event-ID"]));
   return std::nullopt;
 }
 

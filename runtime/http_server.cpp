@@ -344,6 +344,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       if (!response) return;
       if (response->later)
         return answer_later(std::move(self), std::move(*response), version, keep_alive, head);
+      if (response->stream && !head && response->status == 200)
+        return answer_streamed(std::move(self), std::move(*response), version);
       const auto executor = self->stream_.get_executor();
       asio::post(executor,
                  [self = std::move(self), response = std::move(*response), version, keep_alive,
@@ -388,6 +390,100 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     deferred.later(std::move(reply), std::move(post));
   }
 
+  // HttpResponse::stream: the head now, then the handler's chunks, each written on this
+  // session's strand; the session is held in `parked` meanwhile, where stop() finds it.
+  static void answer_streamed(std::shared_ptr<Session> self, HttpResponse response,
+                              unsigned version) {
+    const std::shared_ptr<Shared::Parked> parked = self->shared_.parked;
+    const void* key = self.get();
+    {
+      std::lock_guard lock(parked->mutex);
+      if (parked->closed) return;
+      parked->sessions[key] = self;
+    }
+    auto find = [parked, key](bool take) -> std::shared_ptr<Session> {
+      std::lock_guard lock(parked->mutex);
+      const auto it = parked->sessions.find(key);
+      if (parked->closed || it == parked->sessions.end()) return nullptr;  // ended, or stopped
+      auto session = std::static_pointer_cast<Session>(it->second);
+      if (take) parked->sessions.erase(it);
+      return session;
+    };
+    HttpResponse::Chunks chunks;
+    chunks.write = [find](std::string data, std::function<void(bool)> sent) {
+      const std::shared_ptr<Session> session = find(false);
+      if (!session) return sent(false);
+      asio::post(session->stream_.get_executor(),
+                 [session, data = std::move(data), sent = std::move(sent)]() mutable {
+                   session->write_chunk(std::move(data), std::move(sent));
+                 });
+    };
+    chunks.end = [find] {
+      if (const std::shared_ptr<Session> session = find(true)) {
+        asio::post(session->stream_.get_executor(), [session] { session->end_chunks(); });
+      }
+    };
+    Shared* shared = &self->shared_;
+    chunks.post = [parked, shared](std::function<void()> task) {
+      std::lock_guard lock(parked->mutex);  // while open, the pool is there (stop() closes first)
+      if (!parked->closed && shared->handler_pool)
+        asio::post(*shared->handler_pool, std::move(task));
+    };
+    response.body.clear();
+    // The handler's stream begins once the head is written, on a handler thread.
+    auto begin = [stream = std::move(response.stream), chunks]() mutable {
+      chunks.post([stream = std::move(stream), chunks]() mutable { stream(std::move(chunks)); });
+    };
+    auto give_up = [find] { find(true); };
+    http::response<http::string_body> checked =
+        to_message(std::move(response), version, false, false);
+    asio::post(self->stream_.get_executor(), [self, checked = std::move(checked),
+                                              begin = std::move(begin), give_up]() mutable {
+      if (checked.result_int() != 200) {  // the checks of a response refused it
+        give_up();
+        return self->send_message(std::move(checked));
+      }
+      self->write_head(std::move(checked), std::move(begin), std::move(give_up));
+    });
+  }
+
+  void write_head(http::response<http::string_body> checked, std::function<void()> begin,
+                  std::function<void()> give_up) {
+    streamed_.emplace(std::move(checked.base()));
+    streamed_->erase(http::field::content_length);
+    streamed_->chunked(true);
+    head_writer_.emplace(*streamed_);
+    lowest().expires_after(shared_.options.idle_timeout);
+    http::async_write_header(
+        stream_, *head_writer_,
+        [self = this->shared_from_this(), begin = std::move(begin), give_up = std::move(give_up)](
+            beast::error_code error, std::size_t) {
+          if (!error) return begin();
+          give_up();
+          self->close();
+        });
+  }
+
+  void write_chunk(std::string data, std::function<void(bool)> sent) {
+    auto held = std::make_shared<std::string>(std::move(data));
+    lowest().expires_after(shared_.options.idle_timeout);
+    asio::async_write(stream_, http::make_chunk(asio::buffer(*held)),
+                      [self = this->shared_from_this(), held, sent = std::move(sent)](
+                          beast::error_code error, std::size_t) {
+                        if (error) self->close();
+                        sent(!error);
+                      });
+  }
+
+  void end_chunks() {
+    lowest().expires_after(shared_.options.idle_timeout);
+    asio::async_write(stream_, http::make_chunk_last(),
+                      [self = this->shared_from_this()](beast::error_code error, std::size_t) {
+                        if (error) return self->close();
+                        self->linger();
+                      });
+  }
+
   // After a malformed request the stream is lost (where would the next request begin?), so the
   // error is answered and the connection closed.
   void on_read_error(beast::error_code error) {
@@ -396,7 +492,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void send(HttpResponse response, unsigned version, bool keep_alive, bool head) {
-    response_ = to_message(std::move(response), version, keep_alive, head);
+    send_message(to_message(std::move(response), version, keep_alive, head));
+  }
+
+  void send_message(http::response<http::string_body> message) {
+    response_ = std::move(message);
     lowest().expires_after(shared_.options.idle_timeout);
     http::async_write(stream_, response_,
                       [self = this->shared_from_this()](beast::error_code error, std::size_t) {
@@ -449,6 +549,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<detail::Signature> signature_;  // a signed request's, checked once read
   Held body_bytes_;                             // the body's share of max_body_bytes_in_flight
   http::response<http::string_body> response_;  // kept alive while written
+  // A streamed response's head, and what writes it (kept alive while written).
+  std::optional<http::response<http::empty_body>> streamed_;
+  std::optional<http::response_serializer<http::empty_body>> head_writer_;
   bool plain_ = false;  // TLS only: the connection speaks raw TCP from now on (see linger())
   std::array<char, 4096> discarded_;
 };

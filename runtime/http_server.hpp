@@ -23,6 +23,7 @@ struct HttpRequest {
   std::string body;
   std::string content_type;  ///< the Content-Type header, as sent; empty when absent
   std::string traceparent;   ///< the W3C traceparent header, as sent; empty when absent
+  std::string last_event_id;  ///< Server-Sent Events' Last-Event-ID header; empty when absent
 };
 
 /// What the handler answers; sent as given. The server sets Content-Length and Connection itself.
@@ -43,6 +44,23 @@ struct HttpResponse {
   using Reply = std::function<void(HttpResponse)>;
   using Post = std::function<void(std::function<void()>)>;
   std::function<void(Reply reply, Post post)> later{};
+
+  /// What a streamed response writes with (see `stream`).
+  struct Chunks {
+    /// Sends `data` as the next piece of the body, then calls `sent` once, on a thread of the
+    /// server's: true once written, false when the client is gone or the server stopped (and at
+    /// once, on the caller's thread, when the response has ended). One write at a time: the next
+    /// one after `sent`. Callable from any thread.
+    std::function<void(std::string data, std::function<void(bool)> sent)> write;
+    /// Ends the response; the connection closes after it. Once; later writes send nothing.
+    std::function<void()> end;
+    Post post;  ///< as for `later`
+  };
+  /// Set by a handler that answers with a stream (Server-Sent Events): the server sends the
+  /// status and headers of this response at once, with chunked transfer encoding and no body
+  /// of its own, then calls `stream` once, on the handler thread. Neither a handler thread nor
+  /// an io thread is held between writes. A HEAD request gets the head alone.
+  std::function<void(Chunks chunks)> stream{};
 };
 
 /// Called once per request, on one of the server's handler threads (HttpOptions::handler_threads),

@@ -81,6 +81,9 @@ class RuntimeCore {
   /// Runtime::published (src/published.hpp), waiting on changes().
   std::optional<json> published(std::string_view run_id, std::string_view key,
                                 std::chrono::milliseconds wait);
+  /// Runtime::read_stream (src/stream_reads.hpp), waiting on changes(); runtime_streams.cpp.
+  StreamRead read_stream(std::string_view run_id, std::string_view stream, std::size_t from,
+                         std::chrono::milliseconds wait);
   /// What waiters of published values (this runtime's, and an Admin's serving its HTTP API) wait
   /// on: this runtime's commits wake them at once, other processes' through the database's feed.
   const std::shared_ptr<ChangeWatch>& changes() const { return changes_; }
@@ -282,6 +285,10 @@ class RuntimeCore {
     bool halted() override { return core_->halted_; }
     void save_progress(const std::string& key, int attempt, const json& progress) override;
     std::optional<json> load_progress(const std::string& key) override;
+    // runtime_streams.cpp: a step body's writes to the run's streams.
+    void write_stream_now(const std::string& stream,
+                          const std::optional<std::string>& value) override;
+    bool stream_closed(const std::string& stream) override;
     void hand_over(Outcome& outcome) override;
     void linger(const std::function<bool()>& done) override;
     void check_child(std::string_view workflow, const json& input) override;
@@ -404,11 +411,18 @@ class RuntimeCore {
   ConversionHook conversion_hook_;
   CommitHook commit_hook_;
   std::atomic<bool> halted_{false};
-  void committed(const std::string& run_id, const std::vector<EntryWrite>* entries) {
+  /// After a commit of the run's entries (and its end, when `ended`): wakes this process's
+  /// waiters of what it changed (published values, streams) at once.
+  void committed(const std::string& run_id, const std::vector<EntryWrite>* entries,
+                 bool ended = false) {
+    if (ended) changes_->changed(run_id, "");  // its streams are closed
     if (entries == nullptr) return;
-    for (const EntryWrite& e : *entries) {  // published values: their waiters here wake now
-      if (e.entry.kind == StepKind::publish && e.is_new) {
+    for (const EntryWrite& e : *entries) {
+      if (!e.is_new) continue;
+      if (e.entry.kind == StepKind::publish) {
         changes_->changed(run_id, e.entry.output.value("key", ""));
+      } else if (e.entry.kind == StepKind::stream) {
+        changes_->changed(run_id, e.entry.output.value("stream", ""));
       }
     }
     if (commit_hook_) commit_hook_(run_id, *entries);

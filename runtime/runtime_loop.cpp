@@ -19,6 +19,11 @@
 
 namespace durable::detail {
 
+namespace {
+// Whether the write ends its run (its streams close with it).
+bool ends_run(const RunWrite& write) { return write.status && ended(*write.status); }
+}  // namespace
+
 std::size_t RuntimeCore::run_until_idle() { return run_due(std::nullopt, kClaimBatch); }
 
 // Claims due runs for one run_due() and spawns a fiber for each.
@@ -404,7 +409,7 @@ bool RuntimeCore::CommitGroup::flush() {
     w.error = error;
     if (w.written != Written::refused) {
       try {
-        core_->committed(w.write->run_id, w.write->entries);
+        core_->committed(w.write->run_id, w.write->entries, ends_run(*w.write));
       } catch (...) {
         w.error = std::current_exception();
       }
@@ -476,7 +481,7 @@ Written RuntimeCore::commit(const RunWrite& write) {
     std::lock_guard lock(store_mutex_);
     written = store_->commit(write);
   }
-  if (written != Written::refused) committed(write.run_id, write.entries);
+  if (written != Written::refused) committed(write.run_id, write.entries, ends_run(write));
   return written;
 }
 

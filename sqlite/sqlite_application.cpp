@@ -13,12 +13,12 @@ namespace durable::detail {
 
 namespace {
 
-constexpr std::array<std::string_view, 18> kTables = {
+constexpr std::array<std::string_view, 20> kTables = {
     "runs",       "steps",       "history",          "events",
     "waits",      "triggers",    "schedules",        "workflows",
     "workers",    "run_tags",    "paused_workflows", "step_progress",
     "run_counts", "step_counts", "step_buckets",     "step_figures",
-    "published",  "messages"};
+    "published",  "messages",    "streams",          "stream_values"};
 
 [[noreturn]] void refuse(const std::string& why) { throw sql::Failure(sql::Fault::other, why); }
 

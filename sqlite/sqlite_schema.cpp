@@ -344,6 +344,24 @@ CREATE TABLE messages (
   received_by TEXT
 );
 CREATE INDEX messages_run ON messages (run_id, topic, seq);
+-- Runs' streams (Step::write_stream): each one's length and whether the run closed it (a run's
+-- end closes them too: readers see the run's status), and the values at their offsets.
+CREATE TABLE streams (
+  run_id     TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  length     INTEGER NOT NULL,
+  closed     INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, name)
+) WITHOUT ROWID;
+CREATE TABLE stream_values (
+  run_id     TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  pos        INTEGER NOT NULL,
+  value      TEXT NOT NULL,
+  written_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, name, pos)
+) WITHOUT ROWID;
 )sql"};
 
 }  // namespace durable::detail

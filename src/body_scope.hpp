@@ -39,6 +39,8 @@ class BodyScope {
   Invocation& invocation() const { return *invocation_; }
 
   [[noreturn]] void refuse(std::string_view tool, std::string_view id) const;
+  /// Whether this is the body of a Step::transaction (which may use its durable::Sql only).
+  bool transaction() const { return transaction_; }
   const json* begin_run(std::string_view id, const StepOptions& opts);
   const json& run_new(Body body);
   std::size_t start_step(std::string_view id, const StepOptions& opts, Body body,

@@ -79,7 +79,12 @@ void ChangeWatch::take(Callbacks& due, const Pred& pred) {
 
 void ChangeWatch::wake(const std::string& changed_topic, Callbacks& due) {
   ++generation_;
-  take(due, [&](const Waiter& w) { return changed_topic.empty() || w.topic == changed_topic; });
+  // "RUN_ID/" (the run ended) is the prefix of each of the run's topics.
+  const bool whole_run = !changed_topic.empty() && changed_topic.back() == '/';
+  take(due, [&](const Waiter& w) {
+    return changed_topic.empty() || w.topic == changed_topic ||
+           (whole_run && w.topic.starts_with(changed_topic));
+  });
 }
 
 void ChangeWatch::call(Callbacks& due, bool changed) {

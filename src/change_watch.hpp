@@ -10,6 +10,7 @@
 //    PostgreSQL a NOTIFY sent in the committing transaction (LISTENed to on one connection of
 //    the watch's own), on SQLite the file's data_version looked at every poll interval (any
 //    change there wakes every waiter: it says something changed, not what).
+//  - A change of (run id, "") says the run ended: it wakes every waiter of the run.
 //  - A waiter takes a mark() BEFORE it reads the store, and waits with that mark: a change
 //    announced between the mark and the wait wakes it at once, so no change is missed. Wake-ups
 //    may be spurious (another topic's change, an SQLite change of anything): the waiter reads
@@ -71,6 +72,19 @@ class ChangeWatch {
 
   /// "RUN_ID/NAME": a topic as feeds announce it (run ids hold no '/').
   static std::string topic(std::string_view run_id, std::string_view name);
+
+  /// The loop of a blocking read that waits: calls `read(last)` after a mark, and returns the
+  /// answer it gives (a std::optional holding one), or waits for a change of (run_id, name) and
+  /// reads again. `last` is true once the deadline has passed: `read` must answer then.
+  template <class Read>
+  auto read_until_changed(std::string_view run_id, std::string_view name, Deadline deadline,
+                          Read read) {
+    for (;;) {
+      const Mark since = mark();  // before the read: no change is missed
+      if (auto answer = read(std::chrono::steady_clock::now() >= deadline)) return *answer;
+      wait(run_id, name, since, deadline);
+    }
+  }
 
  private:
   void start_thread();

@@ -18,6 +18,7 @@
 #include "durations.hpp"
 #include "ops_queries.hpp"
 #include "published.hpp"
+#include "stream_reads.hpp"
 #include "run_requests.hpp"
 #include "store.hpp"
 
@@ -37,6 +38,8 @@ class ClientCore {
   RunInfo wait(std::string_view run_id, std::chrono::milliseconds timeout);
   std::optional<json> published(std::string_view run_id, std::string_view key,
                                 std::chrono::milliseconds wait);
+  StreamRead read_stream(std::string_view run_id, std::string_view stream, std::size_t from,
+                         std::chrono::milliseconds wait);
 
  private:
   // How often wait() looks at the database's change counter.
@@ -61,7 +64,8 @@ class ClientCore {
   std::unique_ptr<Store> store_;
   std::unique_ptr<OpsQueries> queries_;  // which workflows some worker registered
 
-  // Waits of published(): woken by the database's feed (a Client writes no values itself).
+  // Waits of published() and read_stream(): woken by the database's feed (a Client writes no
+  // values itself).
   ChangeWatch changes_;
 
   std::mutex wake_mutex_;  // guards generation_
@@ -184,6 +188,18 @@ std::optional<json> ClientCore::published(std::string_view run_id, std::string_v
       "Client::published");
 }
 
+StreamRead ClientCore::read_stream(std::string_view run_id, std::string_view stream,
+                                   std::size_t from, std::chrono::milliseconds wait) {
+  return wait_stream(
+      changes_, run_id, stream, from, wait,
+      [&](std::int64_t offset) {
+        std::lock_guard lock(store_mutex_);
+        return store_->read_stream(std::string(run_id), std::string(stream), offset,
+                                   kStreamReadLimit);
+      },
+      "Client::read_stream");
+}
+
 void ClientCore::watch(std::int64_t version, std::uint64_t seen,
                        std::chrono::steady_clock::time_point deadline) {
   for (;;) {
@@ -236,6 +252,10 @@ RunInfo Client::wait(std::string_view run_id, std::chrono::milliseconds timeout)
 std::optional<json> Client::published(std::string_view run_id, std::string_view key,
                                       std::chrono::milliseconds wait) const {
   return core_->published(run_id, key, wait);
+}
+StreamRead Client::read_stream(std::string_view run_id, std::string_view stream,
+                               std::size_t from, std::chrono::milliseconds wait) const {
+  return core_->read_stream(run_id, stream, from, wait);
 }
 
 }  // namespace durable

@@ -162,6 +162,15 @@ class Host {
   /// Stores the progress a step body last reported (StepContext::heartbeat), from its thread.
   virtual void save_progress(const std::string& /*key*/, int /*attempt*/,
                              const json& /*progress*/) {}
+  /// A step body's Step::write_stream (`value`, JSON text) or close_stream (nullopt), written to
+  /// the run's stream at once, from the body's thread. Throws Error when the stream is closed or
+  /// the run is no longer this host's to write. A host without streams (a scripted test) drops
+  /// it.
+  virtual void write_stream_now(const std::string& /*stream*/,
+                                const std::optional<std::string>& /*value*/) {}
+  /// Whether the run's stream is closed: a new write to it from the workflow function is
+  /// refused before it is journaled.
+  virtual bool stream_closed(const std::string& /*stream*/) { return false; }
   /// The progress last stored for the step, for its next attempt.
   virtual std::optional<json> load_progress(const std::string& /*key*/) { return std::nullopt; }
   /// A body abandoned at its timeout still runs: the invocation, which may not unwind while it
@@ -241,6 +250,9 @@ class Invocation {
                               std::chrono::milliseconds timeout);
   json invoke(std::string_view id, std::string_view workflow, json input);
   void publish(std::string_view key, json value);  // in src/publish.cpp
+  // In src/stream_writes.cpp: Step::write_stream and close_stream.
+  void write_stream(std::string_view stream, json value);
+  void close_stream(std::string_view stream);
   // In src/versioning.cpp: the tools that let code change under running runs.
   json now_value(std::string_view id);     ///< step.now: ms since the epoch, by the host's clock
   json uuid_value(std::string_view id);    ///< step.uuid: a version 4 UUID as text
@@ -271,6 +283,8 @@ class Invocation {
   bool replaying() const { return cursor_.replaying(); }
 
  private:
+  // A workflow function's write or close of a stream (`did` says which, for the log).
+  void journal_stream(std::string_view stream, json output, std::string_view did);
   friend class BodyScope;
 
   // A step whose body is to run at the next wait point.

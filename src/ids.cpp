@@ -63,36 +63,55 @@ void check_step_id(std::string_view id) {
   }
 }
 
-void check_published_key(std::string_view key, std::string_view where) {
+namespace {
+// The rule for a name that appears in a URL: `noun` says whose ("the key of a published value"),
+// `route` where it appears.
+void check_url_name(std::string_view name, std::string_view where, const std::string& noun,
+                    std::string_view route) {
   const std::string what(where);
-  if (key.empty()) throw Error(what + ": the key of a published value must not be empty");
-  if (key.size() > kMaxPublishedKey) {
-    throw Error(what + ": the key '" + utf8_or_replaced(std::string(key.substr(0, 40))) +
-                "...' is " + std::to_string(key.size()) + " bytes long; the limit is " +
+  if (name.empty()) throw Error(what + ": " + noun + " must not be empty");
+  if (name.size() > kMaxPublishedKey) {
+    throw Error(what + ": " + noun + " '" + utf8_or_replaced(std::string(name.substr(0, 40))) +
+                "...' is " + std::to_string(name.size()) + " bytes long; the limit is " +
                 std::to_string(kMaxPublishedKey));
   }
-  check_utf8(key, "the key of a published value");
-  for (char c : key) {
+  check_utf8(name, noun);
+  for (char c : name) {
     if (c == '/') {
-      throw Error(what + ": the key '" + std::string(key) +
-                  "' contains '/', which durable reserves (keys appear in URLs: "
-                  "/v1/runs/{id}/published/{key})");
+      throw Error(what + ": " + noun + " '" + std::string(name) +
+                  "' contains '/', which durable reserves (it appears in URLs: " +
+                  std::string(route) + ")");
     }
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
       char code[8];
       std::snprintf(code, sizeof code, "0x%02x",
                     static_cast<unsigned>(static_cast<unsigned char>(c)));
-      throw Error(what + ": the key of a published value contains the control character " + code);
+      throw Error(what + ": " + noun + " contains the control character " + code);
     }
   }
 }
 
-std::string published_base(std::string_view key) {
-  std::string base = "[publish:";
-  base += key;
+std::string bracketed_base(std::string_view tool, std::string_view name) {
+  std::string base = "[";
+  base += tool;
+  base.push_back(':');
+  base += name;
   base.push_back(']');
   return base;
 }
+}  // namespace
+
+void check_published_key(std::string_view key, std::string_view where) {
+  check_url_name(key, where, "the key of a published value", "/v1/runs/{id}/published/{key}");
+}
+
+void check_stream_name(std::string_view name, std::string_view where) {
+  check_url_name(name, where, "the name of a stream", "/v1/runs/{id}/streams/{name}");
+}
+
+std::string published_base(std::string_view key) { return bracketed_base("publish", key); }
+
+std::string stream_base(std::string_view name) { return bracketed_base("stream", name); }
 
 // "<created ms>.<row>", both in decimal: opaque to users, readable in a log.
 std::string to_string(const RunCursor& cursor) {

@@ -22,7 +22,7 @@ std::string text_field(const JournalEntry& e, const char* name) {
 }
 
 constexpr std::array<std::string_view, 9> kKindNames = {
-    "run", "sleep", "event", "invoke", "send", "value", "patch", "publish", "receive"};
+    "run", "sleep", "event", "invoke", "send", "value", "patch", "publish", "receive", "stream"};
 constexpr std::array<std::string_view, 5> kStateNames = {"completed", "failed", "retrying",
                                                          "sleeping", "waiting"};
 template <class E, std::size_t N>
@@ -209,6 +209,12 @@ std::string describe(const JournalEntry& e) {
       return "a step.receive on '" + text_field(e, "topic") + "' that got message " +
              std::to_string(field(e, "seq", 0).get<std::int64_t>()) + ": " +
              shortened_dump(field(e, "message", json()));
+    case StepKind::stream:
+      if (field(e, "close", false) == true) {
+        return "a step.close_stream of '" + text_field(e, "stream") + "'";
+      }
+      return "a step.write_stream to '" + text_field(e, "stream") + "' of " +
+             shortened_dump(field(e, "value", json()));
   }
   return "an entry of an unknown kind";
 }

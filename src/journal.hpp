@@ -19,10 +19,12 @@ namespace durable::detail {
 /// run: a step body's result; sleep: a wake time; event: a wait_for_event; invoke: a child run;
 /// send: an event this run sent; value: a step.now, step.uuid or step.random ({"now": ms},
 /// {"uuid": text}, {"random": n}); patch: the marker of a step.patched that took the new path;
-/// publish: a step.publish ({"key": k, "value": v}), kept by the store as the key's latest value.
+/// publish: a step.publish ({"key": k, "value": v}), kept by the store as the key's latest value;
 /// receive: a step.receive of the run's mailbox ({"topic": t}; once a message came, also
-/// {"message": m, "seq": n}; null: timed out).
-enum class StepKind { run, sleep, event, invoke, send, value, patch, publish, receive };
+/// {"message": m, "seq": n}; null: timed out); stream: a step.write_stream ({"stream": s,
+/// "value": v}) or close_stream ({"stream": s, "close": true}) of the workflow function, applied
+/// to the stream by the store.
+enum class StepKind { run, sleep, event, invoke, send, value, patch, publish, receive, stream };
 /// completed: output journaled (or the sleep has ended); failed: failed for good; retrying: an
 /// attempt failed and the next is due at wake_at; sleeping: a sleep that ends at wake_at;
 /// waiting: an event wait or a receive (until wake_at, if it has a timeout) or a child run not yet

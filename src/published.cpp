@@ -19,15 +19,14 @@ std::optional<json> wait_published(ChangeWatch& watch, std::string_view run_id,
                                    const std::function<PublishedRead()>& read,
                                    std::string_view who) {
   check_published_key(key, who);
-  const ChangeWatch::Deadline deadline = published_deadline(wait);
-  for (;;) {
-    const ChangeWatch::Mark mark = watch.mark();  // before the read: no change is missed
+  using Answer = std::optional<std::optional<json>>;  // empty: wait for a change
+  return watch.read_until_changed(run_id, key, published_deadline(wait), [&](bool last) {
     const PublishedRead found = read();
     if (!found.run_found) throw no_such_run(run_id);
-    if (!found.values.empty()) return json::parse(found.values.front().value);
-    if (found.run_ended || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    watch.wait(run_id, key, mark, deadline);
-  }
+    if (!found.values.empty()) return Answer(std::in_place, json::parse(found.values[0].value));
+    if (found.run_ended || last) return Answer(std::in_place);  // none
+    return Answer();
+  });
 }
 
 }  // namespace durable::detail

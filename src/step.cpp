@@ -81,6 +81,14 @@ void Step::publish(std::string_view key, json value, detail::SourceLocation wher
   detail::note_call(where);
   invocation_->publish(key, std::move(value));
 }
+void Step::write_stream(std::string_view stream, json value, detail::SourceLocation where) {
+  detail::note_call(where);
+  invocation_->write_stream(stream, std::move(value));
+}
+void Step::close_stream(std::string_view stream, detail::SourceLocation where) {
+  detail::note_call(where);
+  invocation_->close_stream(stream);
+}
 
 bool Step::patched(std::string_view id, detail::SourceLocation where) {
   detail::note_call(where);

@@ -89,6 +89,29 @@ struct PublishedRead {
   std::vector<PublishedValue> values;  ///< by key
 };
 
+/// What reading a run's stream (Step::write_stream) found.
+struct StreamRows {
+  bool run_found = false;
+  bool closed = false;               ///< closed by the run, or the run has ended
+  std::vector<std::string> values;   ///< JSON texts, from the offset asked for
+  std::int64_t length = 0;           ///< how many values the stream holds
+};
+
+/// One of a run's streams, as Store::streams_of lists it.
+struct StreamSummary {
+  std::string name;
+  std::int64_t length = 0;
+  bool closed = false;  ///< closed by the run (a run's end closes the rest: see StreamRows)
+  std::int64_t updated_at_ms = 0;
+};
+
+/// What became of a step body's write to a stream (Store::write_stream).
+enum class StreamWrite {
+  written,
+  closed,    ///< the stream was closed before: nothing written
+  not_owner  ///< the run is not running under this owner (it ended, or another took it)
+};
+
 /// A schedule as stored.
 struct ScheduleRow {
   std::string id, workflow, input;  ///< input: JSON text
@@ -353,6 +376,18 @@ class Store {
   /// waiting receive of its topic with the oldest message there (this one, unless older ones
   /// wait) and wakes the run.
   virtual Sent send_message(const NewMessage& message) = 0;
+  /// Up to `limit` values of the run's stream from offset `from`, with its length, whether it
+  /// is closed (or the run has ended), and whether the run exists, read together.
+  virtual StreamRows read_stream(const std::string& run_id, const std::string& name,
+                                 std::int64_t from, std::size_t limit) = 0;
+  /// The run's streams by name; nullopt for an unknown run.
+  virtual std::optional<std::vector<StreamSummary>> streams_of(const std::string& run_id) = 0;
+  /// A step body's write (`value`, JSON text) or close (nullopt) of the run's stream, in a
+  /// transaction of its own, made only while the run is running under `owner`.
+  virtual StreamWrite write_stream(const std::string& run_id, const std::string& owner,
+                                   const std::string& name,
+                                   const std::optional<std::string>& value,
+                                   std::int64_t now_ms) = 0;
   /// The sequence number of the last event stored (0: none).
   virtual std::int64_t event_horizon() = 0;
   /// Records that a worker has this workflow (operators see runs of names no worker knows), and

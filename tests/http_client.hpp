@@ -89,6 +89,15 @@ class Connection {
     return read_response();
   }
 
+  // Reads until the bytes received hold `text` (raw: a chunked body's framing and all); false
+  // when the connection ends, or a read waits 5 s, first. A streamed response is read this way.
+  bool received_text(std::string_view text) {
+    while (pending_.find(text) == std::string::npos) {
+      if (!receive()) return false;
+    }
+    return true;
+  }
+
   // No more bytes from this client: the server sees the end of its stream.
   void shutdown_send() { ::shutdown(fd_, SHUT_WR); }
 

@@ -3,7 +3,8 @@
 // (Runtime::published): it serves the workflow "publisher" on DB until run RUN ends, and exits 0
 // when it completed. "publisher" sleeps input "delay_ms" (default 0), then publishes input
 // "value" under "phase" (for the bench, one key per round: "phase-0", "phase-1"... when input
-// "rounds" is set, each after the event "round" with {"n": i}), and returns "done".
+// "rounds" is set, each after the event "round" with {"n": i}); with input "stream": true it
+// also writes the value to the stream "out" and closes it; it returns "done".
 //
 //   durable_publish_worker DB RUN
 
@@ -18,6 +19,10 @@ durable::Workflow publisher() {
     step.sleep("delay", std::chrono::milliseconds(input.value("delay_ms", 0)));
     const int rounds = input.value("rounds", 0);
     if (rounds == 0) step.publish("phase", input.value("value", durable::json("ready")));
+    if (input.value("stream", false)) {
+      step.write_stream("out", input.value("value", durable::json("ready")));
+      step.close_stream("out");
+    }
     for (int i = 0; i < rounds; ++i) {
       durable::WaitOptions wait{.timeout = std::chrono::minutes(5), .match = {{"n", i}}};
       if (!step.wait_for_event("round", "round", wait)) return durable::json("timed out");

@@ -82,6 +82,11 @@ class Client {
   /// Error for a bad key.
   std::optional<json> published(std::string_view run_id, std::string_view key,
                                 std::chrono::milliseconds wait = {}) const;
+  /// As Runtime::read_stream: the values of run `run_id`'s stream from offset `from`, waiting up
+  /// to `wait` for one, woken as soon as a worker in any process writes or closes it. Throws
+  /// NotFound for an unknown run and Error for a bad name.
+  StreamRead read_stream(std::string_view run_id, std::string_view stream, std::size_t from = 0,
+                         std::chrono::milliseconds wait = {}) const;
 
  private:
   std::unique_ptr<detail::ClientCore> core_;

@@ -132,4 +132,11 @@ struct Counters {
   std::uint64_t spans_dropped = 0;
 };
 
+/// What Runtime::read_stream (and Client::read_stream) read of a run's stream.
+struct StreamRead {
+  std::vector<json> values;  ///< the values from the offset asked for, in the order written
+  std::size_t next = 0;      ///< the offset to read from next: the asked one plus values.size()
+  bool closed = false;  ///< no value comes after these: closed by the run, or the run has ended
+};
+
 }  // namespace durable

@@ -65,6 +65,15 @@ class Runtime {
   /// for a topic that is empty, over 200 bytes, or holds '/' or a control character, or a
   /// message that cannot be stored or is larger than max_output_bytes; nothing is written then.
   void send(std::string_view run_id, std::string_view topic, json message);
+  /// The values of run `run_id`'s stream `stream` (Step::write_stream) from offset `from`
+  /// (0-based), with the offset to read from next and whether the stream is closed. When none
+  /// is there yet and the stream is open, waits up to `wait` for one or for the close, returning
+  /// as soon as either comes, from this process or another on the same database. A stream the
+  /// run never wrote reads as empty (and closed once the run has ended). Throws NotFound for an
+  /// unknown run, and Error for a name that is empty, longer than 200 bytes, or holds '/' or a
+  /// control character. Holds the calling thread while it waits; any thread may call it.
+  StreamRead read_stream(std::string_view run_id, std::string_view stream, std::size_t from = 0,
+                         std::chrono::milliseconds wait = {}) const;
 
   /// Starts runs of `workflow` with `input` on a schedule, and returns the schedule's id. The
   /// schedule is stored: any runtime on the database that serves (or runs run_until_idle) fires

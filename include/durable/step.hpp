@@ -226,6 +226,21 @@ class Step {
   void publish(std::string_view key, json value,
                detail::SourceLocation where = detail::SourceLocation::current());
 
+  /// Appends `value` to the run's stream `stream`, for Runtime::read_stream, Client and the
+  /// Server-Sent Events of `GET /v1/runs/{id}/streams/{name}` (docs/messaging.md). From the
+  /// workflow function it is journaled at its place: each value appears once, however often the
+  /// run replays. From inside a step body it is written at once, readable before the body ends
+  /// (tokens as a model produces them); a retried attempt may write again. Throws Error for a
+  /// name that is empty, longer than 200 bytes, or holds '/' or a control character, for a value
+  /// whose JSON text is larger than max_output_bytes, and for a stream already closed. Not
+  /// callable inside the body of a step.transaction.
+  void write_stream(std::string_view stream, json value,
+                    detail::SourceLocation where = detail::SourceLocation::current());
+  /// Closes the stream: readers get what was written and learn nothing more comes. Closing a
+  /// closed stream does nothing. The run's end closes every stream it has.
+  void close_stream(std::string_view stream,
+                    detail::SourceLocation where = detail::SourceLocation::current());
+
   /// Changing the code of running runs (docs/versioning.md). True in a run that reaches this
   /// call with nothing journaled past it (a new run, or one that got no further on older code):
   /// the new path; a marker is journaled, so every replay of the run says true again. False in a

@@ -79,6 +79,7 @@ _durable() {
     start) flags="--input --key --correlation --priority --tag --deadline" ;;
     send) flags="--data" ;;
     published) flags="--wait" ;;
+    tail) flags="--from" ;;
     send | message) flags="--data" ;;
     events) flags="--older-than" ;;
     serve) flags="--address --port --token --tls-cert --tls-key --signing-secret-file" ;;
@@ -91,8 +92,8 @@ _durable() {
 
   local words=""
   case $command in
-    "") words="runs show steps retry cancel purge pause resume fork resolve start send published message stats schedules metrics events serve verify version" ;;
-    show | steps | cancel | pause | resume | fork | published | message)
+    "") words="runs show steps retry cancel purge pause resume fork resolve start send published tail message stats schedules metrics events serve verify version" ;;
+    show | steps | cancel | pause | resume | fork | published | tail | message)
       ((${#args[@]} == 0)) && words=$(_durable_ids runs "$program" "${db[@]}" runs --limit 50)
       ;;
     retry | resolve)

@@ -239,8 +239,8 @@ std::size_t SqlStore::delete_runs(const std::vector<std::string>& ids) {
     }
     if (!ended.empty()) {
       const std::string in = " IN (" + sql::placeholders(ended.size()) + ")";
-      for (const char* table :
-           {"steps", "history", "waits", "run_tags", "step_progress", "published", "messages"}) {
+      for (const char* table : {"steps", "history", "waits", "run_tags", "step_progress",
+                                "published", "messages", "streams", "stream_values"}) {
         sql::Query remove(db(), std::string("DELETE FROM ") + table + " WHERE run_id" + in);
         int i = 1;
         for (const std::string& id : ended) remove.bind(i++, id);

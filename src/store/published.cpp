@@ -23,10 +23,14 @@ void SqlStore::write_published(const std::string& run_id, const JournalEntry& en
   upsert.bind(3, entry.output.value("value", json()).dump());
   upsert.bind(4, now_ms);
   upsert.run();
+  announce_change(run_id, key);
+}
+
+void SqlStore::announce_change(const std::string& run_id, std::string_view name) {
   const std::string_view notify = db().dialect().notify_change;
   if (notify.empty()) return;
   sql::Query announce(db(), std::string(notify));
-  announce.bind(1, ChangeWatch::topic(run_id, key));
+  announce.bind(1, ChangeWatch::topic(run_id, name));
   while (announce.next()) {
   }
 }
@@ -35,16 +39,11 @@ PublishedRead SqlStore::published(const std::string& run_id,
                                   const std::optional<std::string>& key) {
   return reading([&] {
     PublishedRead read;
-    if (!findable(run_id) || (key && !findable(*key))) return read;  // never written
-    {
-      sql::Query run(db(), "SELECT status FROM runs WHERE id = ?");
-      run.bind(1, run_id);
-      if (!run.next()) return read;
-      read.run_found = true;
-      const std::optional<Status> status = status_from_string(run.text(0));
-      read.run_ended = status && (*status == Status::completed || *status == Status::failed ||
-                                  *status == Status::cancelled);
-    }
+    const std::optional<bool> ended = run_has_ended(run_id);
+    if (!ended) return read;
+    read.run_found = true;
+    read.run_ended = *ended;
+    if (key && !findable(*key)) return read;  // never written
     sql::Query values(db(), std::string("SELECT key, value, version, updated_at FROM published "
                                         "WHERE run_id = ?") +
                                 (key ? " AND key = ?" : "") + " ORDER BY key");

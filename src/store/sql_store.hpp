@@ -114,6 +114,12 @@ class SqlStore : public Store {
   PublishedRead published(const std::string& run_id,
                           const std::optional<std::string>& key) override;
   Sent send_message(const NewMessage& message) override;
+  StreamRows read_stream(const std::string& run_id, const std::string& name, std::int64_t from,
+                         std::size_t limit) override;
+  std::optional<std::vector<StreamSummary>> streams_of(const std::string& run_id) override;
+  StreamWrite write_stream(const std::string& run_id, const std::string& owner,
+                           const std::string& name, const std::optional<std::string>& value,
+                           std::int64_t now_ms) override;
   std::int64_t event_horizon() override;
   void register_workflow(const std::string& workflow, const std::vector<std::string>& events,
                          const std::string& flow, std::int64_t now_ms) override;
@@ -298,6 +304,15 @@ class SqlStore : public Store {
   /// received, and marks that message as received by it; whether it did.
   bool take_message(const std::string& run_id, const std::string& key, const std::string& topic,
                     std::int64_t now_ms);
+  /// Sends "RUN_ID/NAME" to the change feeds that listen (PostgreSQL), delivered at commit.
+  void announce_change(const std::string& run_id, std::string_view name);
+
+  // streams.cpp: a stream's write or close, from a journal entry or a step body; false when
+  // the stream was closed before.
+  bool append_stream(const std::string& run_id, const std::string& name,
+                     const std::optional<std::string>& value, std::int64_t now_ms);
+  /// Whether the run has ended (completed, failed or cancelled); nullopt for an unknown run.
+  std::optional<bool> run_has_ended(const std::string& run_id);
 
   // children.cpp
   void create_child(const std::string& parent, const JournalEntry& entry, std::int64_t now_ms);
