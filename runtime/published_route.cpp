@@ -53,8 +53,19 @@ class PublishedWait : public std::enable_shared_from_this<PublishedWait> {
         reply_(std::move(reply)),
         post_(std::move(post)) {}
 
-  // On a handler thread.
+  // On a handler thread. Whatever fails is answered, as a handler's exception would be.
   void read() {
+    try {
+      read_once();
+    } catch (const std::exception& e) {
+      reply_(json_error(500, "internal", e.what()));
+    } catch (...) {
+      reply_(json_error(500, "internal", "the wait failed"));
+    }
+  }
+
+ private:
+  void read_once() {
     const HttpResponse response = guarded_route([&] {
       detail::ChangeWatch& watch = admin_.changes();
       const detail::ChangeWatch::Mark mark = watch.mark();
@@ -73,7 +84,6 @@ class PublishedWait : public std::enable_shared_from_this<PublishedWait> {
     if (response.status != 0) reply_(response);
   }
 
- private:
   Admin& admin_;
   std::string id_, key_;
   std::chrono::steady_clock::time_point deadline_;

@@ -292,6 +292,7 @@ void RuntimeCore::cancel(std::string_view run_id, const std::string& reason) {
   }
   logger_.write(LogLevel::info, "run.cancelled", "cancel requested", {{"run_id", run_id}},
                 now_ms());
+  changes_->changed(run_id, "");  // its streams are closed: their readers here learn it now
   notify_waiters();
 }
 

@@ -57,16 +57,22 @@ class StreamReader : public std::enable_shared_from_this<StreamReader> {
         next_(next),
         chunks_(std::move(chunks)) {}
 
-  // On a handler thread.
+  // On a handler thread. Whatever fails ends the response: the reader reconnects.
   void read() {
+    try {
+      read_once();
+    } catch (...) {
+      chunks_.end();
+    }
+  }
+
+ private:
+  void read_once() {
     detail::ChangeWatch& watch = admin_.changes();
     const detail::ChangeWatch::Mark mark = watch.mark();
     StreamRead now;
-    try {
-      now = admin_.stream_now(id_, name_, next_);
-    } catch (const std::exception&) {
-      return chunks_.end();  // the run was purged, or the database failed: the reader reconnects
-    }
+    now = admin_.stream_now(id_, name_, next_);  // throws when the run was purged, or the
+                                                 // database failed
     std::string events;
     for (std::size_t i = 0; i < now.values.size(); ++i) {
       events += "id: " + std::to_string(next_ + i) + "\ndata: " + now.values[i].dump() + "\n\n";
@@ -82,7 +88,6 @@ class StreamReader : public std::enable_shared_from_this<StreamReader> {
     });
   }
 
- private:
   // Then reads again, or ends after the close.
   void write(std::string data, bool last) {
     quiet_until_ = std::chrono::steady_clock::now() + kKeepAlive;

@@ -89,7 +89,12 @@ void ChangeWatch::wake(const std::string& changed_topic, Callbacks& due) {
 
 void ChangeWatch::call(Callbacks& due, bool changed) {
   for (std::function<void(bool)>& done : due) {
-    if (done) done(changed);
+    if (!done) continue;
+    try {
+      done(changed);
+    } catch (...) {
+      // A waiter's failure is its own: it must not fail the commit or thread that woke it.
+    }
   }
   due.clear();
 }

@@ -21,7 +21,7 @@ std::string text_field(const JournalEntry& e, const char* name) {
   return value.is_string() ? value.get<std::string>() : lenient_dump(value);
 }
 
-constexpr std::array<std::string_view, 9> kKindNames = {
+constexpr std::array<std::string_view, 10> kKindNames = {
     "run", "sleep", "event", "invoke", "send", "value", "patch", "publish", "receive", "stream"};
 constexpr std::array<std::string_view, 5> kStateNames = {"completed", "failed", "retrying",
                                                          "sleeping", "waiting"};

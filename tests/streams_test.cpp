@@ -289,3 +289,54 @@ TEST_CASE(
   CHECK(read.values.empty());
   CHECK(read.closed);
 }
+
+TEST_CASE(
+    "a fork's stream holds the values of the writes its copied journal holds, and goes on from "
+    "there (on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db");
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(db, clock, test::quiet(db));
+  runtime->add(letters_workflow());
+  const std::string id = runtime->start("letters");
+  runtime->run_until_idle();
+  clock.advance(2h);
+  runtime->run_until_idle();
+  REQUIRE(runtime->get(id).status == Status::completed);
+  const std::string fork = runtime->fork(id, "rest");
+  StreamRead read = runtime->read_stream(fork, "out");
+  CHECK(read.values == std::vector<json>{"a", "b"});
+  CHECK_FALSE(read.closed);
+  runtime->run_until_idle();
+  clock.advance(2h);
+  runtime->run_until_idle();
+  REQUIRE(runtime->get(fork).status == Status::completed);
+  read = runtime->read_stream(fork, "out");
+  CHECK(read.values == std::vector<json>{"a", "b", json{{"letter", "c"}}});
+  CHECK(read.closed);
+}
+
+TEST_CASE(
+    "a cancel in this process wakes a read of the run's stream at once, not at the poll (on "
+    "each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "db");
+  RuntimeOptions opts = test::quiet(db);
+  opts.poll_interval = 30s;  // a wake-up by polling would come far too late
+  Runtime runtime(opts);
+  runtime.add(letters_workflow());
+  const std::string id = runtime.start("letters");
+  runtime.run_until_idle();
+  REQUIRE(runtime.get(id).status == Status::sleeping);
+  const auto began = std::chrono::steady_clock::now();
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(300ms);  // the read below waits by then
+    runtime.cancel(id, "the test");
+  });
+  const StreamRead read = runtime.read_stream(id, "out", 2, 20s);
+  canceller.join();
+  CHECK(read.values.empty());
+  CHECK(read.closed);
+  CHECK(since(began) >= 250ms);
+  CHECK(since(began) < 10s);
+}

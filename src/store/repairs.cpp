@@ -134,6 +134,14 @@ bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
       // A copied publish is one the fork's replays will meet and not make again: its value is
       // the fork's, as of the step it forks from.
       if (copies[i]->kind == StepKind::publish) write_published(fork.id, *copies[i], fork.now_ms);
+      // The same for a copied write or close of a stream: the fork's stream holds it.
+      if (copies[i]->kind == StepKind::stream) {
+        std::optional<std::string> value;
+        if (!copies[i]->output.contains("close")) {
+          value = copies[i]->output.value("value", json()).dump();
+        }
+        append_stream(fork.id, copies[i]->output.value("stream", ""), value, fork.now_ms);
+      }
     }
     tx.commit();
     return true;
