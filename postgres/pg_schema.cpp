@@ -312,6 +312,15 @@ CREATE INDEX runs_status ON runs (status, created_at, seq);
 CREATE INDEX runs_workflow ON runs (workflow, created_at, seq);
 CREATE INDEX runs_workflow_status ON runs (workflow, status, created_at, seq);
 CREATE INDEX runs_correlation ON runs (correlation_id, created_at, seq);
+)sql",
+                                                                  R"sql(
+-- Payloads at rest: the data key of each correlation id (or run id), wrapped by key_id.
+CREATE TABLE data_keys (
+  owner      TEXT PRIMARY KEY,
+  key_id     TEXT NOT NULL,
+  wrapped    TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
 )sql"};
 
 }  // namespace durable::detail::pg

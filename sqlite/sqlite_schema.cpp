@@ -322,6 +322,17 @@ CREATE TABLE history_by_run (
 INSERT INTO history_by_run SELECT run_id, id, at, status, reason FROM history;
 DROP TABLE history;
 ALTER TABLE history_by_run RENAME TO history;
+)sql",
+                                                             R"sql(
+-- Payloads at rest (RuntimeOptions::encryption_key_file): the data key of each correlation id
+-- (a run without one: its run id), wrapped by the key file's key key_id. Runtime::forget
+-- deletes a row with secure_delete on.
+CREATE TABLE data_keys (
+  owner      TEXT PRIMARY KEY,
+  key_id     TEXT NOT NULL,
+  wrapped    TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
 )sql"};
 
 }  // namespace durable::detail

@@ -26,7 +26,7 @@ bool SqlStore::save_progress(const std::string& run_id, const std::string& owner
     upsert.bind(1, run_id);
     upsert.bind(2, key);
     upsert.bind(3, static_cast<std::int64_t>(attempt));
-    upsert.bind(4, progress);
+    upsert.bind(4, encoded({run_id, "", step_slot(key, "progress")}, progress));
     upsert.bind(5, now_ms);
     upsert.run();
     tx.commit();
@@ -34,11 +34,11 @@ bool SqlStore::save_progress(const std::string& run_id, const std::string& owner
   });
 }
 
-StepProgress SqlStore::read_progress(sql::Query& q) {
+StepProgress SqlStore::read_progress(sql::Query& q, const std::string& run_id) {
   StepProgress p;
   p.step = q.text(0);
   p.attempt = q.int32(1);
-  p.progress = stored(q.text(2));
+  p.progress = payload({run_id, "", step_slot(p.step, "progress")}, q.text(2));
   p.at = to_time(q.int64(3));
   return p;
 }
@@ -51,7 +51,7 @@ std::optional<StepProgress> SqlStore::progress(const std::string& run_id,
     q.bind(1, run_id);
     q.bind(2, key);
     if (!q.next()) return std::nullopt;
-    return read_progress(q);
+    return read_progress(q, run_id);
   });
 }
 
@@ -64,7 +64,7 @@ std::vector<StepProgress> SqlStore::progress_of(const std::string& run_id) {
                        "ORDER BY p.step_key");
     q.bind(1, run_id);
     std::vector<StepProgress> all;
-    while (q.next()) all.push_back(read_progress(q));
+    while (q.next()) all.push_back(read_progress(q, run_id));
     return all;
   });
 }

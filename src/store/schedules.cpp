@@ -23,11 +23,17 @@ void bind_remaining(sql::Query& query, int index, const std::optional<int>& rema
 
 }  // namespace
 
+// Where a schedule's input is stored: it belongs to no run yet, and is encoded under the
+// schedule's id.
+PayloadAt SqlStore::schedule_input(const std::string& id) {
+  return {id, "", "schedule-input", false};
+}
+
 ScheduleRow SqlStore::read_schedule(sql::Query& q) {
   ScheduleRow row;
   row.id = q.text(0);
   row.workflow = q.text(1);
-  row.input = q.text(2);
+  row.input = payload_text(schedule_input(row.id), q.text(2));
   row.every_ms = q.int64(3);
   row.cron = q.text(4);
   if (!q.is_null(5)) row.remaining = q.int32(5);
@@ -58,7 +64,7 @@ bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
                       "updated_at = excluded.updated_at, spec = excluded.spec");
     insert.bind(1, row.id);
     insert.bind(2, row.workflow);
-    insert.bind(3, row.input);
+    insert.bind(3, encoded(schedule_input(row.id), row.input));
     insert.bind(4, row.every_ms);
     insert.bind(5, row.cron);
     bind_remaining(insert, 6, row.remaining);
