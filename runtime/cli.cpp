@@ -42,6 +42,8 @@
 #include "api.hpp"
 #include "bulk.hpp"
 #include "cli_print.hpp"
+#include "cli_data.hpp"
+#include "cli_usage.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
@@ -61,54 +63,12 @@ using durable::detail::cli::print_stats;
 using durable::detail::cli::print_steps;
 using durable::detail::cli::print_verify;
 using durable::detail::cli::text_of;
+using durable::detail::cli::payloads;
+using durable::detail::cli::command_payloads;
 
 namespace {
 
 enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNotFound = 3, kConflict = 4, kDiverged = 5 };
-
-constexpr const char* kUsageText = R"(usage: durable [--db DATABASE] [--json] COMMAND [ARGS]
-
-  runs [--status S] [--workflow W] [--correlation C] [--tag K=V,...] [--limit N]
-       [--after CURSOR]                          runs, newest first, with counts by status;
-                                                 --after: the page after a cursor it printed
-  show RUN                                       a run: history, step timeline, runbook if failed
-  steps RUN                                      a run's journal
-  retry RUN | FILTER [--dry-run]                 run a failed run again (completed steps stay
-                                                 done), or every failed run FILTER matches
-  cancel RUN | FILTER [--reason R] [--dry-run]   cancel a run that has not ended, or close a
-                                                 failed one; or every such run FILTER matches
-  purge FILTER [--dry-run]                       delete the ended runs FILTER matches, with
-                                                 their journals and histories
-    FILTER: --status S  --workflow W  --correlation C  --tag K=V,...  --failed-step STEP
-            --error-type T  --since T  --until T (a UTC time, or a duration before now), or
-            --all for every run; --dry-run counts them and changes nothing
-  pause RUN | --workflow W                       hold a run, or every run of a workflow (a
-                                                 running step finishes first)
-  resume RUN | --workflow W                      let a paused run, or workflow, go on
-  fork RUN --from STEP                           run an ended run again from a step: a new run
-                                                 with the journal before STEP copied
-  resolve RUN STEP --output JSON [--reason R]    complete a failed step by hand; the run goes on
-  start WORKFLOW [--input JSON] [--key K] [--correlation C] [--priority N]
-        [--tag K=V,...] [--deadline TIME|DURATION]
-                                                 queue a run for a worker that has the workflow
-  send EVENT [--data JSON]                       send an event (wakes waits, starts triggered runs)
-  stats                                          counts, pending depth and age, retries, failures
-  schedules [remove ID]                          list schedules, or remove one
-  metrics                                        the Prometheus metrics of the file
-  events purge --older-than AGE                  delete events older than AGE (e.g. 7d) that
-                                                 no waiting run needs
-  serve [--address A] [--port P] [--token T] [--tls-cert F --tls-key F]
-        [--signing-secret-file F]                HTTP API, /metrics and dashboard over the file
-  verify [--workflow W] [--status S] [--correlation C]
-                                                 replay the unfinished runs against this
-                                                 program's code (from durable::cli_main only)
-  version                                        the version of this durable (also --version)
-
-  --db DATABASE   an SQLite file (default durable.db) or a postgresql:// URI
-  --json          print the answer as JSON
-exit codes: 0 done, 1 failed, 2 bad usage, 3 not found, 4 refused by the run's state,
-  5 verify found runs this code would not replay
-)";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -170,6 +130,7 @@ const std::vector<Syntax>& syntaxes() {
       {"events", {"older-than"}, 1, 1, "a subcommand (purge)"},
       {"serve", {"address", "port", "token", "tls-cert", "tls-key", "signing-secret-file"}},
       {"verify", {"workflow", "status", "correlation"}},
+      {"forget", {}, 1, 1, "a correlation id"},
       {"version", {}}};
   return kSyntax;
 }
@@ -300,7 +261,8 @@ int serve_with_workflows(const std::string& database, ops::HttpOptions http,
     worker = own.get();
   }
   durable::detail::RuntimeCore& serving = durable::detail::RuntimeAccess::core(*worker);
-  ops::Admin admin(database, [&serving] { serving.wake(); });  // its writes wake the worker loop
+  ops::Admin admin(database, [&serving] { serving.wake(); }, {}, durable::Durability::normal, 8,
+                   false, payloads());  // its writes wake the worker loop
   admin.set_max_data_bytes(core.options().max_output_bytes);
   admin.set_resolve_check(
       [&core](const durable::detail::RecordedRun& run, const std::string& step,
@@ -367,7 +329,7 @@ int serve(const std::string& database, const Command& cmd, durable::Runtime* app
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ops::Admin admin(database);
+  ops::Admin admin(database, {}, {}, durable::Durability::normal, 8, false, payloads());
   http.static_responses = ops::static_pages();
   ops::HttpServer server(http, ops::api_handler(admin));
   // The first line names the address (scripts read the port from it). The second is for whoever
@@ -398,6 +360,18 @@ struct Answer {
   }
 };
 
+// `durable forget ID --key-file F`: Runtime::forget on a file no runtime of this process holds.
+int forget(const std::string& database, const Answer& answer, const std::string& id) {
+  if (!payloads() || !payloads()->encrypts()) {
+    throw UsageError("forget needs --key-file F: the encryption key file of the database");
+  }
+  require_database(database);
+  return answer(durable::detail::cli::forget(database, id), [](std::ostream& o, const json& j) {
+    o << "forgot correlation id " << text_of(j, "correlation_id") << "; cancelled "
+      << j.at("cancelled").size() << " unfinished run(s)\n";
+  });
+}
+
 // `durable events purge --older-than 7d`: what serve() does on its own with
 // RuntimeOptions::event_retention, for a file no runtime serves.
 int purge_events(const std::string& database, const Answer& answer, const Command& cmd) {
@@ -410,6 +384,7 @@ int purge_events(const std::string& database, const Answer& answer, const Comman
   }
   require_database(database);
   const auto store = durable::detail::open_store(database, durable::Durability::normal);
+  store->set_payloads(payloads());
   const std::int64_t before = durable::detail::to_ms(durable::Clock::now()) - older_than.count();
   constexpr std::size_t kBatch = 1000;  // one short write transaction each
   std::size_t deleted = 0;
@@ -426,7 +401,7 @@ int purge_events(const std::string& database, const Answer& answer, const Comman
 // read-only.
 ops::Admin open_admin(const std::string& database, bool read_only) {
   require_database(database);
-  return ops::Admin(database, {}, {}, durable::Durability::normal, 8, read_only);
+  return ops::Admin(database, {}, {}, durable::Durability::normal, 8, read_only, payloads());
 }
 
 // --tag K=V,K=V.
@@ -711,6 +686,7 @@ int run_command(const Context& at, const Command& cmd) {
   if (cmd.name == "serve") return serve(at.database, cmd, at.app);
   if (cmd.name == "verify") return verify(at, cmd);
   if (cmd.name == "events") return purge_events(at.database, at.answer, cmd);
+  if (cmd.name == "forget") return forget(at.database, at.answer, cmd.args[0]);
   static const std::set<std::string> kReaders = {"runs", "show", "steps", "stats", "metrics"};
   if (kReaders.contains(cmd.name) || (cmd.name == "schedules" && cmd.args.empty())) {
     return read_command(at.database, at.answer, cmd);
@@ -726,6 +702,7 @@ namespace detail {
 
 int cli_main(int argc, char** argv, Runtime* app) {
   Context at;
+  std::string key_file;  // --key-file
   at.app = app;
   at.database = app == nullptr ? "durable.db" : RuntimeAccess::core(*app).options().database;
   Command cmd;
@@ -735,7 +712,7 @@ int cli_main(int argc, char** argv, Runtime* app) {
       // "help" and "version" are commands only in the command's place: `start version` starts
       // a workflow of that name.
       if (word == "--help" || word == "-h" || (word == "help" && cmd.name.empty())) {
-        std::cout << kUsageText;
+        std::cout << durable::detail::cli::kUsageText;
         return kOk;
       }
       if (word == "--version") {
@@ -751,6 +728,8 @@ int cli_main(int argc, char** argv, Runtime* app) {
         const std::string value = argv[++i];
         if (word == "--db") {
           at.database = value;
+        } else if (word == "--key-file") {
+          key_file = value;
         } else {
           cmd.flags[word.substr(2)] = value;
         }
@@ -761,6 +740,12 @@ int cli_main(int argc, char** argv, Runtime* app) {
       }
     }
     if (cmd.name.empty()) throw UsageError("no command given");
+    check_usage(cmd);
+    try {
+      payloads() = command_payloads(app, key_file);
+    } catch (const durable::Error& e) {
+      throw UsageError(std::string("--key-file: ") + e.what());
+    }
     return run_command(at, cmd);
   } catch (const UsageError& e) {
     std::cerr << "durable: " << e.what() << "\n(durable --help lists the commands)\n";

@@ -148,4 +148,12 @@ void replay(const Workflow& wf, const std::string& database, std::string_view ru
 /// Error when the file holds none (a golden test that checks nothing must not pass).
 std::size_t replay_all(const Workflow& wf, const std::string& database);
 
+/// replay() and replay_all() of a database whose payloads are encoded: `options.codec` and
+/// `options.encryption_key_file` decode them (as the runtime that wrote it had them); its other
+/// fields are not used. Throws Error for a payload stored under another codec, or a bad key file.
+void replay(const Workflow& wf, const std::string& database, std::string_view run_id,
+            const RuntimeOptions& options);
+std::size_t replay_all(const Workflow& wf, const std::string& database,
+                       const RuntimeOptions& options);
+
 }  // namespace durable::testing
