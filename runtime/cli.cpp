@@ -41,8 +41,8 @@
 #include "admin.hpp"
 #include "api.hpp"
 #include "bulk.hpp"
-#include "cli_print.hpp"
 #include "cli_data.hpp"
+#include "cli_print.hpp"
 #include "cli_usage.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
@@ -56,6 +56,8 @@
 using durable::json;
 namespace ops = durable::ops;
 using durable::detail::edit_distance;
+using durable::detail::cli::command_payloads;
+using durable::detail::cli::payloads;
 using durable::detail::cli::print_run;
 using durable::detail::cli::print_runs;
 using durable::detail::cli::print_schedules;
@@ -63,8 +65,6 @@ using durable::detail::cli::print_stats;
 using durable::detail::cli::print_steps;
 using durable::detail::cli::print_verify;
 using durable::detail::cli::text_of;
-using durable::detail::cli::payloads;
-using durable::detail::cli::command_payloads;
 
 namespace {
 
@@ -261,8 +261,9 @@ int serve_with_workflows(const std::string& database, ops::HttpOptions http,
     worker = own.get();
   }
   durable::detail::RuntimeCore& serving = durable::detail::RuntimeAccess::core(*worker);
-  ops::Admin admin(database, [&serving] { serving.wake(); }, {}, durable::Durability::normal, 8,
-                   false, payloads());  // its writes wake the worker loop
+  ops::Admin admin(
+      database, [&serving] { serving.wake(); }, {}, durable::Durability::normal, 8, false,
+      payloads());  // its writes wake the worker loop
   admin.set_max_data_bytes(core.options().max_output_bytes);
   admin.set_resolve_check(
       [&core](const durable::detail::RecordedRun& run, const std::string& step,

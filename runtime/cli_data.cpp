@@ -32,11 +32,10 @@ json forget(const std::string& database, const std::string& correlation_id) {
   }
   const auto store = open_store(database, Durability::normal);
   store->set_payloads(payloads());
-  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       Clock::now().time_since_epoch())
-                       .count();
-  return {{"correlation_id", correlation_id},
-          {"cancelled", store->forget(correlation_id, now)}};
+  const auto now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+          .count();
+  return {{"correlation_id", correlation_id}, {"cancelled", store->forget(correlation_id, now)}};
 }
 
 }  // namespace durable::detail::cli

@@ -5,7 +5,8 @@
 
 namespace durable::detail::cli {
 
-const char* const kUsageText = R"(usage: durable [--db DATABASE] [--key-file F] [--json] COMMAND [ARGS]
+const char* const kUsageText =
+    R"(usage: durable [--db DATABASE] [--key-file F] [--json] COMMAND [ARGS]
 
   runs [--status S] [--workflow W] [--correlation C] [--tag K=V,...] [--limit N]
        [--after CURSOR]                          runs, newest first, with counts by status;

@@ -113,10 +113,10 @@ std::size_t RuntimeCore::bulk(BulkAction action, const RunFilter& filter,
                               const std::string& reason) {
   const std::size_t changed =
       bulk_apply(bulk_store(), action, filter, reason, [this] { return now_ms(); });
-  logger_.write(LogLevel::info, "runs.bulk",
-                std::string(to_string(action)) + " by filter: " + std::to_string(changed) +
-                    " run(s)",
-                {{"action", to_string(action)}, {"runs", changed}}, now_ms());
+  logger_.write(
+      LogLevel::info, "runs.bulk",
+      std::string(to_string(action)) + " by filter: " + std::to_string(changed) + " run(s)",
+      {{"action", to_string(action)}, {"runs", changed}}, now_ms());
   if (action != BulkAction::purge) notify_waiters();
   return changed;
 }

@@ -217,7 +217,7 @@ class RuntimeCore {
     CommitGroup& operator=(const CommitGroup&) = delete;
     /// The group of the worker loop on this thread, if any.
     static CommitGroup* current();
-    bool flush();                      // the scheduler's idle hook
+    bool flush();                         // the scheduler's idle hook
     Written wait(const RunWrite& write);  // from a run's fiber
     /// From a step thread: queues the entry of a body of `run` that ended, for the next flush;
     /// `done` is called then, and `left` (counting the run's queued entries) counts it off.
@@ -242,8 +242,8 @@ class RuntimeCore {
       const std::atomic<std::size_t>* left;
       FiberScheduler::Handle task;
     };
-    void report(std::vector<Queued>& queued, const std::vector<Written>& written,
-                std::size_t from, std::exception_ptr error);
+    void report(std::vector<Queued>& queued, const std::vector<Written>& written, std::size_t from,
+                std::exception_ptr error);
     RuntimeCore* core_;
     FiberScheduler* scheduler_;
     CommitGroup* outer_;

@@ -14,10 +14,11 @@ namespace durable::detail {
 namespace {
 
 constexpr std::array<std::string_view, 17> kTables = {
-    "runs",       "steps",       "history",          "events",        "waits",
-    "triggers",   "schedules",   "workflows",        "workers",       "run_tags",
-    "paused_workflows", "step_progress", "run_counts", "step_counts", "step_buckets",
-    "step_figures", "data_keys"};
+    "runs",       "steps",       "history",          "events",
+    "waits",      "triggers",    "schedules",        "workflows",
+    "workers",    "run_tags",    "paused_workflows", "step_progress",
+    "run_counts", "step_counts", "step_buckets",     "step_figures",
+    "data_keys"};
 
 [[noreturn]] void refuse(const std::string& why) { throw sql::Failure(sql::Fault::other, why); }
 

@@ -192,8 +192,8 @@ namespace durable {
 Client::Client(std::string database) : Client(std::move(database), std::nullopt) {}
 Client::Client(std::string database, std::optional<Codec> codec, std::string encryption_key_file)
     : core_(std::make_unique<detail::ClientCore>(
-          database, std::make_shared<const detail::Payloads>(std::move(codec),
-                                                             encryption_key_file))) {}
+          database,
+          std::make_shared<const detail::Payloads>(std::move(codec), encryption_key_file))) {}
 Client::~Client() = default;
 std::string Client::start(std::string_view workflow, json input, StartOptions opts) {
   return core_->start(workflow, input, opts);

@@ -25,8 +25,8 @@ constexpr std::size_t kTagBytes = 16;
 bool valid_name(std::string_view name) {
   if (name.empty() || name.size() > 64) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -67,14 +67,14 @@ std::string seal(const DataKey& key, std::string_view plain, std::string_view aa
   if (RAND_bytes(o, kNonceBytes) != 1) throw Error("encryption: no random bytes for a nonce");
   const CipherCtx ctx = new_ctx();
   int n = 0;
-  bool ok = EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), o) == 1 &&
-            EVP_EncryptUpdate(ctx.get(), nullptr, &n, bytes(aad), static_cast<int>(aad.size())) ==
-                1 &&
-            EVP_EncryptUpdate(ctx.get(), o + kNonceBytes, &n, bytes(plain),
-                              static_cast<int>(plain.size())) == 1 &&
-            EVP_EncryptFinal_ex(ctx.get(), o + kNonceBytes + n, &n) == 1 &&
-            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes,
-                                o + kNonceBytes + plain.size()) == 1;
+  bool ok =
+      EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), o) == 1 &&
+      EVP_EncryptUpdate(ctx.get(), nullptr, &n, bytes(aad), static_cast<int>(aad.size())) == 1 &&
+      EVP_EncryptUpdate(ctx.get(), o + kNonceBytes, &n, bytes(plain),
+                        static_cast<int>(plain.size())) == 1 &&
+      EVP_EncryptFinal_ex(ctx.get(), o + kNonceBytes + n, &n) == 1 &&
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes,
+                          o + kNonceBytes + plain.size()) == 1;
   if (!ok) throw Error("encryption: AES-256-GCM failed to encrypt");
   return out;
 }
@@ -186,8 +186,8 @@ DataKey Payloads::unwrap(const std::string& owner, const WrappedKey& wrapped) co
                 "', which encryption key file '" + keys_->path +
                 "' does not hold; add that key's line back to the file");
   }
-  const auto plain = open_sealed(it->second, base64_decode(wrapped.wrapped),
-                                 "durable data key " + wrapped.key_id);
+  const auto plain =
+      open_sealed(it->second, base64_decode(wrapped.wrapped), "durable data key " + wrapped.key_id);
   if (!plain || plain->size() != sizeof(DataKey)) {
     throw Error("the data key of '" + owner + "' does not unwrap with key id '" + wrapped.key_id +
                 "' of '" + keys_->path + "': the file's key of that id is not the one it had");
@@ -240,8 +240,9 @@ std::string Payloads::decode(const PayloadAt& at, std::string_view stored,
     const std::string aad = std::string(at.run_id) + "\n" + std::string(at.slot);
     auto plain = open_sealed(key, body, aad);
     if (!plain) {
-      throw Error(where(at) + " does not decrypt: it was written for another run or slot "
-                              "(copied from another row) or altered");
+      throw Error(where(at) +
+                  " does not decrypt: it was written for another run or slot "
+                  "(copied from another row) or altered");
     }
     body = std::move(*plain);
   }

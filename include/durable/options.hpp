@@ -4,8 +4,8 @@
 /// Options of workflows, steps, runs and the runtime, and the status of a run.
 
 #include <chrono>
-#include <durable/codec.hpp>
 #include <cstddef>
+#include <durable/codec.hpp>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>

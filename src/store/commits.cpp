@@ -137,8 +137,7 @@ Written SqlStore::apply(const RunWrite& w) {
     }
     if (w.successor) {
       continue_as(w.run_id, *w.successor);
-    } else if (has_parent &&
-               (*w.status == Status::completed || *w.status == Status::failed)) {
+    } else if (has_parent && (*w.status == Status::completed || *w.status == Status::failed)) {
       resolve_parent(w.run_id, *w.status, w.output, w.error, w.now_ms);
     }
   } else if (w.renew_lease) {

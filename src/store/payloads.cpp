@@ -77,8 +77,8 @@ std::string SqlStore::payload_text(const PayloadAt& at, const std::string& store
   }
   std::string correlation;
   Keys keys(db());
-  return payloads_->decode(
-      resolved(at, correlation, [&](auto id) { return correlation_of(id); }), stored_text, keys);
+  return payloads_->decode(resolved(at, correlation, [&](auto id) { return correlation_of(id); }),
+                           stored_text, keys);
 }
 
 json SqlStore::payload(const PayloadAt& at, const std::string& stored_text) {
@@ -122,11 +122,11 @@ void SqlStore::delete_data_key(const std::string& owner) {
   if (!d.secure_delete_off.empty()) db().execute(std::string(d.secure_delete_off));
 }
 
-std::vector<std::string> SqlStore::forget(const std::string& correlation_id,
-                                          std::int64_t now_ms) {
+std::vector<std::string> SqlStore::forget(const std::string& correlation_id, std::int64_t now_ms) {
   if (!payloads_ || !payloads_->encrypts()) {
-    throw Error("forget needs the encryption key file (RuntimeOptions::encryption_key_file, the "
-                "CLI's --key-file): without encryption there is no data key to destroy");
+    throw Error(
+        "forget needs the encryption key file (RuntimeOptions::encryption_key_file, the "
+        "CLI's --key-file): without encryption there is no data key to destroy");
   }
   std::vector<std::string> cancelled = guarded([&] {
     sql::Transaction tx(db());

@@ -29,6 +29,10 @@ PayloadAt SqlStore::schedule_input(const std::string& id) {
   return {id, "", "schedule-input", false};
 }
 
+PayloadAt SqlStore::schedule_spec(const std::string& id) {
+  return {id, "", "schedule-spec", false};
+}
+
 ScheduleRow SqlStore::read_schedule(sql::Query& q) {
   ScheduleRow row;
   row.id = q.text(0);
@@ -47,11 +51,13 @@ bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
   return guarded([&] {
     sql::Transaction tx(db());
     {
-      sql::Query same(db(), "SELECT 1 FROM schedules WHERE id = ? AND spec = ?" +
-                                std::string(db().dialect().lock_row));
+      // The spec holds the input, so it is a payload: compared once decoded, not in SQL.
+      sql::Query same(
+          db(), "SELECT spec FROM schedules WHERE id = ?" + std::string(db().dialect().lock_row));
       same.bind(1, row.id);
-      same.bind(2, row.spec);
-      if (same.next()) return false;
+      if (same.next() && payload_text(schedule_spec(row.id), same.text(0)) == row.spec) {
+        return false;
+      }
     }
     sql::Query insert(db(),
                       "INSERT INTO schedules (id, workflow, input, every_ms, cron, remaining, "
@@ -72,7 +78,7 @@ bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
     insert.bind(8, row.fired);
     insert.bind(9, now_ms);
     insert.bind(10, now_ms);
-    insert.bind(11, row.spec);
+    insert.bind(11, encoded(schedule_spec(row.id), row.spec));
     insert.run();
     tx.commit();
     return true;

@@ -142,8 +142,7 @@ class SqlStore : public Store {
   void set_payloads(std::shared_ptr<const Payloads> payloads) override {
     payloads_ = std::move(payloads);
   }
-  std::vector<std::string> forget(const std::string& correlation_id,
-                                  std::int64_t now_ms) override;
+  std::vector<std::string> forget(const std::string& correlation_id, std::int64_t now_ms) override;
 
  protected:
   sql::Connection& db() { return *db_; }
@@ -306,6 +305,8 @@ class SqlStore : public Store {
   /// A row of schedules, its input decoded (JSON text).
   ScheduleRow read_schedule(sql::Query& query);
   static PayloadAt schedule_input(const std::string& id);
+  /// Where a schedule's spec is stored: it holds the input (ScheduleRow::spec).
+  static PayloadAt schedule_spec(const std::string& id);
 
   /// JSON text read back from the database; see runs.cpp. Payloads go through payload().
   json stored(const std::string& text);
