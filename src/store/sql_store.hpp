@@ -140,7 +140,9 @@ class SqlStore : public Store {
 
   std::size_t write_transactions() const override { return write_transactions_; }
   void set_payloads(std::shared_ptr<const Payloads> payloads) override {
-    payloads_ = std::move(payloads);
+    // No codec is kept as none at all: stored in the clear, as JSON text.
+    const bool clear = payloads == nullptr || payloads->name() == kNoCodec;
+    payloads_ = clear ? nullptr : std::move(payloads);
   }
   std::vector<std::string> forget(const std::string& correlation_id, std::int64_t now_ms) override;
 
