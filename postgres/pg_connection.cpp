@@ -50,6 +50,9 @@ const sql::Dialect kDialect = {
     .next_history_id = "DEFAULT",
     .fold_counts = "SELECT fold_counts()",
     .reclaim_space = "",
+    .secure_delete_on = "",
+    .secure_delete_off = "",
+    .truncate_log = "",
     .json_field = json_field,
 };
 

@@ -107,13 +107,15 @@ std::string usable_traceparent(std::string_view text) {
 
 Admin::Admin(const std::string& database, std::function<void()> on_change,
              std::function<Clock::time_point()> clock, Durability durability,
-             std::size_t max_connections, bool read_only)
+             std::size_t max_connections, bool read_only,
+             std::shared_ptr<const durable::detail::Payloads> payloads)
     : on_change_(std::move(on_change)),
       clock_(std::move(clock)),
       path_(database),
       durability_(durability),
       max_connections_(std::max<std::size_t>(1, max_connections)),
-      read_only_(read_only) {
+      read_only_(read_only),
+      payloads_(std::move(payloads)) {
   if (database.empty() || database == ":memory:") {
     throw Error("the admin API needs a database file, not '" + database + "'");
   }
@@ -135,6 +137,7 @@ std::unique_ptr<Admin::Connection> Admin::open_connection() const {
   auto connection = std::make_unique<Connection>();
   connection->store = detail::open_store(
       path_, durability_, read_only_ ? detail::Access::read_only : detail::Access::read_write);
+  connection->store->set_payloads(payloads_);
   connection->queries = detail::open_ops_queries(path_);
   return connection;
 }

@@ -30,6 +30,7 @@ enum class BulkAction;
 class Store;
 class OpsQueries;
 struct RecordedRun;
+class Payloads;
 }  // namespace durable::detail
 
 namespace durable::ops {
@@ -95,7 +96,8 @@ class Admin {
   explicit Admin(const std::string& database, std::function<void()> on_change = {},
                  std::function<Clock::time_point()> clock = {},
                  Durability durability = Durability::normal, std::size_t max_connections = 8,
-                 bool read_only = false);
+                 bool read_only = false,
+                 std::shared_ptr<const durable::detail::Payloads> payloads = nullptr);
   ~Admin();
   Admin(const Admin&) = delete;
   Admin& operator=(const Admin&) = delete;
@@ -230,6 +232,9 @@ class Admin {
   bool read_only_ = false;
   std::mutex changes_mutex_;  // guards changes_
   std::shared_ptr<durable::detail::ChangeWatch> changes_;
+  /// How the database's payloads are stored (RuntimeOptions::codec, encryption_key_file; the
+  /// CLI's --key-file); null: in the clear.
+  std::shared_ptr<const durable::detail::Payloads> payloads_;
   std::mutex mutex_;  // guards idle_ and opened_
 
   std::condition_variable returned_;

@@ -41,10 +41,11 @@
 #include "admin.hpp"
 #include "api.hpp"
 #include "bulk.hpp"
+#include "cli_data.hpp"
 #include "cli_print.hpp"
 #include "cli_published.hpp"
-#include "cli_usage.hpp"
 #include "cli_streams.hpp"
+#include "cli_usage.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
@@ -58,9 +59,11 @@ using durable::json;
 namespace ops = durable::ops;
 using durable::detail::cli::check_usage;
 using durable::detail::cli::Command;
+using durable::detail::cli::command_payloads;
 using durable::detail::cli::did_you_mean;
 using durable::detail::cli::joined;
 using durable::detail::cli::kUsageText;
+using durable::detail::cli::payloads;
 using durable::detail::cli::print_run;
 using durable::detail::cli::print_runs;
 using durable::detail::cli::print_schedules;
@@ -121,7 +124,9 @@ int serve_with_workflows(const std::string& database, ops::HttpOptions http,
     worker = own.get();
   }
   durable::detail::RuntimeCore& serving = durable::detail::RuntimeAccess::core(*worker);
-  ops::Admin admin(database, [&serving] { serving.wake(); });  // its writes wake the worker loop
+  ops::Admin admin(
+      database, [&serving] { serving.wake(); }, {}, durable::Durability::normal, 8, false,
+      payloads());  // its writes wake the worker loop
   admin.set_max_data_bytes(core.options().max_output_bytes);
   admin.set_resolve_check(
       [&core](const durable::detail::RecordedRun& run, const std::string& step,
@@ -188,7 +193,7 @@ int serve(const std::string& database, const Command& cmd, durable::Runtime* app
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ops::Admin admin(database);
+  ops::Admin admin(database, {}, {}, durable::Durability::normal, 8, false, payloads());
   http.static_responses = ops::static_pages();
   ops::HttpServer server(http, ops::api_handler(admin));
   // The first line names the address (scripts read the port from it). The second is for whoever
@@ -221,6 +226,18 @@ struct Answer {
 
 // `durable events purge --older-than 7d`: what serve() does on its own with
 // RuntimeOptions::event_retention, for a file no runtime serves.
+// `durable forget ID --key-file F`: Runtime::forget on a file no runtime of this process holds.
+int forget(const std::string& database, const Answer& answer, const std::string& id) {
+  if (!payloads() || !payloads()->encrypts()) {
+    throw UsageError("forget needs --key-file F: the encryption key file of the database");
+  }
+  require_database(database);
+  return answer(durable::detail::cli::forget(database, id), [](std::ostream& o, const json& j) {
+    o << "forgot correlation id " << text_of(j, "correlation_id") << "; cancelled "
+      << j.at("cancelled").size() << " unfinished run(s)\n";
+  });
+}
+
 int purge_events(const std::string& database, const Answer& answer, const Command& cmd) {
   const std::string age = cmd.flag("older-than");
   std::chrono::milliseconds older_than{};
@@ -231,6 +248,7 @@ int purge_events(const std::string& database, const Answer& answer, const Comman
   }
   require_database(database);
   const auto store = durable::detail::open_store(database, durable::Durability::normal);
+  store->set_payloads(payloads());
   const std::int64_t before = durable::detail::to_ms(durable::Clock::now()) - older_than.count();
   constexpr std::size_t kBatch = 1000;  // one short write transaction each
   std::size_t deleted = 0;
@@ -247,7 +265,7 @@ int purge_events(const std::string& database, const Answer& answer, const Comman
 // read-only.
 ops::Admin open_admin(const std::string& database, bool read_only) {
   require_database(database);
-  return ops::Admin(database, {}, {}, durable::Durability::normal, 8, read_only);
+  return ops::Admin(database, {}, {}, durable::Durability::normal, 8, read_only, payloads());
 }
 
 // --tag K=V,K=V.
@@ -537,6 +555,7 @@ int run_command(const Context& at, const Command& cmd) {
   if (cmd.name == "serve") return serve(at.database, cmd, at.app);
   if (cmd.name == "verify") return verify(at, cmd);
   if (cmd.name == "events") return purge_events(at.database, at.answer, cmd);
+  if (cmd.name == "forget") return forget(at.database, at.answer, cmd.args[0]);
   if (cmd.name == "published") {
     ops::Admin admin = open_admin(at.database, true);
     return published_command(admin, cmd.args[0], cmd.args[1], cmd.flag("wait"), at.answer.as_json);
@@ -560,6 +579,7 @@ namespace detail {
 
 int cli_main(int argc, char** argv, Runtime* app) {
   Context at;
+  std::string key_file;  // --key-file
   at.app = app;
   at.database = app == nullptr ? "durable.db" : RuntimeAccess::core(*app).options().database;
   Command cmd;
@@ -585,6 +605,8 @@ int cli_main(int argc, char** argv, Runtime* app) {
         const std::string value = argv[++i];
         if (word == "--db") {
           at.database = value;
+        } else if (word == "--key-file") {
+          key_file = value;
         } else {
           cmd.flags[word.substr(2)] = value;
         }
@@ -595,6 +617,12 @@ int cli_main(int argc, char** argv, Runtime* app) {
       }
     }
     if (cmd.name.empty()) throw UsageError("no command given");
+    check_usage(cmd);
+    try {
+      payloads() = command_payloads(app, key_file);
+    } catch (const durable::Error& e) {
+      throw UsageError(std::string("--key-file: ") + e.what());
+    }
     return run_command(at, cmd);
   } catch (const UsageError& e) {
     std::cerr << "durable: " << e.what() << "\n(durable --help lists the commands)\n";

@@ -8,7 +8,8 @@
 
 namespace durable::detail::cli {
 
-const char* const kUsageText = R"(usage: durable [--db DATABASE] [--json] COMMAND [ARGS]
+const char* const kUsageText =
+    R"(usage: durable [--db DATABASE] [--key-file F] [--json] COMMAND [ARGS]
 
   runs [--status S] [--workflow W] [--correlation C] [--tag K=V,...] [--limit N]
        [--after CURSOR]                          runs, newest first, with counts by status;
@@ -48,9 +49,14 @@ const char* const kUsageText = R"(usage: durable [--db DATABASE] [--json] COMMAN
   verify [--workflow W] [--status S] [--correlation C]
                                                  replay the unfinished runs against this
                                                  program's code (from durable::cli_main only)
+  forget CORRELATION_ID                          destroy the data key of a correlation id (or
+                                                 run id): its payloads read as forgotten, its
+                                                 unfinished runs are cancelled (needs --key-file)
   version                                        the version of this durable (also --version)
 
   --db DATABASE   an SQLite file (default durable.db) or a postgresql:// URI
+  --key-file F    the encryption key file the runtime uses (encryption_key_file): payloads
+                  are decrypted with it, and written encrypted
   --json          print the answer as JSON
 exit codes: 0 done, 1 failed, 2 bad usage, 3 not found, 4 refused by the run's state,
   5 verify found runs this code would not replay
@@ -105,6 +111,7 @@ const std::vector<Syntax>& syntaxes() {
       {"events", {"older-than"}, 1, 1, "a subcommand (purge)"},
       {"serve", {"address", "port", "token", "tls-cert", "tls-key", "signing-secret-file"}},
       {"verify", {"workflow", "status", "correlation"}},
+      {"forget", {}, 1, 1, "a correlation id"},
       {"version", {}}};
   return kSyntax;
 }

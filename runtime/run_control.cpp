@@ -113,10 +113,10 @@ std::size_t RuntimeCore::bulk(BulkAction action, const RunFilter& filter,
                               const std::string& reason) {
   const std::size_t changed =
       bulk_apply(bulk_store(), action, filter, reason, [this] { return now_ms(); });
-  logger_.write(LogLevel::info, "runs.bulk",
-                std::string(to_string(action)) + " by filter: " + std::to_string(changed) +
-                    " run(s)",
-                {{"action", to_string(action)}, {"runs", changed}}, now_ms());
+  logger_.write(
+      LogLevel::info, "runs.bulk",
+      std::string(to_string(action)) + " by filter: " + std::to_string(changed) + " run(s)",
+      {{"action", to_string(action)}, {"runs", changed}}, now_ms());
   if (action != BulkAction::purge) notify_waiters();
   return changed;
 }
@@ -156,6 +156,19 @@ std::chrono::milliseconds RuntimeCore::purge_expired_runs() {
   return std::chrono::milliseconds(more ? 0 : std::min<std::int64_t>(60'000, retention / 10 + 1));
 }
 
+void RuntimeCore::forget(std::string_view correlation_id) {
+  std::vector<std::string> cancelled;
+  {
+    std::lock_guard lock(store_mutex_);
+    cancelled = store_->forget(std::string(correlation_id), now_ms());
+  }
+  logger_.write(LogLevel::info, "data.forgotten",
+                "the data key of correlation id " + std::string(correlation_id) +
+                    " was destroyed; its payloads read as forgotten",
+                {{"correlation_id", correlation_id}, {"cancelled", cancelled}}, now_ms());
+  notify_waiters();
+}
+
 std::vector<StepProgress> RuntimeCore::progress(std::string_view run_id) {
   std::lock_guard lock(store_mutex_);
   const std::string id(run_id);
@@ -182,6 +195,7 @@ std::vector<StepProgress> Runtime::progress(std::string_view run_id) const {
   return core_->progress(run_id);
 }
 
+void Runtime::forget(std::string_view correlation_id) { core_->forget(correlation_id); }
 void Runtime::pause(std::string_view run_id) { core_->pause(run_id); }
 void Runtime::resume(std::string_view run_id) { core_->resume(run_id); }
 std::size_t Runtime::pause_workflow(std::string_view workflow) {

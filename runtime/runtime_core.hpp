@@ -54,6 +54,8 @@ class RuntimeCore {
   void cancel(std::string_view run_id, const std::string& reason);
   void retry(std::string_view run_id);
   // In runtime/run_control.cpp: pausing runs and workflows.
+  /// Runtime::forget: the cancelled runs are logged and their waiters told.
+  void forget(std::string_view correlation_id);
   void pause(std::string_view run_id);
   void resume(std::string_view run_id);
   std::size_t pause_workflow(std::string_view workflow);
@@ -361,6 +363,7 @@ class RuntimeCore {
   std::mutex store_mutex_;  // guards store_ and random_
   std::unique_ptr<Store> store_;
   std::shared_ptr<ChangeWatch> changes_;  // see changes()
+  std::shared_ptr<const Payloads> payloads_;  // options_.codec and encryption_key_file
   // Starts made on several threads at once share a transaction (and its sync).
   StartBatch starts_{[this](const std::vector<const NewRun*>& runs) {
     std::lock_guard lock(store_mutex_);

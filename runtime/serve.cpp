@@ -128,8 +128,9 @@ HttpServing serve_http(const RuntimeOptions& options, std::function<void()> on_c
                        std::shared_ptr<ChangeWatch> changes) {
   HttpServing serving;
   if (options.http.address.empty()) return serving;
-  serving.admin = std::make_unique<ops::Admin>(options.database, std::move(on_change),
-                                               std::move(clock), options.durability);
+  serving.admin = std::make_unique<ops::Admin>(
+      options.database, std::move(on_change), std::move(clock), options.durability, 8, false,
+      std::make_shared<const Payloads>(options.codec, options.encryption_key_file));
   serving.admin->share_changes(std::move(changes));  // this runtime's commits wake its waits
   serving.admin->set_resolve_check(std::move(resolve_check));
   serving.admin->set_max_data_bytes(options.max_output_bytes);

@@ -13,12 +13,13 @@ namespace durable::detail {
 
 namespace {
 
-constexpr std::array<std::string_view, 20> kTables = {
+constexpr std::array<std::string_view, 21> kTables = {
     "runs",       "steps",       "history",          "events",
     "waits",      "triggers",    "schedules",        "workflows",
     "workers",    "run_tags",    "paused_workflows", "step_progress",
     "run_counts", "step_counts", "step_buckets",     "step_figures",
-    "published",  "messages",    "streams",          "stream_values"};
+    "published",  "messages",    "streams",          "stream_values",
+    "data_keys"};
 
 [[noreturn]] void refuse(const std::string& why) { throw sql::Failure(sql::Fault::other, why); }
 

@@ -216,6 +216,9 @@ const sql::Dialect kSqliteDialect = {
     .next_history_id = "(SELECT coalesce(max(id), 0) + 1 FROM history WHERE run_id = ?1)",
     .fold_counts = "",
     .reclaim_space = "PRAGMA incremental_vacuum",
+    .secure_delete_on = "PRAGMA secure_delete=ON",
+    .secure_delete_off = "PRAGMA secure_delete=OFF",
+    .truncate_log = "PRAGMA wal_checkpoint(TRUNCATE)",
     .json_field = json_field,
 };
 

@@ -26,7 +26,7 @@ namespace durable::detail {
 
 class ClientCore {
  public:
-  explicit ClientCore(const std::string& database);
+  ClientCore(const std::string& database, std::shared_ptr<const Payloads> payloads);
   std::string start(std::string_view workflow, const json& input, const StartOptions& opts);
   void send_event(std::string_view name, const json& data);
   void send(std::string_view run_id, std::string_view topic, const json& message);
@@ -84,10 +84,12 @@ std::string checked_path(std::string database) {
 
 }  // namespace
 
-ClientCore::ClientCore(const std::string& database)
+ClientCore::ClientCore(const std::string& database, std::shared_ptr<const Payloads> payloads)
     : store_(open_store(checked_path(database), Durability::normal)),
       queries_(open_ops_queries(database)),
-      changes_([database] { return open_change_feed(database); }, RuntimeOptions{}.poll_interval) {}
+      changes_([database] { return open_change_feed(database); }, RuntimeOptions{}.poll_interval) {
+  store_->set_payloads(std::move(payloads));
+}
 
 std::string ClientCore::start(std::string_view workflow, const json& input,
                               const StartOptions& opts) {
@@ -231,8 +233,11 @@ std::uint64_t ClientCore::generation() {
 
 namespace durable {
 
-Client::Client(std::string database)
-    : core_(std::make_unique<detail::ClientCore>(std::move(database))) {}
+Client::Client(std::string database) : Client(std::move(database), std::nullopt) {}
+Client::Client(std::string database, std::optional<Codec> codec, std::string encryption_key_file)
+    : core_(std::make_unique<detail::ClientCore>(
+          database,
+          std::make_shared<const detail::Payloads>(std::move(codec), encryption_key_file))) {}
 Client::~Client() = default;
 std::string Client::start(std::string_view workflow, json input, StartOptions opts) {
   return core_->start(workflow, input, opts);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine.hpp"
+#include "payloads.hpp"
 
 namespace durable::detail {
 
@@ -461,6 +462,15 @@ class Store {
   /// the database (this store's own commits may leave it as it is). Cheap (no table is read): a
   /// watcher (Client::wait) looks at it every few milliseconds and reads again only on a change.
   virtual std::int64_t data_version() = 0;
+  /// How payloads are stored from now on (RuntimeOptions::codec, encryption_key_file); null,
+  /// the default: in the clear. Every payload written is encoded, every one read decoded, by it.
+  virtual void set_payloads(std::shared_ptr<const Payloads> payloads) = 0;
+  /// Runtime::forget: deletes the data key of the correlation id (so that its payloads read as
+  /// forgotten) securely, and cancels its runs that have not ended, in one transaction. Returns
+  /// the runs it cancelled. Throws Error when no encryption key file is configured.
+  virtual std::vector<std::string> forget(const std::string& correlation_id,
+                                          std::int64_t now_ms) = 0;
+
   /// Run writes committed so far by commit() and commit_all(), one per transaction; for the
   /// tests of group commit.
   virtual std::size_t write_transactions() const = 0;

@@ -34,15 +34,35 @@ void check(const Workflow& wf, detail::Store& store, const std::string& database
                        detail::shown_database(database) + "': " + divergence->message);
 }
 
+// The database for reading, its payloads decoded as `options` says.
+std::unique_ptr<detail::Store> open_recorded(const std::string& database,
+                                             const RuntimeOptions& options) {
+  auto payloads =
+      std::make_shared<const detail::Payloads>(options.codec, options.encryption_key_file);
+  std::unique_ptr<detail::Store> store = detail::open_store_read_only(database);
+  store->set_payloads(std::move(payloads));
+  return store;
+}
+
 }  // namespace
 
 void replay(const Workflow& wf, const std::string& database, std::string_view run_id) {
-  const std::unique_ptr<detail::Store> store = detail::open_store_read_only(database);
+  replay(wf, database, run_id, RuntimeOptions{});
+}
+
+void replay(const Workflow& wf, const std::string& database, std::string_view run_id,
+            const RuntimeOptions& options) {
+  const std::unique_ptr<detail::Store> store = open_recorded(database, options);
   check(wf, *store, database, std::string(run_id));
 }
 
 std::size_t replay_all(const Workflow& wf, const std::string& database) {
-  const std::unique_ptr<detail::Store> store = detail::open_store_read_only(database);
+  return replay_all(wf, database, RuntimeOptions{});
+}
+
+std::size_t replay_all(const Workflow& wf, const std::string& database,
+                       const RuntimeOptions& options) {
+  const std::unique_ptr<detail::Store> store = open_recorded(database, options);
   RunFilter filter;
   filter.workflow = wf.name();
   filter.limit = std::numeric_limits<std::size_t>::max();

@@ -497,6 +497,8 @@ std::string CrashSweep::report() const {
 RunResult check_determinism(const Workflow& wf, json input, RuntimeOptions opts) {
   ScratchDir scratch;
   const std::string file = scratch.file("run.db");
+  const auto payloads =
+      std::make_shared<const detail::Payloads>(opts.codec, opts.encryption_key_file);
   RunResult result;
   {
     TestRuntime kit(std::move(opts));
@@ -508,8 +510,9 @@ RunResult check_determinism(const Workflow& wf, json input, RuntimeOptions opts)
   if (result.info.error && result.info.error->type == "durable::NonDeterminism") {
     throw NonDeterminism(lint + "run " + result.info.id + " failed: " + result.info.error->message);
   }
-  const std::optional<detail::RecordedRun> run =
-      detail::open_store_read_only(file)->recorded_run(result.info.id);
+  const std::unique_ptr<detail::Store> copy = detail::open_store_read_only(file);
+  copy->set_payloads(payloads);
+  const std::optional<detail::RecordedRun> run = copy->recorded_run(result.info.id);
   if (!run) detail::bug("check_determinism: the run it made is not in its copy");
   for (int replay = 1; replay <= 2; ++replay) {
     const std::optional<Divergence> divergence = detail::check_replay(wf, run->info, run->journal);

@@ -7,6 +7,7 @@
 #include <durable/info.hpp>
 #include <durable/options.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,11 @@ class Client {
   /// Client needs a file a worker can open too), a file that is not a durable database (left
   /// untouched), a corrupt file, or one written by a newer durable.
   explicit Client(std::string database);
+  /// A Client on a database whose workers store payloads encoded (RuntimeOptions::codec and
+  /// encryption_key_file): it needs the same, to write inputs and event data they can read and
+  /// to read theirs. Throws Error also for a missing or malformed key file, before the database
+  /// is opened.
+  Client(std::string database, std::optional<Codec> codec, std::string encryption_key_file = {});
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <durable/codec.hpp>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -192,6 +193,18 @@ struct RuntimeOptions {
   /// waits for the collector, and spans that find the queue full are dropped and counted
   /// (Counters::spans_dropped). A URL that is not http:// is refused.
   std::string otlp_endpoint{};
+  /// Encodes every payload before it is stored (see Codec): run inputs and outputs, step
+  /// results and error messages, event data, wait matches, schedule inputs. Ids, names,
+  /// statuses, times, step ids and event names stay in the clear. Every process on the database
+  /// needs the same codec to read them.
+  std::optional<Codec> codec{};
+  /// Built-in encryption of every payload (after `codec`, when both are set): a file of lines
+  /// `KEY_ID:64-hex-chars` (a 256-bit key each). The last line's key wraps new data keys, every
+  /// line's key unwraps: rotation is adding a line. Each correlation id (a run without one: its
+  /// run id) gets a random data key, stored wrapped in the database; payloads are AES-256-GCM
+  /// with a random nonce, bound to their run and slot. Runtime::forget destroys a data key.
+  /// Empty: none. A missing or malformed file is an Error at construction.
+  std::string encryption_key_file{};
 };
 
 /// When a schedule starts runs: every `every` or by a `cron` expression (one of the two), at

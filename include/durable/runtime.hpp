@@ -102,6 +102,15 @@ class Runtime {
   /// counting as failed. `reason` goes into the state history. Throws NotFound; a run already
   /// completed or cancelled is left as it is.
   void cancel(std::string_view run_id, std::string reason = {});
+  /// Crypto-shredding for an erasure request: destroys the data key of `correlation_id` (a run
+  /// started without one: its run id), deleted so that its bytes do not stay in the database
+  /// file (SQLite's secure_delete and a checkpoint; PostgreSQL reuses the space at VACUUM), and
+  /// cancels its runs that have not ended, in one transaction. From then on their payloads
+  /// (inputs, outputs, step results, error messages, wait matches) read as
+  /// {"$forgotten": true}; the runs, their steps and histories (ids, statuses, times) stay.
+  /// Throws Error without RuntimeOptions::encryption_key_file. A correlation id with no data
+  /// key is no error: there is nothing to destroy.
+  void forget(std::string_view correlation_id);
   /// Queues a failed run again: completed steps stay journaled, failed ones run again with a
   /// fresh set of attempts. Throws NotFound, and Error for a run that is not failed.
   void retry(std::string_view run_id);

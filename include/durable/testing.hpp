@@ -139,13 +139,22 @@ RunResult check_determinism(const Workflow& wf, json input = json::object(),
 ///   error than the recorded one;
 /// - for a run recorded in progress (pending, sleeping, waiting, running): the workflow failing
 ///   where no journaled step failed (an input or a result that no longer converts).
-/// A run recorded in progress or cancelled may go on past its journal. Steps are matched by id and use count, as the runtime matches them, so a change
-/// in the order of steps that keep their ids is not a divergence. Throws Error for a missing
-/// file, a file that is not a durable database, an unknown run, or a run of another workflow.
+/// A run recorded in progress or cancelled may go on past its journal. Steps are matched by id and
+/// use count, as the runtime matches them, so a change in the order of steps that keep their ids is
+/// not a divergence. Throws Error for a missing file, a file that is not a durable database, an
+/// unknown run, or a run of another workflow.
 void replay(const Workflow& wf, const std::string& database, std::string_view run_id);
 
 /// replay() of every run of `wf` in the database file, oldest first; returns how many. Throws
 /// Error when the file holds none (a golden test that checks nothing must not pass).
 std::size_t replay_all(const Workflow& wf, const std::string& database);
+
+/// replay() and replay_all() of a database whose payloads are encoded: `options.codec` and
+/// `options.encryption_key_file` decode them (as the runtime that wrote it had them); its other
+/// fields are not used. Throws Error for a payload stored under another codec, or a bad key file.
+void replay(const Workflow& wf, const std::string& database, std::string_view run_id,
+            const RuntimeOptions& options);
+std::size_t replay_all(const Workflow& wf, const std::string& database,
+                       const RuntimeOptions& options);
 
 }  // namespace durable::testing

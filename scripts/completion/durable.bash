@@ -42,7 +42,7 @@ _durable() {
   done
 
   case $prev in
-    --db | --tls-cert | --tls-key | --signing-secret-file)
+    --db | --key-file | --tls-cert | --tls-key | --signing-secret-file)
       compopt -o filenames 2>/dev/null  # a / after directories, names quoted
       mapfile -t COMPREPLY < <(compgen -f -- "$cur")
       return
@@ -68,7 +68,7 @@ _durable() {
 
   local flags=""
   case $command in
-    "") flags="--db --json --help --version" ;;
+    "") flags="--db --key-file --json --help --version" ;;
     runs) flags="--status --workflow --correlation --tag --limit --after" ;;
     cancel) flags="--reason --status --workflow --correlation --tag --failed-step --error-type --since --until --dry-run --all" ;;
     retry | purge) flags="--status --workflow --correlation --tag --failed-step --error-type --since --until --dry-run --all" ;;
@@ -85,14 +85,14 @@ _durable() {
     serve) flags="--address --port --token --tls-cert --tls-key --signing-secret-file" ;;
   esac
   if [[ $cur == -* ]]; then
-    [[ -n $command ]] && flags+=" --db --json"
+    [[ -n $command ]] && flags+=" --db --key-file --json"
     mapfile -t COMPREPLY < <(compgen -W "$flags" -- "$cur")
     return
   fi
 
   local words=""
   case $command in
-    "") words="runs show steps retry cancel purge pause resume fork resolve start send published tail message stats schedules metrics events serve verify version" ;;
+    "") words="runs show steps retry cancel purge pause resume fork resolve start send published tail message stats schedules metrics events serve verify forget version" ;;
     show | steps | cancel | pause | resume | fork | published | tail | message)
       ((${#args[@]} == 0)) && words=$(_durable_ids runs "$program" "${db[@]}" runs --limit 50)
       ;;

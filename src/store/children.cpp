@@ -57,7 +57,7 @@ void SqlStore::resolve_parent(const std::string& id, Status status,
     waiting.bind(1, parent);
     waiting.bind(2, key);
     if (!waiting.next() || waiting.is_null(0)) return;
-    const json entry = stored(waiting.text(0));
+    const json entry = payload({parent, "", step_slot(key, "output")}, waiting.text(0));
     if (!entry.is_object() || entry.value("run", "") != id) return;
   }
   sql::Query update(db(),
@@ -68,7 +68,7 @@ void SqlStore::resolve_parent(const std::string& id, Status status,
     update.bind(1, "completed");
     const json result = {
         {"run", id}, {"workflow", workflow}, {"output", output ? stored(*output) : json()}};
-    update.bind(2, result.dump());
+    update.bind(2, encoded({parent, "", step_slot(key, "output")}, result.dump()));
     update.bind_null(3);
     what = "completed";
   } else {
@@ -81,7 +81,7 @@ void SqlStore::resolve_parent(const std::string& id, Status status,
     failure.attempts = 1;
     update.bind(1, "failed");
     update.bind_null(2);
-    update.bind(3, lenient_dump(error_to_json(failure)));
+    update.bind(3, error_stored({parent, "", step_slot(key, "error")}, failure));
     what = status == Status::cancelled ? "was cancelled" : "failed";
   }
   update.bind(4, now_ms);
@@ -104,7 +104,7 @@ bool SqlStore::end_in(const std::string& id, Status status, const std::optional<
                           std::string(kUnendedStatus));
     update.bind(1, to_string(status));
     if (error) {
-      update.bind(2, lenient_dump(error_to_json(*error)));
+      update.bind(2, error_stored({id, "", "error"}, *error));
     } else {
       update.bind_null(2);
     }

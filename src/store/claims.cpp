@@ -321,7 +321,7 @@ void SqlStore::quarantine(const Candidate& run, std::int64_t now_ms) {
   sql::Query update(db(),
                     "UPDATE runs SET status = 'failed', owner = NULL, due_at = NULL, error = ?, "
                     "crashes = ?, updated_at = ? WHERE id = ?");
-  update.bind(1, lenient_dump(error_to_json(error)));
+  update.bind(1, error_stored({run.id, run.correlation_id, "error"}, error));
   update.bind(2, run.crashes);
   update.bind(3, now_ms);
   update.bind(4, run.id);
@@ -381,7 +381,7 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
   claim.run.correlation_id = candidate.correlation_id;
   claim.run.traceparent = candidate.traceparent;
   claim.run.created_at_ms = candidate.created_at_ms;
-  claim.run.input = stored(candidate.input);
+  claim.run.input = payload({id, candidate.correlation_id, "input"}, candidate.input);
   claim.run.invocations = candidate.invocations;
   // Sleep entries are left sleeping by a sleeping run, or by a resident one (running) that slept
   // in place; wait entries only by a waiting run. A pending run has neither.

@@ -118,12 +118,12 @@ Written SqlStore::apply(const RunWrite& w) {
       update.bind_null(3);
     }
     if (w.output) {
-      update.bind(4, *w.output);
+      update.bind(4, encoded({w.run_id, "", "output"}, *w.output));
     } else {
       update.bind_null(4);
     }
     if (w.error) {
-      update.bind(5, lenient_dump(error_to_json(*w.error)));
+      update.bind(5, error_stored({w.run_id, "", "error"}, *w.error));
     } else {
       update.bind_null(5);
     }
@@ -208,11 +208,13 @@ void SqlStore::continue_as(const std::string& id, NewRun successor) {
                        "state = 'waiting'");
     waiting.bind(1, successor.parent_id);
     waiting.bind(2, successor.parent_step);
-    json call = waiting.next() && !waiting.is_null(0) ? stored(waiting.text(0)) : json();
+    const std::string slot = step_slot(successor.parent_step, "output");
+    const PayloadAt at{successor.parent_id, "", slot};
+    json call = waiting.next() && !waiting.is_null(0) ? payload(at, waiting.text(0)) : json();
     if (call.is_object() && call.value("run", "") == id) {
       call["run"] = successor.id;
       sql::Query update(db(), "UPDATE steps SET output = ? WHERE run_id = ? AND key = ?");
-      update.bind(1, call.dump());
+      update.bind(1, encoded(at, call.dump()));
       update.bind(2, successor.parent_id);
       update.bind(3, successor.parent_step);
       update.run();
@@ -273,15 +275,16 @@ void SqlStore::write_entry(const RunWrite& w, const EntryWrite& write, std::size
   const bool has_output = e.kind == StepKind::run
                               ? e.state == StepState::completed
                               : e.kind != StepKind::sleep && !e.output.is_null();
+  const std::string output_slot = step_slot(e.key, "output");
   if (!has_output) {
     s.bind_null(7);
   } else if (!e.output_text.empty()) {
-    s.bind(7, e.output_text);
+    s.bind(7, encoded({w.run_id, "", output_slot}, e.output_text));
   } else {
-    s.bind(7, e.output.dump());
+    s.bind(7, encoded({w.run_id, "", output_slot}, e.output.dump()));
   }
   if (e.error) {
-    s.bind(8, lenient_dump(error_to_json(*e.error)));
+    s.bind(8, error_stored({w.run_id, "", step_slot(e.key, "error")}, *e.error));
   } else {
     s.bind_null(8);
   }
@@ -309,8 +312,8 @@ std::vector<JournalEntry> SqlStore::load_journal(const std::string& id) {
       fail("the journal of run " + id + " has an entry of unknown kind or state");
     e.kind = *kind;
     e.state = *state;
-    if (!q.is_null(4)) e.output = stored(q.text(4));
-    if (!q.is_null(5)) e.error = error_from_json(stored(q.text(5)));
+    if (!q.is_null(4)) e.output = payload({id, "", step_slot(e.key, "output")}, q.text(4));
+    if (!q.is_null(5)) e.error = error_read({id, "", step_slot(e.key, "error")}, q.text(5));
     e.attempts = q.int32(6);
     if (!q.is_null(7)) e.wake_at_ms = q.int64(7);
     e.invocation = q.int32(8);

@@ -40,6 +40,9 @@ namespace {
 // How far another process's clock may be behind this one's, for the times it wrote.
 constexpr std::int64_t kClockMarginMs = 60'000;
 
+// Where an event's data is stored: it belongs to no run, and is encoded under the event's id.
+PayloadAt event_data(const std::string& event_id) { return {event_id, "", "event-data", false}; }
+
 bool matches(const json& match, const json& data) {
   if (match.empty()) return true;
   if (!data.is_object()) return false;
@@ -71,7 +74,7 @@ Published SqlStore::publish_in(const NewEvent& event) {
                       "RETURNING seq");
     insert.bind(1, event.id);
     insert.bind(2, event.name);
-    insert.bind(3, event.data);
+    insert.bind(3, encoded(event_data(event.id), event.data));
     insert.bind(4, event.now_ms);
     if (!insert.next()) bug("event " + event.id + " was stored with no sequence number");
     result.seq = insert.int64(0);
@@ -87,7 +90,10 @@ Published SqlStore::publish_in(const NewEvent& event) {
     waits.bind(1, event.name);
     waits.bind(2, result.seq);
     while (waits.next()) {
-      if (matches(stored(waits.text(2)), data)) matched.emplace_back(waits.text(0), waits.text(1));
+      std::string run = waits.text(0), key = waits.text(1);
+      if (matches(payload({run, "", step_slot(key, "match")}, waits.text(2)), data)) {
+        matched.emplace_back(std::move(run), std::move(key));
+      }
     }
   }
   for (const auto& [run, key] : matched) {
@@ -134,7 +140,7 @@ bool SqlStore::register_wait(const std::string& run_id, const JournalEntry& e,
     insert.bind(1, run_id);
     insert.bind(2, e.key);
     insert.bind(3, event);
-    insert.bind(4, match.dump());
+    insert.bind(4, encoded({run_id, "", step_slot(e.key, "match")}, match.dump()));
     insert.bind(5, since);
     insert.run();
   }
@@ -145,7 +151,7 @@ bool SqlStore::register_wait(const std::string& run_id, const JournalEntry& e,
     earlier.bind(1, event);
     earlier.bind(2, since);
     while (earlier.next()) {
-      json data = stored(earlier.text(1));
+      json data = payload(event_data(earlier.text(0)), earlier.text(1));
       if (!matches(match, data)) continue;
       found = json{{"id", earlier.text(0)},
                    {"name", event},
@@ -166,7 +172,7 @@ bool SqlStore::complete_wait(const std::string& run_id, const std::string& key, 
   if (event.is_null()) {
     update.bind_null(1);
   } else {
-    update.bind(1, event.dump());
+    update.bind(1, encoded({run_id, "", step_slot(key, "output")}, event.dump()));
   }
   update.bind(2, now_ms);
   update.bind(3, run_id);

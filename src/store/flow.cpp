@@ -139,8 +139,8 @@ FlowGate::Verdict FlowGate::check(const GatedRun& run) {
       // The j-th run held back by this claim waits for the j-th slot the window frees: the
       // oldest begin's, one period on, then the next one's, and around again a period later.
       const int j = w.deferred++;
-      const std::int64_t slot = w.began[static_cast<std::size_t>(j % n)] +
-                                rule.rate_period_ms * (1 + j / n);
+      const std::int64_t slot =
+          w.began[static_cast<std::size_t>(j % n)] + rule.rate_period_ms * (1 + j / n);
       sql::Query defer(*db_, "UPDATE runs SET due_at = ? WHERE id = ?");
       defer.bind(1, std::max(slot, request_->now_ms + 1));
       defer.bind(2, run.id);

@@ -30,7 +30,8 @@ Sent SqlStore::send_message(const NewMessage& m) {
                         "INSERT INTO messages (run_id, topic, data, sent_at) VALUES (?, ?, ?, ?)");
       insert.bind(1, m.run_id);
       insert.bind(2, m.topic);
-      insert.bind(3, m.data);
+      const std::string slot = message_slot(m.topic);
+      insert.bind(3, encoded({m.run_id, "", slot}, m.data));
       insert.bind(4, m.now_ms);
       insert.run();
     }
@@ -43,7 +44,8 @@ Sent SqlStore::send_message(const NewMessage& m) {
                          "AND state = 'waiting' ORDER BY seq");
       waiting.bind(1, m.run_id);
       while (waiting.next()) {
-        const json call = stored(waiting.text(1));
+        const std::string slot = step_slot(waiting.text(0), "output");
+        const json call = payload({m.run_id, "", slot}, waiting.text(1));
         if (call.is_object() && call.value("topic", "") == m.topic) {
           keys.push_back(waiting.text(0));
         }
@@ -77,7 +79,8 @@ bool SqlStore::take_message(const std::string& run_id, const std::string& key,
     oldest.bind(2, topic);
     if (!oldest.next()) return false;
     seq = oldest.int64(0);
-    message = stored(oldest.text(1));
+    const std::string slot = message_slot(topic);
+    message = payload({run_id, "", slot}, oldest.text(1));
   }
   const json received = {{"topic", topic}, {"message", std::move(message)}, {"seq", seq}};
   if (!complete_wait(run_id, key, received, now_ms)) return false;

@@ -13,8 +13,10 @@ bool SqlStore::save_progress(const std::string& run_id, const std::string& owner
     sql::Transaction tx(db());
     {
       // Only the run's owner writes: not a body its runtime gave up on after losing the run.
-      sql::Query owned(db(), "SELECT 1 FROM runs WHERE id = ? AND owner = ? AND status = "
-                             "'running'" + std::string(db().dialect().lock_row));
+      sql::Query owned(db(),
+                       "SELECT 1 FROM runs WHERE id = ? AND owner = ? AND status = "
+                       "'running'" +
+                           std::string(db().dialect().lock_row));
       owned.bind(1, run_id);
       owned.bind(2, owner);
       if (!owned.next()) return false;
@@ -26,7 +28,7 @@ bool SqlStore::save_progress(const std::string& run_id, const std::string& owner
     upsert.bind(1, run_id);
     upsert.bind(2, key);
     upsert.bind(3, static_cast<std::int64_t>(attempt));
-    upsert.bind(4, progress);
+    upsert.bind(4, encoded({run_id, "", step_slot(key, "progress")}, progress));
     upsert.bind(5, now_ms);
     upsert.run();
     tx.commit();
@@ -34,37 +36,38 @@ bool SqlStore::save_progress(const std::string& run_id, const std::string& owner
   });
 }
 
-StepProgress SqlStore::read_progress(sql::Query& q) {
+StepProgress SqlStore::read_progress(sql::Query& q, const std::string& run_id) {
   StepProgress p;
   p.step = q.text(0);
   p.attempt = q.int32(1);
-  p.progress = stored(q.text(2));
+  p.progress = payload({run_id, "", step_slot(p.step, "progress")}, q.text(2));
   p.at = to_time(q.int64(3));
   return p;
 }
 
-std::optional<StepProgress> SqlStore::progress(const std::string& run_id,
-                                               const std::string& key) {
+std::optional<StepProgress> SqlStore::progress(const std::string& run_id, const std::string& key) {
   return guarded([&]() -> std::optional<StepProgress> {
-    sql::Query q(db(), "SELECT step_key, attempt, progress, at FROM step_progress "
-                       "WHERE run_id = ? AND step_key = ?");
+    sql::Query q(db(),
+                 "SELECT step_key, attempt, progress, at FROM step_progress "
+                 "WHERE run_id = ? AND step_key = ?");
     q.bind(1, run_id);
     q.bind(2, key);
     if (!q.next()) return std::nullopt;
-    return read_progress(q);
+    return read_progress(q, run_id);
   });
 }
 
 std::vector<StepProgress> SqlStore::progress_of(const std::string& run_id) {
   return guarded([&] {
     // A completed step's progress is history: its result says more.
-    sql::Query q(db(), "SELECT p.step_key, p.attempt, p.progress, p.at FROM step_progress p "
-                       "WHERE p.run_id = ?1 AND NOT EXISTS (SELECT 1 FROM steps s WHERE "
-                       "s.run_id = ?1 AND s.key = p.step_key AND s.state = 'completed') "
-                       "ORDER BY p.step_key");
+    sql::Query q(db(),
+                 "SELECT p.step_key, p.attempt, p.progress, p.at FROM step_progress p "
+                 "WHERE p.run_id = ?1 AND NOT EXISTS (SELECT 1 FROM steps s WHERE "
+                 "s.run_id = ?1 AND s.key = p.step_key AND s.state = 'completed') "
+                 "ORDER BY p.step_key");
     q.bind(1, run_id);
     std::vector<StepProgress> all;
-    while (q.next()) all.push_back(read_progress(q));
+    while (q.next()) all.push_back(read_progress(q, run_id));
     return all;
   });
 }

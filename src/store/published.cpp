@@ -20,7 +20,8 @@ void SqlStore::write_published(const std::string& run_id, const JournalEntry& en
                     "updated_at = excluded.updated_at");
   upsert.bind(1, run_id);
   upsert.bind(2, key);
-  upsert.bind(3, entry.output.value("value", json()).dump());
+  const std::string slot = published_slot(key);
+  upsert.bind(3, encoded({run_id, "", slot}, entry.output.value("value", json()).dump()));
   upsert.bind(4, now_ms);
   upsert.run();
   announce_change(run_id, key);
@@ -50,7 +51,9 @@ PublishedRead SqlStore::published(const std::string& run_id,
     values.bind(1, run_id);
     if (key) values.bind(2, *key);
     while (values.next()) {
-      read.values.push_back({values.text(0), values.text(1), values.int64(2), values.int64(3)});
+      const std::string key_read = values.text(0), slot = published_slot(key_read);
+      read.values.push_back({key_read, payload_text({run_id, "", slot}, values.text(1)),
+                             values.int64(2), values.int64(3)});
     }
     return read;
   });

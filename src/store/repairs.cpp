@@ -65,7 +65,7 @@ bool SqlStore::resolve(const std::string& id, const std::string& key, const std:
       sql::Query update(db(),
                         "UPDATE steps SET state = 'completed', output = ?, resolved = ?, "
                         "wake_at = NULL, updated_at = ? WHERE run_id = ? AND key = ?");
-      update.bind(1, output);
+      update.bind(1, encoded({id, "", step_slot(key, "output")}, output));
       update.bind(2, reason.empty() ? "no reason given" : reason);
       update.bind(3, now_ms);
       update.bind(4, id);
@@ -97,7 +97,7 @@ bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
       original.next();
       fork.workflow = original.text(0);
       fork.correlation_id = original.text(1);
-      fork.input = original.text(2);
+      fork.input = payload_text({id, fork.correlation_id, "input"}, original.text(2));
     }
     unreadable_.reset();
     Journal journal;

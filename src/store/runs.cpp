@@ -104,7 +104,7 @@ std::string SqlStore::insert_run(const NewRun& run) {
   insert.bind(3, run.correlation_id);
   insert.bind_text_or_null(4, run.idempotency_key);
   insert.bind(5, paused ? "paused" : "pending");
-  insert.bind(6, run.input);
+  insert.bind(6, encoded({run.id, run.correlation_id, "input"}, run.input));
   insert.bind(7, std::max(run.due_ms, rules.due_ms));
   insert.bind(8, run.now_ms);
   insert.bind(9, run.now_ms);
@@ -229,9 +229,10 @@ RunInfo SqlStore::read_run(sql::Query& q) {
   info.workflow = q.text(1);
   info.correlation_id = q.text(2);
   info.status = status_from_string(q.text(3)).value_or(Status::pending);
-  info.input = stored(q.text(4));
-  if (!q.is_null(5)) info.output = stored(q.text(5));
-  if (!q.is_null(6)) info.error = error_from_json(stored(q.text(6)));
+  const PayloadAt at{info.id, info.correlation_id, "input"};
+  info.input = payload(at, q.text(4));
+  if (!q.is_null(5)) info.output = payload({info.id, info.correlation_id, "output"}, q.text(5));
+  if (!q.is_null(6)) info.error = error_read({info.id, info.correlation_id, "error"}, q.text(6));
   info.invocations = q.int32(7);
   info.created_at = to_time(q.int64(8));
   info.updated_at = to_time(q.int64(9));

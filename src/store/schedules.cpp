@@ -23,11 +23,21 @@ void bind_remaining(sql::Query& query, int index, const std::optional<int>& rema
 
 }  // namespace
 
+// Where a schedule's input is stored: it belongs to no run yet, and is encoded under the
+// schedule's id.
+PayloadAt SqlStore::schedule_input(const std::string& id) {
+  return {id, "", "schedule-input", false};
+}
+
+PayloadAt SqlStore::schedule_spec(const std::string& id) {
+  return {id, "", "schedule-spec", false};
+}
+
 ScheduleRow SqlStore::read_schedule(sql::Query& q) {
   ScheduleRow row;
   row.id = q.text(0);
   row.workflow = q.text(1);
-  row.input = q.text(2);
+  row.input = payload_text(schedule_input(row.id), q.text(2));
   row.every_ms = q.int64(3);
   row.cron = q.text(4);
   if (!q.is_null(5)) row.remaining = q.int32(5);
@@ -41,11 +51,13 @@ bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
   return guarded([&] {
     sql::Transaction tx(db());
     {
-      sql::Query same(db(), "SELECT 1 FROM schedules WHERE id = ? AND spec = ?" +
-                                std::string(db().dialect().lock_row));
+      // The spec holds the input, so it is a payload: compared once decoded, not in SQL.
+      sql::Query same(
+          db(), "SELECT spec FROM schedules WHERE id = ?" + std::string(db().dialect().lock_row));
       same.bind(1, row.id);
-      same.bind(2, row.spec);
-      if (same.next()) return false;
+      if (same.next() && payload_text(schedule_spec(row.id), same.text(0)) == row.spec) {
+        return false;
+      }
     }
     sql::Query insert(db(),
                       "INSERT INTO schedules (id, workflow, input, every_ms, cron, remaining, "
@@ -58,7 +70,7 @@ bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
                       "updated_at = excluded.updated_at, spec = excluded.spec");
     insert.bind(1, row.id);
     insert.bind(2, row.workflow);
-    insert.bind(3, row.input);
+    insert.bind(3, encoded(schedule_input(row.id), row.input));
     insert.bind(4, row.every_ms);
     insert.bind(5, row.cron);
     bind_remaining(insert, 6, row.remaining);
@@ -66,7 +78,7 @@ bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
     insert.bind(8, row.fired);
     insert.bind(9, now_ms);
     insert.bind(10, now_ms);
-    insert.bind(11, row.spec);
+    insert.bind(11, encoded(schedule_spec(row.id), row.spec));
     insert.run();
     tx.commit();
     return true;

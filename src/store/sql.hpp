@@ -99,6 +99,13 @@ struct Dialect {
   /// A statement that gives the pages deleted rows left free back to the file system; empty
   /// where the database reuses them on its own (PostgreSQL's autovacuum).
   std::string_view reclaim_space;
+  /// Statements around a delete whose bytes must not stay in the database file (a data key):
+  /// SQLite's PRAGMA secure_delete on and back off; empty on PostgreSQL, where VACUUM reuses
+  /// the space of deleted rows.
+  std::string_view secure_delete_on, secure_delete_off;
+  /// Run after such a delete commits, so that no copy of the page stays in the log: SQLite's
+  /// checkpoint that truncates the WAL (best effort: a reader holding an old snapshot keeps it).
+  std::string_view truncate_log;
   /// An expression reading one top-level field of a column holding a JSON object, as text.
   std::string (*json_field)(std::string_view column, std::string_view field);
 };

@@ -28,6 +28,7 @@
 // (PostgreSQL), a transaction first locks the rows its decision rests on (Dialect::lock_row), and
 // one that loses a conflict is run again whole (Fault::retry).
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -148,6 +149,12 @@ class SqlStore : public Store {
   std::vector<Worker> running_owners(const std::string& self) override;
 
   std::size_t write_transactions() const override { return write_transactions_; }
+  void set_payloads(std::shared_ptr<const Payloads> payloads) override {
+    // No codec is kept as none at all: stored in the clear, as JSON text.
+    const bool clear = payloads == nullptr || payloads->name() == kNoCodec;
+    payloads_ = clear ? nullptr : std::move(payloads);
+  }
+  std::vector<std::string> forget(const std::string& correlation_id, std::int64_t now_ms) override;
 
  protected:
   sql::Connection& db() { return *db_; }
@@ -327,14 +334,48 @@ class SqlStore : public Store {
               std::int64_t now_ms, const std::string& reason);
 
   // schedules.cpp
+  /// A row of schedules, its input decoded (JSON text).
   ScheduleRow read_schedule(sql::Query& query);
+  static PayloadAt schedule_input(const std::string& id);
+  /// Where a schedule's spec is stored: it holds the input (ScheduleRow::spec).
+  static PayloadAt schedule_spec(const std::string& id);
 
-  /// JSON text read back from the database; see runs.cpp.
+  /// JSON text read back from the database; see runs.cpp. Payloads go through payload().
   json stored(const std::string& text);
+  // payloads.cpp: the choke point of payloads at rest (src/payloads.hpp). encoded() is what to
+  // store of a payload's JSON text; payload() the JSON of a stored one, through stored().
+  std::string encoded(const PayloadAt& at, std::string_view text);
+  /// The slots of a message ("message:<topic>"), a published value ("published:<key>") and a
+  /// stream's value ("stream:<name>:<offset>").
+  static std::string message_slot(std::string_view topic) {
+    return "message:" + std::string(topic);
+  }
+  static std::string published_slot(std::string_view key) {
+    return "published:" + std::string(key);
+  }
+  static std::string stream_slot(std::string_view name, std::int64_t offset) {
+    return "stream:" + std::string(name) + ":" + std::to_string(offset);
+  }
+  /// The slot of a step's payload: "step:<key>:output", "step:<key>:error".
+  static std::string step_slot(std::string_view key, std::string_view part) {
+    return "step:" + std::string(key) + ":" + std::string(part);
+  }
+  json payload(const PayloadAt& at, const std::string& stored_text);
+  /// payload() as JSON text (for a value copied to another row, encoded again there).
+  std::string payload_text(const PayloadAt& at, const std::string& stored_text);
+  /// The stored form of an error: its message encoded, its type and step id (which filters
+  /// compare in SQL) in the clear; error_read() reads it back.
+  std::string error_stored(const PayloadAt& at, const ErrorInfo& error);
+  ErrorInfo error_read(const PayloadAt& at, const std::string& stored_text);
+  /// The correlation id of a run ("" for an unknown run), cached: it never changes.
+  std::string correlation_of(std::string_view run_id);
+  /// Deletes a data key so that its bytes do not stay in the file (Dialect::secure_delete).
+  void delete_data_key(const std::string& owner);
+  class Keys;
   // transactions.cpp: a Step::transaction's body in a savepoint; the entry to write.
   EntryWrite run_transaction(const EntryWrite& write);
   // progress.cpp: a row of step_progress (step_key, attempt, progress, at).
-  StepProgress read_progress(sql::Query& q);
+  StepProgress read_progress(sql::Query& q, const std::string& run_id);
 
   std::unique_ptr<sql::Connection> db_;
   std::string name_;
@@ -342,6 +383,8 @@ class SqlStore : public Store {
   bool broken_ = false;                    // the connection broke: reconnect() before the next call
   std::optional<std::string> unreadable_;  // set by stored(): see there
   std::string version_;                    // set_version()
+  std::shared_ptr<const Payloads> payloads_;  // set_payloads(); null: stored in the clear
+  std::map<std::string, std::string, std::less<>> correlations_;  // run id -> correlation id
   bool only_own_version_ = false;
 };
 

@@ -55,7 +55,7 @@ SqlStore::Admitted SqlStore::admit_run(const NewRun& run) {
   sql::Query replace(db(),
                      "UPDATE runs SET input = ?, due_at = ?, updated_at = ?, flow_key = ?, "
                      "rate_key = ? WHERE id = ?");
-  replace.bind(1, run.input);
+  replace.bind(1, encoded({id, "", "input"}, run.input));
   replace.bind(2, due);
   replace.bind(3, run.now_ms);
   replace.bind_text_or_null(4, admitted.flow_key.value_or(""));

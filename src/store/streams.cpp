@@ -39,7 +39,8 @@ bool SqlStore::append_stream(const std::string& run_id, const std::string& name,
     append.bind(1, run_id);
     append.bind(2, name);
     append.bind(3, length);
-    append.bind(4, *value);
+    const std::string slot = stream_slot(name, length);
+    append.bind(4, encoded({run_id, "", slot}, *value));
     append.bind(5, now_ms);
     append.run();
   }
@@ -98,13 +99,16 @@ StreamRows SqlStore::read_stream(const std::string& run_id, const std::string& n
     }
     if (from >= rows.length || limit == 0) return rows;
     sql::Query values(db(),
-                      "SELECT value FROM stream_values WHERE run_id = ? AND name = ? AND pos >= ? "
-                      "ORDER BY pos LIMIT ?");
+                      "SELECT pos, value FROM stream_values WHERE run_id = ? AND name = ? AND "
+                      "pos >= ? ORDER BY pos LIMIT ?");
     values.bind(1, run_id);
     values.bind(2, name);
     values.bind(3, from);
     values.bind(4, static_cast<std::int64_t>(limit));
-    while (values.next()) rows.values.push_back(values.text(0));
+    while (values.next()) {
+      const std::string slot = stream_slot(name, values.int64(0));
+      rows.values.push_back(payload_text({run_id, "", slot}, values.text(1)));
+    }
     return rows;
   });
 }

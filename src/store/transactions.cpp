@@ -43,8 +43,8 @@ std::string first_word(std::string_view text) {
 
 // Statements that would end, nest or leave the step's transaction, or change the connection.
 constexpr std::array<std::string_view, 22> kRefused = {
-    "BEGIN",   "START",  "COMMIT",     "END",     "ROLLBACK", "ABORT",    "SAVEPOINT", "RELEASE",
-    "ATTACH",  "DETACH", "VACUUM",     "PRAGMA",  "SET",      "RESET",    "DISCARD",   "PREPARE",
+    "BEGIN",      "START",  "COMMIT",   "END",    "ROLLBACK", "ABORT",     "SAVEPOINT", "RELEASE",
+    "ATTACH",     "DETACH", "VACUUM",   "PRAGMA", "SET",      "RESET",     "DISCARD",   "PREPARE",
     "DEALLOCATE", "LISTEN", "UNLISTEN", "COPY",   "LOAD",     "CHECKPOINT"};
 
 // The durable::Sql of one transaction body: the application's statements on the store's
@@ -59,8 +59,9 @@ class ApplicationSql final : public SqlSession {
     const std::string word = first_word(text);
     if (word.empty()) refuse("no SQL statement was given");
     if (std::find(kRefused.begin(), kRefused.end(), word) != kRefused.end()) {
-      refuse(word + " is not allowed in a step.transaction body: its SQL runs inside the "
-                    "transaction that journals the step, which durable begins and ends");
+      refuse(word +
+             " is not allowed in a step.transaction body: its SQL runs inside the "
+             "transaction that journals the step, which durable begins and ends");
     }
     // A temporary table or view lives on durable's connection, where it could stand in for
     // one of durable's own tables in durable's statements.
@@ -68,7 +69,8 @@ class ApplicationSql final : public SqlSession {
     first_word(text, after);
     if (const std::string second = first_word(text.substr(after));
         word == "CREATE" && (second == "TEMP" || second == "TEMPORARY")) {
-      refuse("CREATE " + second + " is not allowed in a step.transaction body: a temporary "
+      refuse("CREATE " + second +
+             " is not allowed in a step.transaction body: a temporary "
              "object would outlive it on durable's own connection");
     }
     try {

@@ -181,7 +181,7 @@ TEST_CASE(
                              "SELECT count(*) FROM information_schema.tables WHERE "
                              "table_schema = 'durable'");
     REQUIRE(count.next());
-    CHECK(count.int64(0) == 21);  // 20 tables and the view step_figures
+    CHECK(count.int64(0) == 22);  // 21 tables and the view step_figures
   }
   // A database whose public schema already has a table called runs, named by search_path.
   const std::string foreign = test::fresh_database();
