@@ -126,9 +126,9 @@ ByWorkflow read_by_workflow(detail::OpsQueries& queries) {
     by.runs[label_in(workflows, c.workflow)][c.status] += c.runs;
 
   std::map<std::string, std::map<std::string, detail::StepTotals>> steps_of;
-  detail::StepGroups steps = queries.steps_by_workflow();
-  by.bounds_ms = std::move(steps.bounds_ms);
-  for (const detail::StepGroup& group : steps.groups) {
+  detail::StepGroups groups = queries.steps_by_workflow();
+  by.bounds_ms = std::move(groups.bounds_ms);
+  for (const detail::StepGroup& group : groups.groups) {
     const std::string workflow = label_in(workflows, group.workflow);
     detail::add_totals(by.steps[workflow], group.totals);
     detail::add_totals(steps_of[workflow][step_label(group.step)], group.totals);

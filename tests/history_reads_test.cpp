@@ -278,7 +278,7 @@ TEST_CASE("history reads: a file of schema 15 gets its counts from the runs it h
         "DROP TABLE run_counts; DROP TABLE step_counts; DROP VIEW step_figures; "
         "DROP TABLE step_buckets; DROP INDEX runs_newest; DROP INDEX runs_status; "
         "DROP INDEX runs_workflow; DROP INDEX runs_workflow_status; DROP INDEX runs_correlation; "
-        "DROP TABLE messages; "
+        "DROP TABLE messages; DROP TABLE streams; DROP TABLE stream_values; "
         "CREATE INDEX runs_due ON runs (status, due_at); "
         "CREATE INDEX runs_workflow ON runs (workflow, status); "
         "CREATE INDEX runs_correlation ON runs (correlation_id); "
