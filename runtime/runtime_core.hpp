@@ -172,6 +172,10 @@ class RuntimeCore {
   void note_body(std::chrono::steady_clock::duration took);
   bool bodies_quick() const { return quick_bodies_.load() >= kQuickStreak; }
   std::size_t fail_unreadable(const Claim& claim);
+  /// A run this runtime cannot decode (UndecodableRun) is left to the others for a minute, and
+  /// logged; the claims go on without it. set_aside() returns the runs left out now.
+  void set_aside(const UndecodableRun& run);
+  std::vector<std::string> set_aside();
   void report_quarantined(const std::string& id);
   void start_heartbeat();
   void beat();
@@ -285,6 +289,9 @@ class RuntimeCore {
     std::int64_t event_horizon() override;
     json call_body(const std::string& key, int attempt, const Body& body) override;
     bool halted() override { return core_->halted_; }
+    bool reasons_quote_errors() override {
+      return core_->payloads_ == nullptr || core_->payloads_->name() == kNoCodec;
+    }
     void save_progress(const std::string& key, int attempt, const json& progress) override;
     std::optional<json> load_progress(const std::string& key) override;
     // runtime_streams.cpp: a step body's writes to the run's streams.
@@ -347,6 +354,7 @@ class RuntimeCore {
   // Bodies in a row that ended within kQuickBody before admission claims whole batches again.
   static constexpr int kQuickStreak = 4;
   static constexpr std::chrono::milliseconds kQuickBody{5};
+  static constexpr std::chrono::seconds kSetAside{60};  // an undecodable run is left this long
   RunWrite write_for(const RunState& run, const Outcome& outcome, std::int64_t& lease_until_ms);
   std::vector<std::string> dead_owners();
   WithStore bulk_store();
@@ -362,7 +370,7 @@ class RuntimeCore {
 
   std::mutex store_mutex_;  // guards store_ and random_
   std::unique_ptr<Store> store_;
-  std::shared_ptr<ChangeWatch> changes_;  // see changes()
+  std::shared_ptr<ChangeWatch> changes_;      // see changes()
   std::shared_ptr<const Payloads> payloads_;  // options_.codec and encryption_key_file
   // Starts made on several threads at once share a transaction (and its sync).
   StartBatch starts_{[this](const std::vector<const NewRun*>& runs) {
@@ -396,6 +404,7 @@ class RuntimeCore {
   Lookahead next_deadline_;
   std::vector<std::string> dead_owners_;  // found by the last look
   std::set<std::string> executing_;       // runs this runtime claimed and has not yet let go
+  std::map<std::string, std::chrono::steady_clock::time_point> set_aside_;  // until when
 
   std::once_flag pool_started_;
   std::unique_ptr<StepPool> pool_;  // step threads, from the first run executed

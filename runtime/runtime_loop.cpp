@@ -123,7 +123,18 @@ class RuntimeCore::Admission {
     request.executing.assign(core_->executing_.begin(), core_->executing_.end());
     request.flows = flows_;
     request.quarantine_after = core_->options_.quarantine_after;
-    Claimed claimed = core_->store_->claim(request);
+    Claimed claimed;
+    for (;;) {
+      const std::vector<std::string> aside = core_->set_aside();
+      request.executing.resize(core_->executing_.size());
+      request.executing.insert(request.executing.end(), aside.begin(), aside.end());
+      try {
+        claimed = core_->store_->claim(request);
+        break;
+      } catch (const UndecodableRun& run) {
+        core_->set_aside(run);
+      }
+    }
     for (const Claim& c : claimed.runs) {
       core_->executing_.insert(c.run.id);
       claimed_.insert(c.run.id);
@@ -302,6 +313,28 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
   write.clear_crashes = claim.crashes > 0;
   if (commit(write) != Written::refused) record(claim.run, nullptr, &write);
   return 0;
+}
+
+void RuntimeCore::set_aside(const UndecodableRun& run) {
+  set_aside_[run.run_id] = std::chrono::steady_clock::now() + kSetAside;
+  logger_.write(LogLevel::error, "run.undecodable",
+                std::string("left to other workers for a minute: this runtime cannot read it (") +
+                    run.what() + ")",
+                {{"run_id", run.run_id}}, now_ms());
+}
+
+std::vector<std::string> RuntimeCore::set_aside() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> ids;
+  for (auto it = set_aside_.begin(); it != set_aside_.end();) {
+    if (it->second <= now) {
+      it = set_aside_.erase(it);
+    } else {
+      ids.push_back(it->first);
+      ++it;
+    }
+  }
+  return ids;
 }
 
 std::size_t RuntimeCore::drive(Claim claim, const std::function<void()>& let_go) {

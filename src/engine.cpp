@@ -59,18 +59,23 @@ std::string Invocation::step_label(std::string_view key) const {
 // The history reason of a run waiting out a step's backoff: "step 'call' of run … attempt 1 of 5
 // failed (std::runtime_error: 503); next attempt at 2026-11-21T00:04:16.395Z".
 std::string Invocation::retry_text(const JournalEntry& e, const StepOptions& opts) const {
-  // The error's first line, cut short: the reason is written once per attempt (show and the
-  // step's entry keep the whole error).
-  std::string error = error_text(e.error);
-  error = error.substr(0, error.find('\n'));
-  if (error.size() > 200) {
-    std::size_t cut = 200;
-    while (cut > 0 && (static_cast<unsigned char>(error[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
-    error = error.substr(0, cut) + "...";
-  }
+  const std::string error = e.error ? reason_error(*e.error) : "no error recorded";
   return step_label(e.key) + " attempt " + std::to_string(e.attempts) + " of " +
          std::to_string(policy_of(opts).max_attempts) + " failed (" + error +
          "); next attempt at " + format_time(*e.wake_at_ms);
+}
+
+std::string Invocation::reason_error(const ErrorInfo& e) const {
+  if (!host_->reasons_quote_errors()) return e.type + ", its message encoded";
+  // The first line, cut short: a reason is written once per attempt (show and the step's entry
+  // keep the whole error).
+  std::string message = e.message.substr(0, e.message.find('\n'));
+  if (message.size() > 200) {
+    std::size_t cut = 200;
+    while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+    message = message.substr(0, cut) + "...";
+  }
+  return e.type + ": " + message;
 }
 
 BodyScope* Invocation::scope() const {
@@ -113,10 +118,9 @@ Outcome Invocation::execute() {
     const ErrorInfo& e = *outcome.error;
     outcome.reason =
         e.step_id.empty()
-            ? "the workflow threw " + e.type + ": " + e.message
+            ? "the workflow threw " + reason_error(e)
             : "step '" + e.step_id +
-                  "' failed for good and the workflow did not catch StepFailed: " + e.type + ": " +
-                  e.message;
+                  "' failed for good and the workflow did not catch StepFailed: " + reason_error(e);
   }
   return final_outcome(std::move(outcome));
 }
@@ -130,7 +134,9 @@ Outcome Invocation::final_outcome(Outcome outcome) {
   if (diverged_ && outcome.kind != Outcome::Kind::lost) {
     outcome.kind = Outcome::Kind::failed;
     outcome.error = diverged_;
-    outcome.reason = "the workflow diverged from its journal: " + diverged_->message;
+    outcome.reason = host_->reasons_quote_errors()
+                         ? "the workflow diverged from its journal: " + diverged_->message
+                         : "the workflow diverged from its journal (the run's error says how)";
   }
   return outcome;
 }

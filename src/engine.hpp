@@ -154,6 +154,10 @@ class Host {
   virtual std::string new_id();
   /// Whether this host stopped writing, as a killed process would (the crash sweep).
   virtual bool halted() { return false; }
+  /// Whether a history reason may quote an error's message. Not when a codec encodes the
+  /// payloads (RuntimeOptions::codec, encryption_key_file): the history stays in the clear, so
+  /// the message stays in the step's and the run's encoded error only.
+  virtual bool reasons_quote_errors() { return true; }
   /// Runs a step body (attempt 1, 2, ...) and returns its result; the test kit replaces the
   /// body here (mocks, injected failures) and records which bodies ran.
   virtual json call_body(const std::string& /*key*/, int /*attempt*/, const Body& body) {
@@ -362,6 +366,9 @@ class Invocation {
   Outcome evicted(std::int64_t wake_ms) const;
   std::string step_label(std::string_view key) const;
   std::string retry_text(const JournalEntry& e, const StepOptions& opts) const;
+  /// An error as a history reason quotes it: its type, and its message's first line when the
+  /// host lets reasons quote errors.
+  std::string reason_error(const ErrorInfo& e) const;
   Outcome final_outcome(Outcome outcome);
   void note_new(std::string_view key, std::string_view tool, const JournalEntry* retrying);
   // A nested step call from a body running on a step thread; null when not inside a body of

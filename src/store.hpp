@@ -93,9 +93,9 @@ struct PublishedRead {
 /// What reading a run's stream (Step::write_stream) found.
 struct StreamRows {
   bool run_found = false;
-  bool closed = false;               ///< closed by the run, or the run has ended
-  std::vector<std::string> values;   ///< JSON texts, from the offset asked for
-  std::int64_t length = 0;           ///< how many values the stream holds
+  bool closed = false;              ///< closed by the run, or the run has ended
+  std::vector<std::string> values;  ///< JSON texts, from the offset asked for
+  std::int64_t length = 0;          ///< how many values the stream holds
 };
 
 /// One of a run's streams, as Store::streams_of lists it.
@@ -144,6 +144,14 @@ struct Claim {
   /// Set when a value stored for the run (its input, a journaled output) cannot be read safely:
   /// the run must be failed with this reason, not executed.
   std::optional<std::string> unreadable;
+};
+
+/// Thrown by claim() for a run whose stored payloads this runtime cannot decode (stored under
+/// another codec, or under a key its key file lacks): nothing was claimed or written. Another
+/// runtime, configured as the one that wrote the run, can still execute it.
+struct UndecodableRun : Error {
+  UndecodableRun(std::string id, const std::string& why) : Error(why), run_id(std::move(id)) {}
+  std::string run_id;
 };
 
 /// What claim() did: the runs it claimed, and those it failed instead (quarantined: they had
@@ -386,8 +394,7 @@ class Store {
   /// A step body's write (`value`, JSON text) or close (nullopt) of the run's stream, in a
   /// transaction of its own, made only while the run is running under `owner`.
   virtual StreamWrite write_stream(const std::string& run_id, const std::string& owner,
-                                   const std::string& name,
-                                   const std::optional<std::string>& value,
+                                   const std::string& name, const std::optional<std::string>& value,
                                    std::int64_t now_ms) = 0;
   /// The sequence number of the last event stored (0: none).
   virtual std::int64_t event_horizon() = 0;

@@ -190,3 +190,59 @@ TEST_CASE("a Client takes the codec: what it starts, the workers read (on each s
   Client plain(db);
   CHECK_THROWS_WITH_AS(plain.get(id), doctest::Contains("stored under codec 'xor'"), Error);
 }
+
+TEST_CASE(
+    "a run this runtime cannot decode is left to other workers, and its claims go on "
+    "(on each store)") {
+  test::TempDir dir;
+  const std::string db = test::database(dir, "codec.db");
+  Runtime writer(with_codec(db, test::xor_codec("xor")));
+  const auto greet = [](Step& step, const json& input) -> json {
+    return step.run("greet", [&] { return "hello " + input.at("who").get<std::string>(); });
+  };
+  writer.add(Workflow("greet", greet));
+  const std::string theirs = writer.start("greet", {{"who", "xor"}});  // not executed yet
+
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  RuntimeOptions opts = with_codec(db, test::xor_codec("rot", 0x33));
+  opts.log_sink = [&](std::string_view line) {
+    std::lock_guard lock(mutex);
+    lines.emplace_back(line);
+  };
+  Runtime other(opts);
+  other.add(Workflow("greet", greet));
+  const std::string mine = other.start("greet", {{"who", "rot"}});
+  other.run_until_idle();  // without the set-aside: throws, and runs nothing
+  CHECK(other.get(mine).output == "hello rot");
+  CHECK(writer.get(theirs).status == Status::pending);  // not failed, not written
+  {
+    std::lock_guard lock(mutex);
+    const bool logged = std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+      return l.find("run.undecodable") != std::string::npos &&
+             l.find(theirs) != std::string::npos && l.find("'xor'") != std::string::npos;
+    });
+    CHECK(logged);
+  }
+  writer.run_until_idle();  // the runtime that wrote it runs it
+  CHECK(writer.get(theirs).output == "hello xor");
+}
+
+TEST_CASE("with a codec, the history names a failed attempt's error type, not its message") {
+  test::TempDir dir;
+  const std::string db = dir.file("codec.db");
+  Runtime runtime(with_codec(db, test::xor_codec()));
+  test::add_marker_flows(runtime);
+  test::run_marker_flow(runtime);
+  std::vector<std::string> reasons;
+  for (const RunInfo& run : runtime.list({.workflow = "marker-fails"})) {
+    for (const Transition& change : runtime.get(run.id).history) reasons.push_back(change.reason);
+  }
+  const auto has = [&](const std::string& text) {
+    return std::any_of(reasons.begin(), reasons.end(),
+                       [&](const std::string& r) { return r.find(text) != std::string::npos; });
+  };
+  CHECK(has("attempt 1 of 2 failed (std::runtime_error, its message encoded)"));
+  CHECK(has("the workflow threw std::runtime_error, its message encoded"));
+  CHECK_FALSE(has(test::kMarker));
+}

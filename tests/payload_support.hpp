@@ -30,8 +30,22 @@ inline Codec xor_codec(std::string name = "xor", unsigned char mask = 0x5a) {
 
 /// Every payload path at once: the input, a step result, a caught step's error message, an
 /// event sent from a step, a wait's match and the event's data, a child's input and output,
-/// and the run's output; each holds kMarker. Waits for "marker.go" with {"who": kMarker}.
+/// published and stream values, a message, and the run's output; each holds kMarker. Waits for
+/// "marker.go" with {"who": kMarker}. And "marker-fails": a step retried after an error, then
+/// the workflow throws; both errors hold kMarker, and the history quotes neither's message.
 inline void add_marker_flows(Runtime& runtime) {
+  runtime.add(Workflow("marker-fails", [](Step& step, const json& input) -> json {
+    const std::string m = input.at("secret");
+    step.run(
+        "flaky",
+        [&](StepContext& context) {
+          if (context.attempt() == 1) throw std::runtime_error(m + "-retried");
+          return 0;
+        },
+        {.retry = RetryPolicy{
+             .max_attempts = 2, .initial_backoff = std::chrono::milliseconds(1), .jitter = 0}});
+    throw std::runtime_error(m + "-thrown");
+  }));
   runtime.add(Workflow("marker-child", [](Step&, const json& input) -> json {
     return {{"child-output", input.at("x")}};
   }));
@@ -70,6 +84,9 @@ inline std::string run_marker_flow(Runtime& runtime, const std::string& correlat
   runtime.run_until_idle();
   runtime.send_event("marker.go", {{"who", kMarker}, {"note", std::string(kMarker) + "-data"}});
   runtime.run_until_idle();
+  const std::string fails =
+      runtime.start("marker-fails", {{"secret", kMarker}}, {.correlation_id = correlation});
+  REQUIRE(runtime.wait(fails, std::chrono::seconds(30)).status == Status::failed);
   return id;
 }
 

@@ -183,7 +183,13 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
           quarantine(candidate, request.now_ms);
           claimed.quarantined.push_back(candidate.id);
         } else {
-          claimed.runs.push_back(take(candidate, request));
+          try {
+            claimed.runs.push_back(take(candidate, request));
+          } catch (const sql::Failure&) {
+            throw;
+          } catch (const Error& e) {  // rolled back with the whole claim
+            throw UndecodableRun(candidate.id, e.what());
+          }
           claimed.runs.back().alone = candidate.crashes >= isolate_after(request);
         }
       }
