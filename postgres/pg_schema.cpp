@@ -373,6 +373,8 @@ CREATE TABLE data_keys (
   wrapped    TEXT NOT NULL,
   created_at BIGINT NOT NULL
 );
+-- The correlation id of the run that sent an event, whose data key encrypts its data.
+ALTER TABLE events ADD COLUMN correlation_id TEXT;
 )sql"};
 
 }  // namespace durable::detail::pg

@@ -371,6 +371,9 @@ CREATE TABLE data_keys (
   wrapped    TEXT NOT NULL,
   created_at INTEGER NOT NULL
 );
+-- The correlation id of the run that sent an event (step.send_event), whose data key encrypts
+-- the event's data; NULL for an event sent from outside (its own data key).
+ALTER TABLE events ADD COLUMN correlation_id TEXT;
 )sql"};
 
 }  // namespace durable::detail

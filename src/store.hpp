@@ -51,6 +51,9 @@ struct NewEvent {
   std::string data;  ///< JSON text
   std::int64_t now_ms = 0;
   std::string traceparent{};  ///< joined by the runs the event starts; empty: none
+  /// Of the run that sent it (step.send_event): its data is that correlation's payload, and
+  /// Runtime::forget erases it with the run's. Empty: sent from outside.
+  std::string correlation_id{};
 };
 
 /// A message to a run's mailbox (Runtime::send).

@@ -139,6 +139,7 @@ TEST_CASE(
   Runtime runtime(encrypted(db, key_file(dir, "keys", {kKeyA})));
   runtime.add(Workflow("wait", [](Step& step, const json& input) -> json {
     step.run("note", [&] { return input; });
+    step.send_event("tell", "told", input);  // the event's data is u1's too
     return step.wait_for_event("go", "go", {}).has_value();
   }));
   runtime.add(Workflow("echo", [](Step& step, const json& input) -> json {
@@ -172,6 +173,11 @@ TEST_CASE(
   CHECK(runtime.get(waiting).input == forgotten);
   CHECK(runtime.get(other).output == json{{"m", 2}});  // another correlation id: untouched
   CHECK(test::query_text(db, "SELECT count(*) FROM data_keys WHERE owner = 'u1'") == "0");
+  // The event the run sent is encrypted under u1's key, not one of its own that would outlive it.
+  CHECK(test::query_text(db, "SELECT correlation_id FROM events WHERE name = 'told'") == "u1");
+  CHECK(test::query_text(db,
+                         "SELECT count(*) FROM data_keys WHERE owner IN (SELECT id FROM "
+                         "events WHERE name = 'told')") == "0");
   CHECK_FALSE(test::database_holds(db, wrapped));
   runtime.forget("u1");  // again: nothing left to destroy, no error
 }

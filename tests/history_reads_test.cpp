@@ -274,7 +274,7 @@ TEST_CASE("history reads: a file of schema 15 gets its counts from the runs it h
         "DROP TRIGGER runs_counted; DROP TRIGGER runs_recounted; DROP TRIGGER runs_uncounted; "
         "DROP TRIGGER steps_counted; DROP TRIGGER steps_uncounted; DROP TRIGGER steps_changing; "
         "DROP TRIGGER steps_changed; "
-        "DROP TABLE data_keys; "
+        "DROP TABLE data_keys; ALTER TABLE events DROP COLUMN correlation_id; "
         "DROP TABLE run_counts; DROP TABLE step_counts; DROP VIEW step_figures; "
         "DROP TABLE step_buckets; DROP INDEX runs_newest; DROP INDEX runs_status; "
         "DROP INDEX runs_workflow; DROP INDEX runs_workflow_status; DROP INDEX runs_correlation; "

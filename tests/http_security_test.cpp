@@ -401,7 +401,7 @@ TEST_CASE("signed requests: HMAC-SHA256 and the replay window's memory") {
   // RFC 4231, test case 2.
   CHECK(to_hex(hmac_sha256("Jefe", "what do ya want for nothing?")) ==
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-  // The example in docs/operations.md, as `openssl dgst -sha256 -hmac` prints it.
+  // The example in docs/security.md, as `openssl dgst -sha256 -hmac` prints it.
   CHECK(
       to_hex(hmac_sha256(kSecret, signed_text("POST", "/v1/events", 1764249600, "4f1c2a9d8e7b6a5f",
                                               R"({"name":"paid","data":{"order":42}})"))) ==

@@ -388,6 +388,7 @@ TEST_CASE("replay: a file of an older schema replays from a migrated copy, left 
         "DROP TABLE workflows; DROP TABLE run_tags; DROP TABLE paused_workflows; "
         "DROP TABLE step_progress; DROP TABLE published; DROP TABLE messages; "
         "DROP TABLE streams; DROP TABLE stream_values; DROP TABLE data_keys; "
+        "ALTER TABLE events DROP COLUMN correlation_id; "
         "DROP INDEX runs_prioritized; DROP INDEX runs_deadline; DROP INDEX runs_paused; "
         "DROP INDEX runs_running_keys; DROP INDEX runs_began; ALTER TABLE runs DROP COLUMN "
         "flow_key; ALTER TABLE runs DROP COLUMN rate_key; ALTER TABLE runs DROP COLUMN began_at; "

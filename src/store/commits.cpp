@@ -238,6 +238,7 @@ bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
     event.name = e.output.value("name", "");
     event.data = e.output.value("data", json::object()).dump();
     event.now_ms = w.now_ms;
+    event.correlation_id = correlation_of(w.run_id);
     publish_in(event);
   } else if (e.kind == StepKind::event && e.state == StepState::waiting) {
     return register_wait(w.run_id, e, w.now_ms);

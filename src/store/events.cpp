@@ -40,8 +40,11 @@ namespace {
 // How far another process's clock may be behind this one's, for the times it wrote.
 constexpr std::int64_t kClockMarginMs = 60'000;
 
-// Where an event's data is stored: it belongs to no run, and is encoded under the event's id.
-PayloadAt event_data(const std::string& event_id) { return {event_id, "", "event-data", false}; }
+// Where an event's data is stored: it belongs to no run. Sent by a run, it is encoded under the
+// data key of the run's correlation id; sent from outside, under a key of its own (the event id).
+PayloadAt event_data(const std::string& event_id, const std::string& correlation_id) {
+  return {event_id, correlation_id, "event-data", false};
+}
 
 bool matches(const json& match, const json& data) {
   if (match.empty()) return true;
@@ -70,12 +73,13 @@ Published SqlStore::publish_in(const NewEvent& event) {
   Published result;
   {
     sql::Query insert(db(),
-                      "INSERT INTO events (id, name, data, at) VALUES (?, ?, ?, ?) "
-                      "RETURNING seq");
+                      "INSERT INTO events (id, name, data, at, correlation_id) "
+                      "VALUES (?, ?, ?, ?, ?) RETURNING seq");
     insert.bind(1, event.id);
     insert.bind(2, event.name);
-    insert.bind(3, encoded(event_data(event.id), event.data));
+    insert.bind(3, encoded(event_data(event.id, event.correlation_id), event.data));
     insert.bind(4, event.now_ms);
+    insert.bind_text_or_null(5, event.correlation_id);
     if (!insert.next()) bug("event " + event.id + " was stored with no sequence number");
     result.seq = insert.int64(0);
     while (insert.next()) {
@@ -147,11 +151,12 @@ bool SqlStore::register_wait(const std::string& run_id, const JournalEntry& e,
   std::optional<json> found;
   {
     sql::Query earlier(db(),
-                       "SELECT id, data, at FROM events WHERE name = ? AND seq > ? ORDER BY seq");
+                       "SELECT id, data, at, coalesce(correlation_id, '') FROM events WHERE "
+                       "name = ? AND seq > ? ORDER BY seq");
     earlier.bind(1, event);
     earlier.bind(2, since);
     while (earlier.next()) {
-      json data = payload(event_data(earlier.text(0)), earlier.text(1));
+      json data = payload(event_data(earlier.text(0), earlier.text(3)), earlier.text(1));
       if (!matches(match, data)) continue;
       found = json{{"id", earlier.text(0)},
                    {"name", event},
