@@ -347,3 +347,27 @@ TEST_CASE("kill -9 between receives: each message is received once (on each stor
   }
   CHECK(got == std::vector<json>{0, 1, 2, 3, 4});
 }
+
+TEST_CASE(
+    "messages no receive took go to the run continue_as_new starts, in order (on each store)") {
+  test::TempDir dir;
+  test::ManualClock clock;
+  auto runtime = test::runtime_on(test::database(dir, "db"), clock);
+  // Each run of the line takes one message, then continues; the third returns what it took.
+  runtime->add(Workflow("line", [](Step& step, const json& input) -> json {
+    json got = input.value("got", json::array());
+    got.push_back(step.receive("take", "t", 1h).value_or("none"));
+    if (got.size() == 3) return got;
+    step.continue_as_new({{"got", got}});
+  }));
+  const std::string first = runtime->start("line");
+  for (int i = 1; i <= 3; ++i) runtime->send(first, "t", i);  // all before the run begins
+  runtime->run_until_idle();
+  const RunInfo one = runtime->get(first);
+  REQUIRE(!one.continued_as.empty());
+  const RunInfo two = runtime->get(one.continued_as);
+  REQUIRE(!two.continued_as.empty());
+  const RunInfo three = runtime->get(two.continued_as);
+  CHECK(three.status == Status::completed);
+  CHECK(three.output == json::array({1, 2, 3}));  // without the carry: the second run waits
+}

@@ -221,6 +221,7 @@ void SqlStore::continue_as(const std::string& id, NewRun successor) {
     }
   }
   insert_run(successor);
+  carry_messages(id, successor.id);
   sql::Query link(db(), "UPDATE runs SET continued_as = ? WHERE id = ?");
   link.bind(1, successor.id);
   link.bind(2, id);

@@ -91,4 +91,37 @@ bool SqlStore::take_message(const std::string& run_id, const std::string& key,
   return true;
 }
 
+// Under the ended run's row lock (its final write holds it), so a send either came before and
+// is carried, or comes after and finds the run ended. Each message is decoded and encoded again:
+// a payload is bound to its run.
+void SqlStore::carry_messages(const std::string& from, const std::string& to) {
+  struct Kept {
+    std::int64_t seq;
+    std::string topic, data;
+    std::int64_t sent_at;
+  };
+  std::vector<Kept> kept;
+  {
+    sql::Query q(db(),
+                 "SELECT seq, topic, data, sent_at FROM messages WHERE run_id = ? AND "
+                 "received_by IS NULL ORDER BY seq");
+    q.bind(1, from);
+    while (q.next()) kept.push_back({q.int64(0), q.text(1), q.text(2), q.int64(3)});
+  }
+  for (const Kept& m : kept) {
+    const std::string slot = message_slot(m.topic);
+    const std::string text = payload_text({from, "", slot}, m.data);
+    sql::Query insert(db(),
+                      "INSERT INTO messages (run_id, topic, data, sent_at) VALUES (?, ?, ?, ?)");
+    insert.bind(1, to);
+    insert.bind(2, m.topic);
+    insert.bind(3, encoded({to, "", slot}, text));
+    insert.bind(4, m.sent_at);
+    insert.run();
+    sql::Query remove(db(), "DELETE FROM messages WHERE seq = ?");
+    remove.bind(1, m.seq);
+    remove.run();
+  }
+}
+
 }  // namespace durable::detail

@@ -311,6 +311,8 @@ class SqlStore : public Store {
   /// received, and marks that message as received by it; whether it did.
   bool take_message(const std::string& run_id, const std::string& key, const std::string& topic,
                     std::int64_t now_ms);
+  /// step.continue_as_new: the messages no receive of `from` took become `to`'s, in their order.
+  void carry_messages(const std::string& from, const std::string& to);
   /// Sends "RUN_ID/NAME" to the change feeds that listen (PostgreSQL), delivered at commit.
   void announce_change(const std::string& run_id, std::string_view name);
 
