@@ -5,7 +5,6 @@
 #include <iostream>
 
 #include "change_watch.hpp"
-#include "published.hpp"
 
 namespace durable::detail::cli {
 
@@ -26,30 +25,27 @@ std::chrono::milliseconds wait_of(const std::string& text) {
 int published_command(ops::Admin& admin, const std::string& run, const std::string& key,
                       const std::string& wait_ms, bool as_json) {
   const std::chrono::milliseconds wait = wait_of(wait_ms);
-  const ChangeWatch::Deadline deadline = published_deadline(wait);
-  for (;;) {
-    ChangeWatch& watch = admin.changes();
-    const ChangeWatch::Mark mark = watch.mark();  // before the read: no change is missed
-    const ops::Admin::PublishedNow now = admin.published_now(run, key);
-    if (now.value) {
-      if (as_json) {
-        std::cout << json{{"published", true}, {"value", *now.value}}.dump(2) << '\n';
-      } else {
-        std::cout << now.value->dump() << '\n';
-      }
-      return 0;
+  using Answer = std::optional<ops::Admin::PublishedNow>;  // empty: wait for a change
+  const ops::Admin::PublishedNow now = admin.changes().read_until_changed(
+      run, key, ChangeWatch::deadline_after(wait), [&](bool last) {
+        ops::Admin::PublishedNow read = admin.published_now(run, key);
+        return read.value || read.ended || last ? Answer(std::move(read)) : Answer();
+      });
+  if (now.value) {
+    if (as_json) {
+      std::cout << json{{"published", true}, {"value", *now.value}}.dump(2) << '\n';
+    } else {
+      std::cout << now.value->dump() << '\n';
     }
-    if (now.ended || std::chrono::steady_clock::now() >= deadline) {
-      if (as_json) std::cout << json{{"published", false}}.dump(2) << '\n';
-      std::cerr << "durable: run " << run << " has published no value under '" << key << "'"
-                << (now.ended          ? " and has ended"
-                    : wait.count() > 0 ? " within the wait"
-                                       : "")
-                << '\n';
-      return 1;
-    }
-    watch.wait(run, key, mark, deadline);
+    return 0;
   }
+  if (as_json) std::cout << json{{"published", false}}.dump(2) << '\n';
+  std::cerr << "durable: run " << run << " has published no value under '" << key << "'"
+            << (now.ended          ? " and has ended"
+                : wait.count() > 0 ? " within the wait"
+                                   : "")
+            << '\n';
+  return 1;
 }
 
 }  // namespace durable::detail::cli

@@ -43,6 +43,12 @@ ChangeWatch::~ChangeWatch() {
   call(due, false);
 }
 
+ChangeWatch::Deadline ChangeWatch::deadline_after(std::chrono::milliseconds wait) {
+  constexpr std::chrono::hours kLongest{24 * 365 * 100};
+  return std::chrono::steady_clock::now() +
+         std::clamp<std::chrono::milliseconds>(wait, {}, kLongest);
+}
+
 std::string ChangeWatch::topic(std::string_view run_id, std::string_view name) {
   std::string text(run_id);
   text.push_back('/');

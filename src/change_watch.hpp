@@ -72,6 +72,9 @@ class ChangeWatch {
 
   /// "RUN_ID/NAME": a topic as feeds announce it (run ids hold no '/').
   static std::string topic(std::string_view run_id, std::string_view name);
+  /// The deadline of a wait of `wait` from now: none when zero or negative, and a century at
+  /// most (milliseconds::max() would overflow a time point).
+  static Deadline deadline_after(std::chrono::milliseconds wait);
 
   /// The loop of a blocking read that waits: calls `read(last)` after a mark, and returns the
   /// answer it gives (a std::optional holding one), or waits for a change of (run_id, name) and

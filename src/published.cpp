@@ -9,18 +9,13 @@
 
 namespace durable::detail {
 
-ChangeWatch::Deadline published_deadline(std::chrono::milliseconds wait) {
-  return std::chrono::steady_clock::now() +
-         std::clamp<std::chrono::milliseconds>(wait, {}, kLongestPublishedWait);
-}
-
 std::optional<json> wait_published(ChangeWatch& watch, std::string_view run_id,
                                    std::string_view key, std::chrono::milliseconds wait,
                                    const std::function<PublishedRead()>& read,
                                    std::string_view who) {
   check_published_key(key, who);
   using Answer = std::optional<std::optional<json>>;  // empty: wait for a change
-  return watch.read_until_changed(run_id, key, published_deadline(wait), [&](bool last) {
+  return watch.read_until_changed(run_id, key, ChangeWatch::deadline_after(wait), [&](bool last) {
     const PublishedRead found = read();
     if (!found.run_found) throw no_such_run(run_id);
     if (!found.values.empty()) return Answer(std::in_place, json::parse(found.values[0].value));

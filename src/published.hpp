@@ -15,10 +15,6 @@
 
 namespace durable::detail {
 
-/// The longest wait honoured as such: a longer one (milliseconds::max()) would overflow a
-/// deadline.
-inline constexpr std::chrono::hours kLongestPublishedWait{24 * 365 * 100};
-
 /// The key's latest value; when it has none, waits up to `wait` (none when zero or negative)
 /// for the run to publish it, and returns nullopt if it does not, or as soon as the run has
 /// ended without it. `read` reads the store (taking whatever lock its store needs). Throws Error
@@ -27,8 +23,5 @@ std::optional<json> wait_published(ChangeWatch& watch, std::string_view run_id,
                                    std::string_view key, std::chrono::milliseconds wait,
                                    const std::function<PublishedRead()>& read,
                                    std::string_view who);
-
-/// The deadline of a wait of `wait` from now, clamped to [now, now + kLongestPublishedWait].
-ChangeWatch::Deadline published_deadline(std::chrono::milliseconds wait);
 
 }  // namespace durable::detail
