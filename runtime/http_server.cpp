@@ -437,45 +437,47 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     auto give_up = [find] { find(true); };
     http::response<http::string_body> checked =
         to_message(std::move(response), version, false, false);
-    asio::post(self->stream_.get_executor(), [self, checked = std::move(checked),
-                                              begin = std::move(begin), give_up]() mutable {
-      if (checked.result_int() != 200) {  // the checks of a response refused it
-        give_up();
-        return self->send_message(std::move(checked));
-      }
-      self->write_head(std::move(checked), std::move(begin), std::move(give_up));
-    });
+    asio::post(self->stream_.get_executor(),
+               [self, checked = std::move(checked), begin = std::move(begin), give_up]() mutable {
+                 if (checked.result_int() != 200) {  // the checks of a response refused it
+                   give_up();
+                   return self->send_message(std::move(checked));
+                 }
+                 self->write_head(std::move(checked), std::move(begin), std::move(give_up));
+               });
   }
 
   void write_head(http::response<http::string_body> checked, std::function<void()> begin,
                   std::function<void()> give_up) {
     streamed_.emplace(std::move(checked.base()));
     streamed_->erase(http::field::content_length);
-    streamed_->chunked(true);
+    // HTTP/1.0 knows no chunks: the body is the bytes up to the close (the response says close).
+    streamed_->chunked(streamed_->version() >= 11);
     head_writer_.emplace(*streamed_);
     lowest().expires_after(shared_.options.idle_timeout);
-    http::async_write_header(
-        stream_, *head_writer_,
-        [self = this->shared_from_this(), begin = std::move(begin), give_up = std::move(give_up)](
-            beast::error_code error, std::size_t) {
-          if (!error) return begin();
-          give_up();
-          self->close();
-        });
+    http::async_write_header(stream_, *head_writer_,
+                             [self = this->shared_from_this(), begin = std::move(begin),
+                              give_up = std::move(give_up)](beast::error_code error, std::size_t) {
+                               if (!error) return begin();
+                               give_up();
+                               self->close();
+                             });
   }
 
   void write_chunk(std::string data, std::function<void(bool)> sent) {
     auto held = std::make_shared<std::string>(std::move(data));
     lowest().expires_after(shared_.options.idle_timeout);
-    asio::async_write(stream_, http::make_chunk(asio::buffer(*held)),
-                      [self = this->shared_from_this(), held, sent = std::move(sent)](
-                          beast::error_code error, std::size_t) {
-                        if (error) self->close();
-                        sent(!error);
-                      });
+    auto written = [self = this->shared_from_this(), held, sent = std::move(sent)](
+                       beast::error_code error, std::size_t) {
+      if (error) self->close();
+      sent(!error);
+    };
+    if (!streamed_->chunked()) return asio::async_write(stream_, asio::buffer(*held), written);
+    asio::async_write(stream_, http::make_chunk(asio::buffer(*held)), std::move(written));
   }
 
   void end_chunks() {
+    if (!streamed_->chunked()) return linger();  // HTTP/1.0: the close ends the body
     lowest().expires_after(shared_.options.idle_timeout);
     asio::async_write(stream_, http::make_chunk_last(),
                       [self = this->shared_from_this()](beast::error_code error, std::size_t) {

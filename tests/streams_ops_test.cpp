@@ -112,6 +112,12 @@ TEST_CASE(
   CHECK(from_two.exchange(client::get(path + "?from=2", kAuth)).body() ==
         "id: 2\ndata: \"two\"\n\n");
 
+  // An HTTP/1.0 client knows no chunks: the body is the events as they are, ended by the close.
+  client::Connection old_client(port);
+  old_client.send("GET " + path + " HTTP/1.0\r\n" + kAuth + "\r\n");
+  CHECK(old_client.received_text(
+      "\r\n\r\nid: 0\ndata: \"zero\"\n\nid: 1\ndata: {\"one\":1}\n\nid: 2\ndata: \"two\"\n\n"));
+
   client::Connection lister(port);
   const json listed =
       client::json_of(lister.exchange(client::get("/v1/runs/" + id + "/streams", kAuth)));
