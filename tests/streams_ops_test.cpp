@@ -114,7 +114,7 @@ TEST_CASE(
 
   // An HTTP/1.0 client knows no chunks: the body is the events as they are, ended by the close.
   client::Connection old_client(port);
-  old_client.send("GET " + path + " HTTP/1.0\r\n" + kAuth + "\r\n");
+  old_client.send("GET " + path + " HTTP/1.0\r\nHost: localhost\r\n" + kAuth + "\r\n");
   CHECK(old_client.received_text(
       "\r\n\r\nid: 0\ndata: \"zero\"\n\nid: 1\ndata: {\"one\":1}\n\nid: 2\ndata: \"two\"\n\n"));
 
