@@ -189,8 +189,8 @@ function runFixture() {
   });
 }
 
-async function startServer() {
-  const port = await freePort();
+async function startServer(port) {
+  port = port || await freePort();  // a port given: the server started again where it was
   const quote = (text) => `'${String(text).replaceAll("'", "'\\''")}'`;
   const command = args.serve.replaceAll('{port}', String(port)).replaceAll('{db}', quote(args.db || ''))
                             .replaceAll('{token}', quote(args.token || ''));
@@ -725,9 +725,13 @@ async function main(ids) {
     });
 
     if (args.fixture) {  // a run of the fixture's writes its stream while the page is open
+      const restartServer = async () => {
+        await stopServer();
+        await startServer(Number(new URL(baseUrl).port));
+      };
       await checkLiveStreams({page: stale, baseUrl, token: args.token, fixture: args.fixture,
                               db: args.db, waitMs: WAIT_MS, check, waitFor, CheckFailed,
-                              setupError, json, apiGet, strayText});
+                              setupError, json, apiGet, strayText, restartServer});
     }
 
     await check('the page threw no error', async () => {

@@ -25,7 +25,8 @@ function startStreamingRun(fixture, db, setupError) {
     });
     child.once('error', reject);
     child.once('exit', (code) => reject(setupError(
-        `${fixture} --db ${db} --streaming exited (${code}) before printing its run: ${err.trim()}`)));
+        `${fixture} --db ${db} --streaming exited (${code}) before printing its run: ` +
+        err.trim())));
   });
 }
 
@@ -42,7 +43,7 @@ function readStream(page) {
 }
 
 // t: {page (on the server, its token taken, auto-refresh off), baseUrl, token, fixture, db,
-//     check, waitFor, CheckFailed, setupError, json, apiGet, strayText}
+//     check, waitFor, CheckFailed, setupError, json, apiGet, strayText, restartServer}
 export async function checkLiveStreams(t) {
   const {page, check, waitFor, CheckFailed, json} = t;
   let run = null;
@@ -51,7 +52,9 @@ export async function checkLiveStreams(t) {
     if (t.token) headers.Authorization = `Bearer ${t.token}`;
     const path = `/v1/runs/${encodeURIComponent(run.id)}/messages/line`;
     const response = await fetch(t.baseUrl + path, {method: 'POST', headers, body: json(message)});
-    if (!response.ok) throw new Error(`POST ${path} answered ${response.status}: ${await response.text()}`);
+    if (!response.ok) {
+      throw new Error(`POST ${path} answered ${response.status}: ${await response.text()}`);
+    }
   };
   const shows = (expected, want) => waitFor(expected, async () => {
     const seen = await readStream(page);
@@ -72,14 +75,36 @@ export async function checkLiveStreams(t) {
 
     await check('the run page shows the stream\'s value so far, the stream open', async () => {
       await page.goto(`${t.baseUrl}/#/runs/${encodeURIComponent(run.id)}`);
-      await shows('the value "first", open', (s) => json(s.values) === json(['{"line":"first"}']) &&
-                                                    s.state === 'open');
+      await shows('the value "first", open',
+                  (s) => json(s.values) === json(['{"line":"first"}']) && s.state === 'open');
     });
 
-    await check('a value written after the page opened appears on it, without a reload', async () => {
+    await check('a value written after the page opened appears on it, unreloaded', async () => {
       await send({line: 'second', n: 2});
-      await shows('two values at offsets 0 and 1', (s) => s.values[1] === '{"line":"second","n":2}' &&
-                                                        json(s.offsets) === json([0, 1]));
+      await shows('two values at offsets 0 and 1',
+                  (s) => s.values[1] === '{"line":"second","n":2}' &&
+                         json(s.offsets) === json([0, 1]));
+    });
+
+    await check('after a dropped connection the page resumes after its last value', async () => {
+      const resumed = [];
+      const watch = (request) => {
+        if (request.url().endsWith('/streams/report')) {
+          resumed.push(request.headers()['last-event-id']);
+        }
+      };
+      page.on('request', watch);
+      try {
+        await t.restartServer();  // the server goes away and comes back on its port
+        await waitFor('a request for the stream with Last-Event-ID 1', async () => ({
+          ok: resumed.includes('1'), seen: `requests with Last-Event-ID ${json(resumed)}`}), 15000);
+      } finally {
+        page.off('request', watch);
+      }
+      await send({line: 'third'});
+      await shows('three values, each once', (s) => s.values[2] === '{"line":"third"}' &&
+                                                 json(s.offsets) === json([0, 1, 2]));
+      return `Last-Event-ID ${json(resumed)}`;
     });
 
     await check('leaving the run page stops reading the stream', async () => {
@@ -92,11 +117,9 @@ export async function checkLiveStreams(t) {
       return request.failure().errorText;
     });
 
-    await check('back on the run page, the next value and then the close are shown', async () => {
+    await check('back on the run page, its values and then the close are shown', async () => {
       await page.goto(`${t.baseUrl}/#/runs/${encodeURIComponent(run.id)}`);
-      await shows('the two values again', (s) => s.values.length === 2);
-      await send({line: 'third'});
-      await shows('three values', (s) => s.values.length === 3 && s.values[2] === '{"line":"third"}');
+      await shows('the three values again', (s) => s.values.length === 3);
       await send({close: true});
       await shows('the stream closed', (s) => s.state === 'closed' && s.values.length === 3);
       const stray = await t.strayText(page);
