@@ -106,7 +106,7 @@ PageServer::PageServer(std::string page, unsigned short port, unsigned short api
 PageServer::~PageServer() {
   stopping_ = true;
   acceptor_.join();
-  for (std::thread& connection : connections_) connection.join();
+  for (Connection& connection : connections_) connection.thread.join();
   ::close(listener_);
 }
 
@@ -114,8 +114,17 @@ void PageServer::accept_connections() {
   while (readable(listener_, stopping_)) {
     const int client = ::accept(listener_, nullptr, nullptr);
     if (client < 0) continue;
-    std::lock_guard lock(mutex_);
-    connections_.emplace_back([this, client] { serve_connection(client); });
+    std::erase_if(connections_, [](Connection& c) {
+      if (!*c.done) return false;
+      c.thread.join();
+      return true;
+    });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    connections_.push_back({std::thread([this, client, done] {
+                              serve_connection(client);
+                              *done = true;
+                            }),
+                            done});
   }
 }
 

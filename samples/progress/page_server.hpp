@@ -6,7 +6,7 @@
 #pragma once
 
 #include <atomic>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,8 +36,13 @@ class PageServer {
   int listener_ = -1;
   unsigned short port_ = 0;
   std::atomic<bool> stopping_{false};
-  std::mutex mutex_;  // guards connections_
-  std::vector<std::thread> connections_;
+  // A connection's thread, and whether it has finished: the acceptor joins finished ones (a
+  // thread not joined keeps its stack), the destructor the rest.
+  struct Connection {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Connection> connections_;  // the acceptor's, then the destructor's
   std::thread acceptor_;
 };
 
