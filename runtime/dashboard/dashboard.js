@@ -420,7 +420,8 @@ function renderDetail(run) {
   $('detail-view').replaceChildren(...[
     backLink(), head, notice,
     run.runbook ? renderRunbook(run.runbook) : null,
-    renderSummary(run), renderPublished(run), renderSteps(run), renderProgress(run),
+    renderSummary(run), renderPublished(run), liveStreams(run), renderSteps(run),
+    renderProgress(run),
     renderHistory(run)].filter(Boolean));
 }
 

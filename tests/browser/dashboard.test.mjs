@@ -42,6 +42,8 @@ import {createServer} from 'node:net';
 import {existsSync, rmSync, statSync} from 'node:fs';
 import {parseArgs} from 'node:util';
 
+import {checkLiveStreams} from './live_streams.mjs';
+
 const WAIT_MS = 5000;   // the longest wait for the page or the API to show a change
 const TOTAL_MS = 120000; // the whole test
 
@@ -187,8 +189,8 @@ function runFixture() {
   });
 }
 
-async function startServer() {
-  const port = await freePort();
+async function startServer(port) {
+  port = port || await freePort();  // a port given: the server started again where it was
   const quote = (text) => `'${String(text).replaceAll("'", "'\\''")}'`;
   const command = args.serve.replaceAll('{port}', String(port)).replaceAll('{db}', quote(args.db || ''))
                             .replaceAll('{token}', quote(args.token || ''));
@@ -278,6 +280,22 @@ function readSteps(page) {
     status: row.getAttribute('data-status'),
     error: (row.querySelector('[data-testid="step-error"]') || {textContent: ''}).textContent,
   })));
+}
+
+// Text nodes that show null, undefined or NaN (or an object) in place of a value.
+function strayText(page) {
+  return page.evaluate(() => {
+    const found = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const text = node.textContent.trim();
+      if (node.parentElement.closest('pre, script, style')) continue;
+      if (/^(null|undefined|NaN|\[object Object\])$/.test(text) || /\b(undefined|NaN)\b/.test(text)) {
+        found.push(`${node.parentElement.tagName}: ${text.slice(0, 80)}`);
+      }
+    }
+    return found;
+  });
 }
 
 async function textOf(page, testid) {
@@ -442,18 +460,7 @@ async function main(ids) {
     });
 
     await check('no field shows null, undefined or NaN in place of a value', async () => {
-      const stray = await page.evaluate(() => {
-        const found = [];
-        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-          const text = node.textContent.trim();
-          if (node.parentElement.closest('pre, script, style')) continue;
-          if (/^(null|undefined|NaN|\[object Object\])$/.test(text) || /\b(undefined|NaN)\b/.test(text)) {
-            found.push(`${node.parentElement.tagName}: ${text.slice(0, 80)}`);
-          }
-        }
-        return found;
-      });
+      const stray = await strayText(page);
       if (stray.length) throw new CheckFailed('no stray text', json(stray));
     });
 
@@ -716,6 +723,16 @@ async function main(ids) {
       }
       return asked.split('\n')[0];
     });
+
+    if (args.fixture) {  // a run of the fixture's writes its stream while the page is open
+      const restartServer = async () => {
+        await stopServer();
+        await startServer(Number(new URL(baseUrl).port));
+      };
+      await checkLiveStreams({page: stale, baseUrl, token: args.token, fixture: args.fixture,
+                              db: args.db, waitMs: WAIT_MS, check, waitFor, CheckFailed,
+                              setupError, json, apiGet, strayText, restartServer});
+    }
 
     await check('the page threw no error', async () => {
       if (pageErrors.length) throw new CheckFailed('no uncaught error', json(pageErrors));
