@@ -123,11 +123,11 @@ class RuntimeCore::Admission {
     request.executing.assign(core_->executing_.begin(), core_->executing_.end());
     request.flows = flows_;
     request.quarantine_after = core_->options_.quarantine_after;
+    // A run this runtime cannot decode rolls the claim back; it is claimed again without it.
+    // Each pass sets one more aside; past a batch of them, this look claims nothing.
     Claimed claimed;
-    for (;;) {
-      const std::vector<std::string> aside = core_->set_aside();
-      request.executing.resize(core_->executing_.size());
-      request.executing.insert(request.executing.end(), aside.begin(), aside.end());
+    for (std::size_t pass = 0; pass <= kClaimBatch; ++pass) {
+      request.set_aside = core_->set_aside();
       try {
         claimed = core_->store_->claim(request);
         break;

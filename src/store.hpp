@@ -207,6 +207,8 @@ struct ClaimRequest {
   /// Runs the claiming runtime is executing right now: never claimed again by it, even when
   /// their lease lapsed during a long step body.
   std::vector<std::string> executing;
+  /// Runs the claiming runtime cannot decode (UndecodableRun): left to the others for now.
+  std::vector<std::string> set_aside;
   /// Workflows with a concurrency limit or a rate limit: no claim makes more of their runs
   /// `running` than the limit allows (per key, when keyed), nor begins more per period.
   std::map<std::string, FlowRule> flows;

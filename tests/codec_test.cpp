@@ -3,8 +3,13 @@
 // name; a payload stored under another codec, or none, is a clear Error naming both.
 
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <durable/testing.hpp>
+#include <mutex>
+#include <thread>
 
 #include "payload_support.hpp"
 
@@ -245,4 +250,68 @@ TEST_CASE("with a codec, the history names a failed attempt's error type, not it
   CHECK(has("attempt 1 of 2 failed (std::runtime_error, its message encoded)"));
   CHECK(has("the workflow threw std::runtime_error, its message encoded"));
   CHECK_FALSE(has(test::kMarker));
+}
+
+TEST_CASE(
+    "without a codec, an error message that begins with '~' reads back as it was "
+    "(on each store)") {
+  test::TempDir dir;
+  Runtime runtime(with_codec(test::database(dir, "clear.db"), std::nullopt));
+  runtime.add(Workflow("home", [](Step& step, const json&) -> json {
+    step.run("read", []() -> int { throw std::runtime_error("~/.config/app not found"); },
+             {.retry = RetryPolicy{.max_attempts = 1}});
+    return 0;
+  }));
+  const std::string id = runtime.start("home");
+  runtime.run_until_idle();
+  const RunInfo run = runtime.get(id);  // without the "encoded" mark: an unknown codec '(...)'
+  REQUIRE(run.error);
+  CHECK(test::has(run.error->message, "~/.config/app not found"));
+  REQUIRE(runtime.steps(id).at(0).error);
+  CHECK(runtime.steps(id).at(0).error->message == "~/.config/app not found");
+}
+
+TEST_CASE(
+    "a dead worker's run that this runtime cannot decode is set aside, not claimed in a loop") {
+  test::TempDir dir;
+  const std::string db = dir.file("codec.db");
+  {
+    Runtime create(with_codec(db, test::xor_codec("xor")));  // the schema, before the fork
+  }
+  // A worker with codec "xor" claims a run and dies holding it.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    Runtime worker(with_codec(db, test::xor_codec("xor")));
+    worker.add(Workflow("hold", [](Step& step, const json&) -> json {
+      return step.run("block", [] {
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+        return 0;
+      });
+    }));
+    worker.start("hold", {{"who", "xor"}});
+    worker.run_until_idle();
+    _exit(0);
+  }
+  Runtime writer(with_codec(db, test::xor_codec("xor")));
+  writer.add(Workflow(
+      "hold", [](Step& step, const json&) -> json { return step.run("block", [] { return 1; }); }));
+  const auto held = [&] {
+    const std::vector<RunInfo> runs = writer.list({.status = Status::running});
+    return runs.empty() ? std::string() : runs.front().id;
+  };
+  REQUIRE(test::eventually([&] { return !held().empty(); }, std::chrono::seconds(20),
+                           std::chrono::milliseconds(20)));
+  const std::string id = held();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+
+  Runtime other(with_codec(db, test::xor_codec("rot", 0x33)));
+  other.add(Workflow("hold", [](Step&, const json&) -> json { return 2; }));
+  const std::string mine = other.start("hold");
+  other.run_until_idle();  // without the exclusion: the dead owner's run, again and again
+  CHECK(other.get(mine).output == 2);
+  CHECK(writer.get(id).status == Status::running);  // left as it was
+  writer.run_until_idle();
+  CHECK(writer.get(id).output == 1);
 }

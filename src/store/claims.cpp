@@ -195,6 +195,7 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
       }
       if (candidates.size() < request.limit) {
         std::vector<std::string> excluded = request.executing;
+        excluded.insert(excluded.end(), request.set_aside.begin(), request.set_aside.end());
         for (const Claim& c : claimed.runs) excluded.push_back(c.run.id);
         claimed.next_due = earliest_due(request.workflows, excluded);
         claimed.next_due_read = true;
@@ -213,6 +214,7 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
 std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request) {
   std::vector<Candidate> due;
   std::vector<std::string> skip = request.executing;
+  skip.insert(skip.end(), request.set_aside.begin(), request.set_aside.end());
   const std::string lock(db().dialect().lock_claimable);
   // Whether to stop here: an isolated run is claimed alone; one met after others is left for a
   // later claim.
@@ -234,11 +236,13 @@ std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request
     sql::Query orphans(db(), "SELECT " + std::string(kCandidateColumns) +
                                  " FROM runs WHERE status = 'running' AND owner = ? AND "
                                  "due_at > ?" +
-                                 of_workflows(request.workflows.size()) + " LIMIT ?" + lock);
+                                 of_workflows(request.workflows.size()) +
+                                 excluding("id", skip.size()) + " LIMIT ?" + lock);
     int j = 1;
     orphans.bind(j++, owner);
     orphans.bind(j++, request.now_ms);
     j = bind_workflows(orphans, j, request.workflows);
+    j = bind_all(orphans, j, skip);
     orphans.bind(j, static_cast<std::int64_t>(request.limit - due.size()));
     while (orphans.next()) {
       if (admit(candidate(orphans, Status::running, orphans.int32(1) + 1))) return due;

@@ -96,20 +96,22 @@ std::string SqlStore::correlation_of(std::string_view run_id) {
   return correlation;
 }
 
+// An error's message is any text (it may begin with '~'), so an encoded one says so: "encoded".
 std::string SqlStore::error_stored(const PayloadAt& at, const ErrorInfo& error) {
   json j = error_to_json(error);
-  if (payloads_) j["message"] = encoded(at, lenient_dump(json(error.message)));
+  if (payloads_) {
+    j["message"] = encoded(at, lenient_dump(json(error.message)));
+    j["encoded"] = true;
+  }
   return lenient_dump(j);
 }
 
 ErrorInfo SqlStore::error_read(const PayloadAt& at, const std::string& stored_text) {
   const json j = stored(stored_text);
   ErrorInfo error = error_from_json(j);
-  if (stored_codec(error.message) == kNoCodec && !payloads_) return error;
-  if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-    const json message = payload(at, error.message);
-    error.message = message.is_string() ? message.get<std::string>() : lenient_dump(message);
-  }
+  if (!j.is_object() || !j.value("encoded", false) || !j["message"].is_string()) return error;
+  const json message = payload(at, error.message);  // throws for a codec this process lacks
+  error.message = message.is_string() ? message.get<std::string>() : lenient_dump(message);
   return error;
 }
 
