@@ -6,6 +6,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 
 #include <algorithm>
 #include <durable/errors.hpp>
@@ -197,6 +198,24 @@ DataKey Payloads::unwrap(const std::string& owner, const WrappedKey& wrapped) co
   return key;
 }
 
+namespace {
+
+// The first bytes of a ciphertext: which data key sealed it. A correlation id forgotten and then
+// used again gets a new data key; its old payloads, their key gone, read as forgotten.
+constexpr std::size_t kHandleSize = 8;
+
+std::string key_handle(const DataKey& key) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  const std::string text = "durable data key handle\n" +
+                           std::string(reinterpret_cast<const char*>(key.data()), key.size());
+  if (EVP_Digest(text.data(), text.size(), digest, nullptr, EVP_sha256(), nullptr) != 1) {
+    throw Error("encryption: SHA-256 failed");
+  }
+  return std::string(reinterpret_cast<const char*>(digest), kHandleSize);
+}
+
+}  // namespace
+
 DataKey Payloads::data_key(const PayloadAt& at, PayloadKeys& keys, bool create) const {
   const std::string owner(at.correlation_id.empty() ? at.run_id : at.correlation_id);
   if (const auto wrapped = keys.find_data_key(owner)) return unwrap(owner, *wrapped);
@@ -215,7 +234,8 @@ std::string Payloads::encode(const PayloadAt& at, std::string_view text, Payload
   std::string body = codec_ ? call_codec(*codec_, true, at, text) : std::string(text);
   if (keys_) {
     const std::string aad = std::string(at.run_id) + "\n" + std::string(at.slot);
-    body = seal(data_key(at, keys, true), body, aad);
+    const DataKey key = data_key(at, keys, true);
+    body = key_handle(key) + seal(key, body, aad);
   }
   return "~" + name_ + "~" + base64_encode(body);
 }
@@ -237,8 +257,12 @@ std::string Payloads::decode(const PayloadAt& at, std::string_view stored,
     } catch (const std::out_of_range&) {
       return std::string(kForgotten);
     }
+    if (body.size() < kHandleSize) throw Error(where(at) + " is too short to be a ciphertext");
+    // Another data key's: the one it was sealed with was forgotten (and the owner has a new one
+    // since), or it was copied from another owner's row; either way it cannot be read.
+    if (body.compare(0, kHandleSize, key_handle(key)) != 0) return std::string(kForgotten);
     const std::string aad = std::string(at.run_id) + "\n" + std::string(at.slot);
-    auto plain = open_sealed(key, body, aad);
+    auto plain = open_sealed(key, body.substr(kHandleSize), aad);
     if (!plain) {
       throw Error(where(at) +
                   " does not decrypt: it was written for another run or slot "

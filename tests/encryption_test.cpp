@@ -180,6 +180,15 @@ TEST_CASE(
                          "events WHERE name = 'told')") == "0");
   CHECK_FALSE(test::database_holds(db, wrapped));
   runtime.forget("u1");  // again: nothing left to destroy, no error
+
+  // A forgotten run is not forked: the copy would hold the placeholders as values.
+  CHECK_THROWS_WITH_AS(runtime.fork(done, "echo"), doctest::Contains("forgotten"), Error);
+  // The correlation id used again gets a new data key; what was forgotten stays forgotten.
+  const std::string again = runtime.start("echo", {{"m", 3}}, {.correlation_id = "u1"});
+  runtime.run_until_idle();
+  CHECK(runtime.get(again).output == json{{"m", 3}});
+  CHECK(runtime.get(done).input == forgotten);  // not "does not decrypt"
+  CHECK(runtime.steps(done).at(0).output == forgotten);
 }
 
 TEST_CASE("forget: the wrapped key's bytes are gone from the SQLite file and its WAL") {

@@ -77,8 +77,11 @@ std::string SqlStore::payload_text(const PayloadAt& at, const std::string& store
   }
   std::string correlation;
   Keys keys(db());
-  return payloads_->decode(resolved(at, correlation, [&](auto id) { return correlation_of(id); }),
-                           stored_text, keys);
+  std::string text = payloads_->decode(
+      resolved(at, correlation, [&](auto id) { return correlation_of(id); }), stored_text, keys);
+  // A placeholder, not the value: a run holding one is not executed, nor forked (see stored()).
+  if (text == kForgotten) unreadable_ = "its payloads were forgotten (Runtime::forget)";
+  return text;
 }
 
 json SqlStore::payload(const PayloadAt& at, const std::string& stored_text) {

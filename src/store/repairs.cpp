@@ -91,6 +91,7 @@ bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
                             "; only a run that ended (completed, failed or cancelled) can be "
                             "forked");
     }
+    unreadable_.reset();
     {
       sql::Query original(db(), "SELECT workflow, correlation_id, input FROM runs WHERE id = ?");
       original.bind(1, id);
@@ -99,7 +100,6 @@ bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
       fork.correlation_id = original.text(1);
       fork.input = payload_text({id, fork.correlation_id, "input"}, original.text(2));
     }
-    unreadable_.reset();
     Journal journal;
     for (JournalEntry& e : load_journal(id)) journal.append(std::move(e));
     if (unreadable_) {  // a copy would hold the placeholder as if it were the value
