@@ -366,6 +366,8 @@ CREATE TRIGGER runs_ended_streams AFTER UPDATE OF status ON runs FOR EACH ROW
   WHEN (NEW.status IN ('completed', 'failed', 'cancelled') AND
         OLD.status IS DISTINCT FROM NEW.status)
   EXECUTE FUNCTION announce_stream_ends();
+)sql",
+                                                                 R"sql(
 -- Payloads at rest: the data key of each correlation id (or run id), wrapped by key_id.
 CREATE TABLE data_keys (
   owner      TEXT PRIMARY KEY,

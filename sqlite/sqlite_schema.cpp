@@ -362,6 +362,8 @@ CREATE TABLE stream_values (
   written_at INTEGER NOT NULL,
   PRIMARY KEY (run_id, name, pos)
 ) WITHOUT ROWID;
+)sql",
+                                                             R"sql(
 -- Payloads at rest (RuntimeOptions::encryption_key_file): the data key of each correlation id
 -- (a run without one: its run id), wrapped by the key file's key key_id. Runtime::forget
 -- deletes a row with secure_delete on.
