@@ -3,6 +3,7 @@
 
 #include <map>
 
+#include "errors_internal.hpp"
 #include "trace_context.hpp"
 
 namespace durable::detail {
@@ -23,8 +24,10 @@ std::string output_field(const JournalEntry& e, const char* name) {
 class SpanMaker {
  public:
   bool sampled() const { return (context_.flags & 1) != 0; }
-  SpanMaker(const RunState& run)
-      : run_(run), context_(trace::run_context(run.id, run.traceparent)) {}
+  SpanMaker(const RunState& run, bool quote_errors)
+      : run_(run),
+        context_(trace::run_context(run.id, run.traceparent)),
+        quote_errors_(quote_errors) {}
 
   // The run's own span, when a write ends it.
   Span of_run(const RunWrite& write) const {
@@ -37,7 +40,7 @@ class SpanMaker {
     span.attributes.emplace_back("durable.run.invocations", write.invocations);
     if (write.status == Status::failed && write.error) {
       span.error = true;
-      span.error_message = write.error->type + ": " + write.error->message;
+      span.error_message = error_said(*write.error, quote_errors_);
     }
     if (write.successor)
       span.attributes.emplace_back("durable.run.continued_as", write.successor->id);
@@ -64,7 +67,7 @@ class SpanMaker {
     span.attributes.emplace_back("durable.step.status", std::string(to_string(e.state)));
     if (e.state != StepState::completed && e.error) {
       span.error = true;
-      span.error_message = e.error->type + ": " + e.error->message;
+      span.error_message = error_said(*e.error, quote_errors_);
     }
     return span;
   }
@@ -100,7 +103,7 @@ class SpanMaker {
       span.attributes.emplace_back("durable.child.workflow", output_field(e, "workflow"));
       if (e.state == StepState::failed && e.error) {
         span.error = true;
-        span.error_message = e.error->type + ": " + e.error->message;
+        span.error_message = error_said(*e.error, quote_errors_);
       }
     }
     return span;
@@ -124,6 +127,7 @@ class SpanMaker {
 
   const RunState& run_;
   trace::TraceParent context_;
+  bool quote_errors_;
 };
 
 bool attempt_ended(const JournalEntry& e) {
@@ -141,9 +145,10 @@ bool waited(const JournalEntry& e) {
 
 std::vector<ops::otlp::Span> finished_spans(const RunState& run,
                                             const std::vector<EntryWrite>* entries,
-                                            const RunWrite* write, std::int64_t now_ms) {
+                                            const RunWrite* write, std::int64_t now_ms,
+                                            bool quote_errors) {
   std::vector<Span> spans;
-  const SpanMaker make(run);
+  const SpanMaker make(run, quote_errors);
   if (!make.sampled()) return spans;  // the caller's traceparent said not to record
   if (entries != nullptr) {
     for (const EntryWrite& w : *entries) {

@@ -19,6 +19,7 @@ namespace durable::detail {
 /// `now_ms`.
 std::vector<ops::otlp::Span> finished_spans(const RunState& run,
                                             const std::vector<EntryWrite>* entries,
-                                            const RunWrite* write, std::int64_t now_ms);
+                                            const RunWrite* write, std::int64_t now_ms,
+                                            bool quote_errors);
 
 }  // namespace durable::detail

@@ -172,6 +172,9 @@ class RuntimeCore {
   void note_body(std::chrono::steady_clock::duration took);
   bool bodies_quick() const { return quick_bodies_.load() >= kQuickStreak; }
   std::size_t fail_unreadable(const Claim& claim);
+  /// Whether history, logs and traces may quote an error's message: not when a codec encodes
+  /// the payloads, of which the message is one.
+  bool quotes_errors() const { return payloads_ == nullptr || payloads_->name() == kNoCodec; }
   /// A run this runtime cannot decode (UndecodableRun) is left to the others for a minute, and
   /// logged; the claims go on without it. set_aside() returns the runs left out now.
   void set_aside(const UndecodableRun& run);
@@ -289,9 +292,7 @@ class RuntimeCore {
     std::int64_t event_horizon() override;
     json call_body(const std::string& key, int attempt, const Body& body) override;
     bool halted() override { return core_->halted_; }
-    bool reasons_quote_errors() override {
-      return core_->payloads_ == nullptr || core_->payloads_->name() == kNoCodec;
-    }
+    bool reasons_quote_errors() override { return core_->quotes_errors(); }
     void save_progress(const std::string& key, int attempt, const json& progress) override;
     std::optional<json> load_progress(const std::string& key) override;
     // runtime_streams.cpp: a step body's writes to the run's streams.

@@ -35,7 +35,7 @@ void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* ent
   const std::int64_t now = now_ms();
   if (exporter_) {
     try {
-      for (ops::otlp::Span& span : finished_spans(run, entries, write, now)) {
+      for (ops::otlp::Span& span : finished_spans(run, entries, write, now, quotes_errors())) {
         exporter_->add(std::move(span));
       }
     } catch (const std::exception& e) {  // what was committed stands; only its spans are lost
@@ -50,7 +50,7 @@ void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* ent
       fields["kind"] = to_string(e->kind);
       if (e->state == StepState::retrying || e->state == StepState::failed) {
         fields["attempt"] = e->attempts;
-        if (e->error) fields["error"] = e->error->type + ": " + e->error->message;
+        if (e->error) fields["error"] = error_said(*e->error, quotes_errors());
       }
     }
     return fields;
@@ -101,7 +101,7 @@ void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* ent
       ++counters_.runs_failed;
       if (logger_.enabled(LogLevel::error)) {
         json fields = fields_of(nullptr);
-        if (write->error) fields["error"] = write->error->type + ": " + write->error->message;
+        if (write->error) fields["error"] = error_said(*write->error, quotes_errors());
         logger_.write(LogLevel::error, "run.failed", write->reason, fields, now);
       }
       break;

@@ -66,7 +66,7 @@ std::string Invocation::retry_text(const JournalEntry& e, const StepOptions& opt
 }
 
 std::string Invocation::reason_error(const ErrorInfo& e) const {
-  if (!host_->reasons_quote_errors()) return e.type + ", its message encoded";
+  if (!host_->reasons_quote_errors()) return error_said(e, false);
   // The first line, cut short: a reason is written once per attempt (show and the step's entry
   // keep the whole error).
   std::string message = e.message.substr(0, e.message.find('\n'));

@@ -90,6 +90,10 @@ ErrorInfo describe(std::exception_ptr error) {
   return info;
 }
 
+std::string error_said(const ErrorInfo& error, bool with_message) {
+  return with_message ? error.type + ": " + error.message : error.type + ", its message encoded";
+}
+
 std::string error_text(const std::optional<ErrorInfo>& error) {
   return error ? error->type + ": " + error->message : std::string("no error recorded");
 }

@@ -20,6 +20,9 @@ ErrorInfo describe(std::exception_ptr error);
 
 /// "Type: message" of a recorded error, for messages.
 std::string error_text(const std::optional<ErrorInfo>& error);
+/// What the runtime's logs and traces say of an error: "Type: message", or only "Type, its
+/// message encoded" when a codec encodes the payloads (the message is one of them).
+std::string error_said(const ErrorInfo& error, bool with_message);
 
 /// A demangled C++ type name.
 std::string demangle(const char* mangled);

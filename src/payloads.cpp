@@ -216,8 +216,17 @@ std::string key_handle(const DataKey& key) {
 
 }  // namespace
 
+// Whose data key a payload is under: its correlation id's (a run's own id when it has none), or
+// for a payload of no run "event:ID" or "schedule:ID", so that forgetting a correlation id named
+// like a schedule leaves the schedule's key alone.
+std::string owner_of(const PayloadAt& at) {
+  if (!at.correlation_id.empty()) return std::string(at.correlation_id);
+  if (at.of_run) return std::string(at.run_id);
+  return std::string(at.slot.substr(0, at.slot.find('-'))) + ":" + std::string(at.run_id);
+}
+
 DataKey Payloads::data_key(const PayloadAt& at, PayloadKeys& keys, bool create) const {
-  const std::string owner(at.correlation_id.empty() ? at.run_id : at.correlation_id);
+  const std::string owner = owner_of(at);
   if (const auto wrapped = keys.find_data_key(owner)) return unwrap(owner, *wrapped);
   if (!create) throw std::out_of_range(owner);  // forgotten: decode() says so
   DataKey key{};

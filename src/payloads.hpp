@@ -97,6 +97,10 @@ class Payloads {
   std::string name_;
 };
 
+/// The data_keys row a payload is encrypted under: its correlation id, its run id, or
+/// "event:ID" / "schedule:ID" for an event sent from outside and a schedule's input.
+std::string owner_of(const PayloadAt& at);
+
 /// What decode() of a payload stored without a codec checks, for stores with none configured:
 /// the codec name a stored payload names (kNoCodec for JSON text).
 std::string_view stored_codec(std::string_view stored);

@@ -233,10 +233,18 @@ TEST_CASE(
   CHECK(writer.get(theirs).output == "hello xor");
 }
 
-TEST_CASE("with a codec, the history names a failed attempt's error type, not its message") {
+TEST_CASE("with a codec, the history and the logs name an error's type, not its message") {
   test::TempDir dir;
   const std::string db = dir.file("codec.db");
-  Runtime runtime(with_codec(db, test::xor_codec()));
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  RuntimeOptions opts = with_codec(db, test::xor_codec());
+  opts.log_level = LogLevel::debug;
+  opts.log_sink = [&](std::string_view line) {
+    std::lock_guard lock(mutex);
+    lines.emplace_back(line);
+  };
+  Runtime runtime(opts);
   test::add_marker_flows(runtime);
   test::run_marker_flow(runtime);
   std::vector<std::string> reasons;
@@ -250,6 +258,12 @@ TEST_CASE("with a codec, the history names a failed attempt's error type, not it
   CHECK(has("attempt 1 of 2 failed (std::runtime_error, its message encoded)"));
   CHECK(has("the workflow threw std::runtime_error, its message encoded"));
   CHECK_FALSE(has(test::kMarker));
+  std::lock_guard lock(mutex);
+  CHECK(std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("\"run.failed\"") != std::string::npos &&
+           l.find("std::runtime_error, its message encoded") != std::string::npos;
+  }));
+  for (const std::string& line : lines) CHECK(line.find(test::kMarker) == std::string::npos);
 }
 
 TEST_CASE(

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <thread>
 
 #include "payload_support.hpp"
 
@@ -176,8 +177,8 @@ TEST_CASE(
   // The event the run sent is encrypted under u1's key, not one of its own that would outlive it.
   CHECK(test::query_text(db, "SELECT correlation_id FROM events WHERE name = 'told'") == "u1");
   CHECK(test::query_text(db,
-                         "SELECT count(*) FROM data_keys WHERE owner IN (SELECT id FROM "
-                         "events WHERE name = 'told')") == "0");
+                         "SELECT count(*) FROM data_keys WHERE owner IN (SELECT 'event:' || id "
+                         "FROM events WHERE name = 'told')") == "0");
   CHECK_FALSE(test::database_holds(db, wrapped));
   runtime.forget("u1");  // again: nothing left to destroy, no error
 
@@ -252,4 +253,20 @@ TEST_CASE("durable forget and --key-file: the command reads and forgets as the r
       test::run_shell(cli + "--key-file '" + keys + "' --json show " + id + " 2>&1");
   CHECK(code == 0);
   CHECK(out.find("$forgotten") != std::string::npos);
+
+  // An event sent from outside has a data key of its own, deleted with the event by a purge.
+  {
+    Runtime runtime(encrypted(db, keys));
+    runtime.send_event("loose", {{"m", 1}});
+    runtime.send_event("later", {{"m", 2}});  // the newest event is always kept
+  }
+  const std::string loose = test::query_text(db, "SELECT id FROM events WHERE name = 'loose'");
+  const std::string count_key =
+      "SELECT count(*) FROM data_keys WHERE owner = 'event:" + loose + "'";
+  REQUIRE(test::query_text(db, count_key) == "1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::tie(code, out) = test::run_shell(cli + "events purge --older-than 5ms 2>&1");
+  CHECK(code == 0);
+  CHECK(test::query_text(db, "SELECT count(*) FROM events WHERE name = 'loose'") == "0");
+  CHECK(test::query_text(db, count_key) == "0");
 }

@@ -300,13 +300,24 @@ std::size_t SqlStore::purge_events(std::int64_t before_ms, std::size_t limit) {
         cutoff = std::min(cutoff, claims.int64(0) - kClockMarginMs);
       }
     }
-    sql::Query remove(db(),
-                      "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE seq <= ? "
-                      "AND at < ? ORDER BY seq LIMIT ?)");
+    const std::string doomed =
+        "SELECT seq FROM events WHERE seq <= ? AND at < ? ORDER BY seq LIMIT ?";
+    const std::int64_t most = static_cast<std::int64_t>(
+        std::min<std::size_t>(limit, static_cast<std::size_t>(std::numeric_limits<int>::max())));
+    {  // the data keys of events sent from outside go with them (whatever this process's codec)
+      sql::Query keys(db(),
+                      "DELETE FROM data_keys WHERE owner IN (SELECT 'event:' || id FROM "
+                      "events WHERE correlation_id IS NULL AND seq IN (" +
+                          doomed + "))");
+      keys.bind(1, max_seq);
+      keys.bind(2, cutoff);
+      keys.bind(3, most);
+      keys.run();
+    }
+    sql::Query remove(db(), "DELETE FROM events WHERE seq IN (" + doomed + ")");
     remove.bind(1, max_seq);
     remove.bind(2, cutoff);
-    remove.bind(3, static_cast<std::int64_t>(std::min<std::size_t>(
-                       limit, static_cast<std::size_t>(std::numeric_limits<int>::max()))));
+    remove.bind(3, most);
     const std::int64_t deleted = remove.run();
     tx.commit();
     return static_cast<std::size_t>(deleted);
