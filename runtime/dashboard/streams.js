@@ -13,6 +13,7 @@
 'use strict';
 
 const STREAM_RETRY_MS = 1000;      // before opening a dropped stream again
+const STREAM_RETRY_MAX_MS = 15000;  // the longest wait after failures in a row
 const STREAM_LIST_MS = 3000;       // how often the run's list of streams is read for new ones
 const STREAM_VALUES_SHOWN = 200;   // the newest values kept on the page, per stream
 
@@ -60,8 +61,9 @@ function streamHeaders(accept) {
 // Resolves after `ms`, or at once when the tail is aborted.
 function pause(ms, signal) {
   return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, {once: true});
+    const aborted = () => { clearTimeout(timer); resolve(); };
+    const timer = setTimeout(() => { signal.removeEventListener('abort', aborted); resolve(); }, ms);
+    signal.addEventListener('abort', aborted, {once: true});
   });
 }
 
@@ -134,9 +136,12 @@ function showStreamProblem(entry, message) {
   entry.problem.hidden = !message;
 }
 
-// Reads the stream's events until its close, opening the connection again after a drop.
+// Reads the stream's events until its close, opening the connection again after a drop: a
+// second after a response that ended, later and later after failures in a row. A run that is
+// gone (404: purged) is not asked again.
 async function tailStream(tail, entry) {
   const signal = tail.controller.signal;
+  let delay = STREAM_RETRY_MS;
   while (!signal.aborted && !entry.closed) {
     try {
       await readEvents(tail, entry);
@@ -147,11 +152,15 @@ async function tailStream(tail, entry) {
         showStreamClosed(entry);
         return;
       }
+      delay = STREAM_RETRY_MS;
+      await pause(delay, signal);
     } catch (e) {
       if (signal.aborted) return;
+      if (e.status === 404) return showStreamProblem(entry, 'the run is gone');
       showStreamProblem(entry, 'reconnecting: ' + e.message);
+      await pause(delay, signal);
+      delay = Math.min(delay * 2, STREAM_RETRY_MAX_MS);
     }
-    await pause(STREAM_RETRY_MS, signal);
   }
 }
 
@@ -162,7 +171,10 @@ async function readEvents(tail, entry) {
   const response = await fetch(streamUrl(tail.runId, entry.name),
                                {headers, cache: 'no-store', signal: tail.controller.signal});
   if (response.status === 401) askForToken(token() !== '');
-  if (!response.ok) throw new Error('the server answered ' + response.status);
+  if (!response.ok) {
+    throw Object.assign(new Error('the server answered ' + response.status),
+                        {status: response.status});
+  }
   showStreamProblem(entry, '');
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
