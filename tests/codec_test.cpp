@@ -211,6 +211,7 @@ TEST_CASE(
   std::mutex mutex;
   std::vector<std::string> lines;
   RuntimeOptions opts = with_codec(db, test::xor_codec("rot", 0x33));
+  opts.log_level = LogLevel::error;  // quiet() has none
   opts.log_sink = [&](std::string_view line) {
     std::lock_guard lock(mutex);
     lines.emplace_back(line);
