@@ -297,7 +297,9 @@ TEST_CASE(
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    Runtime worker(with_codec(db, test::xor_codec("xor")));
+    RuntimeOptions opts = with_codec(db, test::xor_codec("xor"));
+    opts.lease = std::chrono::seconds(1);  // lapsed soon after the kill
+    Runtime worker(opts);
     worker.add(Workflow("hold", [](Step& step, const json&) -> json {
       return step.run("block", [] {
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -327,6 +329,7 @@ TEST_CASE(
   other.run_until_idle();  // without the exclusion: the dead owner's run, again and again
   CHECK(other.get(mine).output == 2);
   CHECK(writer.get(id).status == Status::running);  // left as it was
-  writer.run_until_idle();
-  CHECK(writer.get(id).output == 1);
+  // A runtime that can decode it takes it over (once the dead worker's lease lapsed, at the
+  // latest).
+  CHECK(writer.wait(id, std::chrono::seconds(30)).output == 1);
 }
