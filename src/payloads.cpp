@@ -130,45 +130,6 @@ std::string call_codec(const Codec& codec, bool encoding, const PayloadAt& at,
   }
 }
 
-// What unwrapping a data key and naming it cost, paid once per key and process: the unwrapped
-// data keys by their wrapping key and wrapped text, and the handles by the data key. The store
-// still reads each payload's data key row first, so a key forgotten by another process is gone
-// here too at once. Bounded: emptied when full.
-class KeyCache {
- public:
-  template <class Make>
-  std::string get(const std::string& of, const Make& make) {
-    {
-      std::lock_guard lock(mutex_);
-      if (const auto it = entries_.find(of); it != entries_.end()) return it->second;
-    }
-    std::string made = make();
-    std::lock_guard lock(mutex_);
-    if (entries_.size() >= kMost) entries_.clear();
-    entries_.emplace(of, made);
-    return made;
-  }
-
- private:
-  static constexpr std::size_t kMost = 4096;
-  std::mutex mutex_;
-  std::unordered_map<std::string, std::string> entries_;
-};
-
-KeyCache& unwrapped_keys() {
-  static KeyCache cache;
-  return cache;
-}
-
-KeyCache& key_handles() {
-  static KeyCache cache;
-  return cache;
-}
-
-std::string_view key_bytes(const DataKey& key) {
-  return {reinterpret_cast<const char*>(key.data()), key.size()};
-}
-
 }  // namespace
 
 KeyFile read_key_file(const std::string& path) {
@@ -253,6 +214,45 @@ DataKey Payloads::unwrap(const std::string& owner, const WrappedKey& wrapped) co
 }
 
 namespace {
+
+// What unwrapping a data key and naming it cost, paid once per key and process: the unwrapped
+// data keys by their wrapping key and wrapped text, and the handles by the data key. The store
+// still reads each payload's data key row first, so a key forgotten by another process is gone
+// here too at once. Bounded: emptied when full.
+class KeyCache {
+ public:
+  template <class Make>
+  std::string get(const std::string& of, const Make& make) {
+    {
+      std::lock_guard lock(mutex_);
+      if (const auto it = entries_.find(of); it != entries_.end()) return it->second;
+    }
+    std::string made = make();
+    std::lock_guard lock(mutex_);
+    if (entries_.size() >= kMost) entries_.clear();
+    entries_.emplace(of, made);
+    return made;
+  }
+
+ private:
+  static constexpr std::size_t kMost = 4096;
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::string> entries_;
+};
+
+KeyCache& unwrapped_keys() {
+  static KeyCache cache;
+  return cache;
+}
+
+KeyCache& key_handles() {
+  static KeyCache cache;
+  return cache;
+}
+
+std::string_view key_bytes(const DataKey& key) {
+  return {reinterpret_cast<const char*>(key.data()), key.size()};
+}
 
 // The first bytes of a ciphertext: which data key sealed it. A correlation id forgotten and then
 // used again gets a new data key; its old payloads, their key gone, read as forgotten.
