@@ -13,9 +13,7 @@
 #include <exception>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
-#include <unordered_map>
 #include <vector>
 
 namespace durable::detail {
@@ -197,77 +195,31 @@ DataKey Payloads::unwrap(const std::string& owner, const WrappedKey& wrapped) co
                 "', which encryption key file '" + keys_->path +
                 "' does not hold; add that key's line back to the file");
   }
-  const std::string plain =
-      unwrapped_keys().get(std::string(key_bytes(it->second)) + wrapped.wrapped, [&] {
-        const auto opened = open_sealed(it->second, base64_decode(wrapped.wrapped),
-                                        "durable data key " + wrapped.key_id);
-        if (!opened || opened->size() != sizeof(DataKey)) {
-          throw Error("the data key of '" + owner + "' does not unwrap with key id '" +
-                      wrapped.key_id + "' of '" + keys_->path +
-                      "': the file's key of that id is not the one it had");
-        }
-        return *opened;
-      });
+  const auto plain =
+      open_sealed(it->second, base64_decode(wrapped.wrapped), "durable data key " + wrapped.key_id);
+  if (!plain || plain->size() != sizeof(DataKey)) {
+    throw Error("the data key of '" + owner + "' does not unwrap with key id '" + wrapped.key_id +
+                "' of '" + keys_->path + "': the file's key of that id is not the one it had");
+  }
   DataKey key{};
-  std::copy(plain.begin(), plain.end(), key.begin());
+  std::copy(plain->begin(), plain->end(), key.begin());
   return key;
 }
 
 namespace {
-
-// What unwrapping a data key and naming it cost, paid once per key and process: the unwrapped
-// data keys by their wrapping key and wrapped text, and the handles by the data key. The store
-// still reads each payload's data key row first, so a key forgotten by another process is gone
-// here too at once. Bounded: emptied when full.
-class KeyCache {
- public:
-  template <class Make>
-  std::string get(const std::string& of, const Make& make) {
-    {
-      std::lock_guard lock(mutex_);
-      if (const auto it = entries_.find(of); it != entries_.end()) return it->second;
-    }
-    std::string made = make();
-    std::lock_guard lock(mutex_);
-    if (entries_.size() >= kMost) entries_.clear();
-    entries_.emplace(of, made);
-    return made;
-  }
-
- private:
-  static constexpr std::size_t kMost = 4096;
-  std::mutex mutex_;
-  std::unordered_map<std::string, std::string> entries_;
-};
-
-KeyCache& unwrapped_keys() {
-  static KeyCache cache;
-  return cache;
-}
-
-KeyCache& key_handles() {
-  static KeyCache cache;
-  return cache;
-}
-
-std::string_view key_bytes(const DataKey& key) {
-  return {reinterpret_cast<const char*>(key.data()), key.size()};
-}
 
 // The first bytes of a ciphertext: which data key sealed it. A correlation id forgotten and then
 // used again gets a new data key; its old payloads, their key gone, read as forgotten.
 constexpr std::size_t kHandleSize = 8;
 
 std::string key_handle(const DataKey& key) {
-  return key_handles().get(std::string(key_bytes(key)), [&] {
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    const std::string text = "durable data key handle\n" +
-                             std::string(reinterpret_cast<const char*>(key.data()), key.size());
-    if (EVP_Digest(text.data(), text.size(), digest, nullptr, EVP_sha256(), nullptr) != 1) {
-      throw Error("encryption: SHA-256 failed");
-    }
-    return std::string(reinterpret_cast<const char*>(digest), kHandleSize);
-  });
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  const std::string text = "durable data key handle\n" +
+                           std::string(reinterpret_cast<const char*>(key.data()), key.size());
+  if (EVP_Digest(text.data(), text.size(), digest, nullptr, EVP_sha256(), nullptr) != 1) {
+    throw Error("encryption: SHA-256 failed");
+  }
+  return std::string(reinterpret_cast<const char*>(digest), kHandleSize);
 }
 
 }  // namespace
