@@ -77,6 +77,7 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   engine_config_.resident = options_.replay == Replay::on_recovery;
   engine_config_.resident_sleep_ms = options_.resident_sleep.count();
   engine_config_.write_as_ended = true;
+  engine_config_.strict = options_.strict_replay;
   if (options_.only_own_version && options_.version.empty()) {
     throw Error("RuntimeOptions::only_own_version needs a RuntimeOptions::version to claim by");
   }

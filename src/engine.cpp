@@ -46,9 +46,7 @@ Invocation::Invocation(RunState& run, const Workflow& workflow, const EngineConf
       random_(&random),
       host_(&host),
       step_(*this),
-      cursor_(run.journal) {
-  if (config.replay_only) cursor_.remember_met();
-}
+      cursor_(run.journal) {}
 
 Invocation::~Invocation() = default;
 
@@ -88,6 +86,7 @@ Outcome Invocation::execute() {
   outcome.kind = Outcome::Kind::failed;
   try {
     json output = workflow_->invoke(step_, run_->input);
+    check_strict_end("returned " + shortened_dump(output));
     flush();  // started steps never awaited complete before the run does
     outcome.kind = Outcome::Kind::completed;
     outcome.output = std::move(output);
@@ -144,8 +143,47 @@ Outcome Invocation::final_outcome(Outcome outcome) {
 void Invocation::note_new(std::string_view key, std::string_view tool,
                           const JournalEntry* retrying) {
   if (retrying == nullptr) refuse_patch_id(key, tool);
+  if (retrying == nullptr && config_->strict) {
+    NewCall call{std::string(key), std::string(tool), call_site(), nullptr};
+    if (tool != "step.start" && tool != "step.map") {
+      check_strict(call);
+    } else if (!parallel_new_) {
+      parallel_new_ = std::move(call);
+    }
+  }
   if (!config_->replay_only || first_new_) return;
   first_new_ = NewCall{std::string(key), std::string(tool), call_site(), retrying};
+}
+
+void Invocation::check_strict(const NewCall& call) {
+  const JournalEntry* missed = cursor_.first_unmet();
+  if (missed == nullptr) return;
+  diverge_strictly(*missed, "the code now calls " + call.tool + "('" + call.key + "')" +
+                                (call.site.empty() ? "" : " (at " + call.site + ")") +
+                                ", which the journal of run " + run_->id +
+                                " does not hold, where the journal holds step '" + missed->key +
+                                "', " + describe(*missed) + ", which no call met before it");
+}
+
+void Invocation::check_strict_end(std::string_view ends) {
+  if (!config_->strict) return;
+  const JournalEntry* missed = cursor_.first_unmet();
+  if (missed == nullptr) return;
+  diverge_strictly(*missed, "the workflow now " + std::string(ends) + " without calling step '" +
+                                missed->key + "', " + describe(*missed) +
+                                ", which the journal of run " + run_->id + " holds");
+}
+
+void Invocation::diverge_strictly(const JournalEntry& missed, std::string what) {
+  diverged_site_ = call_site();
+  diverged_strictly_ = true;
+  diverged_ = ErrorInfo{"durable::NonDeterminism",
+                        std::move(what) +
+                            " (strict replay: the code no longer makes the calls this run made). "
+                            "Restore the code the run began on, or put the change behind "
+                            "step.patched(); retry() resumes the run once fixed",
+                        missed.key, 0};
+  throw NonDeterminism(diverged_->message);
 }
 
 void Invocation::end(Outcome outcome) {
@@ -305,6 +343,11 @@ const json* Invocation::await(std::size_t slot) {
 // Steps that only failed for good are held, so that StepFailed reaches the workflow in this
 // invocation.
 bool Invocation::settle() {
+  if (parallel_new_) {  // no body runs before its new siblings are known to be in order
+    const NewCall call = std::move(*parallel_new_);
+    parallel_new_.reset();
+    check_strict(call);
+  }
   while (!pending_.empty()) {
     const auto due = static_cast<std::size_t>(
         std::count_if(pending_.begin(), pending_.end(),

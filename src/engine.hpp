@@ -12,6 +12,7 @@
 #include <durable/workflow.hpp>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -197,9 +198,13 @@ struct EngineConfig {
   /// invocation, and sleeps and backoffs up to resident_sleep_ms are waited out in place.
   bool resident = false;
   std::int64_t resident_sleep_ms = 1000;
-  /// testing::replay: the invocation remembers which journal entries the calls met and the
-  /// first call the journal does not hold, for the checks made after it.
+  /// testing::replay and Runtime::verify: the invocation remembers the first call the journal
+  /// does not hold, for the checks made after it.
   bool replay_only = false;
+  /// Strict replay (RuntimeOptions::strict_replay; always under replay_only): a call the journal
+  /// does not hold, or the workflow's return, while a journaled entry of the run's own is still
+  /// unmet is a NonDeterminism (check_strict). False: entries are matched by id alone.
+  bool strict = true;
   /// Parallel bodies are journaled as each ends (Host::write_ended),
   /// not with the invocation's outcome: a crash re-runs only those that had not ended.
   bool write_as_ended = false;
@@ -274,6 +279,8 @@ class Invocation {
   };
   /// EngineConfig::replay_only: the first such call of this invocation.
   const std::optional<NewCall>& first_new() const { return first_new_; }
+  /// Whether the divergence was strict replay's (an entry no call met), not a kind changed.
+  bool diverged_strictly() const { return diverged_strictly_; }
   /// A call found the journal holding another kind of step under its id (the run fails).
   bool diverged() const { return diverged_.has_value(); }
   /// Where that call was made ("file:line"; empty when unknown).
@@ -322,6 +329,14 @@ class Invocation {
   // `error` whatever the workflow does with the unwinding.
   [[noreturn]] void store_failed(std::exception_ptr error);
   [[noreturn]] void diverge(const JournalEntry& entry, std::string_view tool);
+  // Strict replay, the one rule (EngineConfig::strict): before a call the journal does not hold
+  // runs, every entry of the run's own the journal held must have been met by a call. A parallel
+  // step (start, map) is checked at the wait point that would run its body, so that siblings
+  // journaled in another order than called are met first.
+  void check_strict(const NewCall& call);
+  // The same before the workflow's ending (`ends`: "returned 4", "continues as a new run").
+  void check_strict_end(std::string_view ends);
+  [[noreturn]] void diverge_strictly(const JournalEntry& missed, std::string what);
   // A new step call whose id a patch marker of this run holds: an Error (a patch's id is its own).
   void refuse_patch_id(std::string_view key, std::string_view tool) const;
   [[noreturn]] void patch_id_taken(std::string_view id, std::string_view tool) const;
@@ -393,6 +408,10 @@ class Invocation {
   std::optional<ErrorInfo> diverged_;  // NonDeterminism met: the run fails whatever follows
   std::string diverged_site_;          // the call that met it
   std::optional<NewCall> first_new_;   // replay_only: the first call past the journal
+  std::optional<NewCall> parallel_new_;  // a new parallel step not yet checked (check_strict)
+  std::map<std::string, bool, std::less<>> patches_;  // step.patched: each id's answer, by its
+                                                      // first call in this invocation
+  bool diverged_strictly_ = false;
   // Ends the invocation of a settle() that left bodies abandoned (at their timeout) running:
   // hands `outcome` over and lingers until they return; false, for the caller to unwind.
   [[nodiscard]] bool hand_over(Outcome outcome);

@@ -86,6 +86,12 @@ JournalEntry* Journal::find(std::string_view key) {
   return it == by_key_.end() ? nullptr : &entries_[it->second];
 }
 
+std::optional<std::size_t> Journal::position(std::string_view key) const {
+  const auto it = by_key_.find(std::string(key));
+  if (it == by_key_.end()) return std::nullopt;
+  return it->second;
+}
+
 int Journal::uses_of(std::string_view base) const {
   const auto it = uses_.find(std::string(base));
   return it == uses_.end() ? 0 : it->second;
@@ -98,9 +104,8 @@ ReplayCursor::Match ReplayCursor::next(std::string_view id, bool check) {
     if (position_ < journal_->size()) {
       JournalEntry& expected = const_cast<JournalEntry&>(journal_->entries()[position_]);
       if (expected.base == id && expected.in_call_order) {
-        ++position_;
+        meet(position_++);
         ++matched_;
-        if (remember_) met_.insert(&expected);
         return {&expected, {}};
       }
       leave_track();
@@ -116,31 +121,41 @@ ReplayCursor::Match ReplayCursor::next(std::string_view id, bool check) {
   // id's key ("a#2"); on track it equalled a journaled id, which was checked when written.
   if (check) check_step_id(id);
   std::string key = journal_key(id, ++uses_[std::string(id)]);
-  JournalEntry* entry = journal_->find(key);
-  if (entry != nullptr) {
-    ++matched_;
-    if (remember_) met_.insert(entry);
-  } else {
+  const std::optional<std::size_t> at = journal_->position(key);
+  if (!at) {
     reached_new_ = true;
+    return {nullptr, std::move(key)};
   }
-  return {entry, entry != nullptr ? std::string() : std::move(key)};
+  meet(*at);
+  ++matched_;
+  return {&const_cast<JournalEntry&>(journal_->entries()[*at]), {}};
 }
 
 JournalEntry* ReplayCursor::take_marker(std::string_view key) {
-  JournalEntry* entry = journal_->find(key);
-  if (entry == nullptr || entry->kind != StepKind::patch) return nullptr;
+  const std::optional<std::size_t> at = journal_->position(key);
+  if (!at) return nullptr;
+  JournalEntry* entry = &const_cast<JournalEntry&>(journal_->entries()[*at]);
+  if (entry->kind != StepKind::patch) return nullptr;
   if (on_track_) {  // step over it where the next call expects it
     while (position_ < journal_->size() && journal_->entries()[position_].nested) ++position_;
-    if (position_ < journal_->size() && &journal_->entries()[position_] == entry) ++position_;
+    if (position_ == *at) ++position_;
   }
-  if (remember_) met_.insert(entry);
+  meet(*at);
   return entry;
 }
 
+void ReplayCursor::meet(std::size_t position) {
+  if (position >= met_.size() || met_[position]) return;
+  met_[position] = true;
+  const JournalEntry& entry = journal_->entries()[position];
+  if (!entry.nested && entry.kind != StepKind::patch) --unmet_;
+}
+
 const JournalEntry* ReplayCursor::first_unmet() const {
-  for (const JournalEntry& entry : journal_->entries()) {
-    // A patch marker no call meets is a patch whose call was removed once deprecated.
-    if (!entry.nested && entry.kind != StepKind::patch && !met_.contains(&entry)) return &entry;
+  if (unmet_ == 0) return nullptr;
+  for (std::size_t i = 0; i < met_.size(); ++i) {
+    const JournalEntry& entry = journal_->entries()[i];
+    if (!met_[i] && !entry.nested && entry.kind != StepKind::patch) return &entry;
   }
   return nullptr;
 }

@@ -11,7 +11,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace durable::detail {
@@ -79,6 +78,8 @@ class Journal {
   /// Replaces the entry with the same key.
   void update(JournalEntry entry);
   JournalEntry* find(std::string_view key);
+  /// The position of the entry with this key in entries(), or nullopt.
+  std::optional<std::size_t> position(std::string_view key) const;
   const std::deque<JournalEntry>& entries() const { return entries_; }
   std::size_t size() const { return entries_.size(); }
   /// Entries made by the workflow's own calls, nested ones left out.
@@ -107,7 +108,9 @@ class Journal {
 class ReplayCursor {
  public:
   explicit ReplayCursor(Journal& journal)
-      : journal_(&journal), recorded_(journal.top_level() - journal.markers()) {}
+      : journal_(&journal),
+        unmet_(journal.top_level() - journal.markers()),
+        met_(journal.size(), false) {}
 
   struct Match {
     JournalEntry* entry;  ///< null: the journal has no entry for this call
@@ -125,7 +128,7 @@ class ReplayCursor {
   /// some code than this invocation has got so far (step.patched). Unlike replaying(), new calls
   /// and the entries this invocation journaled in place change nothing here. An entry of a
   /// step the code no longer calls counts too: such a run is held to be past every patch.
-  bool went_past() const { return matched_ < recorded_; }
+  bool went_past() const { return unmet_ > 0; }
   /// Entries this invocation made were added to the journal (a resident invocation): they count
   /// as met, so later calls neither match them again nor number past them twice.
   void absorb_appended() {
@@ -135,25 +138,27 @@ class ReplayCursor {
   /// Whether this invocation is still re-executing journaled code: no call so far was new, and
   /// some journaled entry of the workflow's own is still ahead.
   bool replaying() const { return !reached_new_ && matched_ < journal_->top_level(); }
-  /// From now on, remembers the entries calls meet, for first_unmet(). Off by default: only the
-  /// test kit's replay asks.
-  void remember_met() { remember_ = true; }
-  /// The first of the workflow's own entries, in journal order, that no call met (with
-  /// remember_met() on since the first call); null when every one was.
+  /// The first of the workflow's own entries, in journal order, that the journal held when this
+  /// invocation began and that no call of it has met so far; null when every one was. Patch
+  /// markers are left out (a marker with no call left is a patch removed once deprecated), and
+  /// so are nested entries (their bodies meet them) and the entries this invocation journaled in
+  /// place. Strict replay's question (Invocation::check_strict).
   const JournalEntry* first_unmet() const;
 
  private:
   Match next(std::string_view id, bool check);
   void leave_track();
+  // An entry past met_ was journaled by this invocation in place: its own call's, none to meet.
+  void meet(std::size_t position);
 
   Journal* journal_;
   std::size_t position_ = 0;  // on track: the index of the next expected entry
   std::size_t matched_ = 0;   // entries met so far in this invocation by next()
-  std::size_t recorded_;      // the workflow's own entries (markers left out) at the start
+  std::size_t unmet_;         // the workflow's own entries held at the start (markers left
+                              // out) that no call has met yet
   bool on_track_ = true;
   bool reached_new_ = false;  // a call found no entry: the code is past its journal
-  bool remember_ = false;
-  std::unordered_set<const JournalEntry*> met_;
+  std::vector<bool> met_;     // by position, for the entries held when the invocation began
   std::unordered_map<std::string, int> uses_;   // off track: uses so far per id
   std::unordered_map<std::string, int> fresh_;  // on track past the journal: new uses per id
 };

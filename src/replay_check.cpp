@@ -55,6 +55,7 @@ std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& record
   run.next_seq = run.journal.size();
   EngineConfig config;
   config.replay_only = true;
+  config.strict = true;
   config.max_output_bytes = std::numeric_limits<std::size_t>::max();
 
   ReplayHost host;
@@ -66,29 +67,26 @@ std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& record
   const bool returned = outcome.kind == Outcome::Kind::completed;
   const bool threw = outcome.kind == Outcome::Kind::failed;
 
-  // A call that found the journal holding another kind of step under its id.
+  // A call that found the journal holding another kind of step under its id, or strict
+  // replay's divergence: a call the journal does not hold, or the return, before a journaled
+  // step was met (the engine's rule, Invocation::check_strict).
   if (invocation.diverged()) {
     const ErrorInfo error = outcome.error.value_or(ErrorInfo{});
     return diverged(recorded, error.step_id, error.message, invocation.diverged_site());
   }
   const std::optional<Invocation::NewCall>& next = invocation.first_new();
+  // What the runtime would not stop at, but a replay reports: the workflow failing, or waiting,
+  // before a journaled step.
   if (const JournalEntry* missed = invocation.cursor().first_unmet()) {
     const std::string held = "step '" + missed->key + "', " + describe(*missed);
-    if (next && next->retrying == nullptr) {
+    if (threw) {
       return diverged(recorded, missed->key,
-                        "the code now calls " + call_text(*next) +
-                            ", which the journal does not hold, where the journal holds " + held,
-                        next->site);
-    }
-    if (returned || threw) {
-      return diverged(recorded, missed->key,
-                        "the workflow now " + ending(returned, outcome.output, outcome.error) +
-                            " without calling " + held,
-                        last_call);
+                      "the workflow now " + ending(false, outcome.output, outcome.error) +
+                          " without calling " + held,
+                      last_call);
     }
     return diverged(recorded, missed->key,
-                      "the workflow now stops (" + outcome.reason + ") before " + held,
-                      last_call);
+                    "the workflow now stops (" + outcome.reason + ") before " + held, last_call);
   }
 
   // Every journaled step was met. A run still in progress may go on past its journal, but not

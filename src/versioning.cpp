@@ -61,12 +61,21 @@ json Invocation::value(std::string_view id, std::string_view tool, const std::fu
 // not met (the code is past what was recorded: the new path is safe, and the marker keeps it so
 // on every replay). False where the journal holds more without a marker: the run got further on
 // code without the patch, and keeps to the old path. Nothing is journaled then.
+//
+// The first call of an id decides for the whole invocation: a later call of it, further on, would
+// find nothing unmet there and take the new path, journaling a marker that the first call then
+// finds on the next invocation: an old run turned new half-way (after its wake, or at once when
+// resident). So every call of the id gives the first one's answer, and a run that went past the
+// first call without the marker never gets one.
 bool Invocation::patched(std::string_view id) {
   if (BodyScope* nested = scope()) nested->refuse("step.patched", id);
   before_step_call();
   refuse_step_id(id, "step.patched");
-  if (cursor_.take_marker(id) != nullptr) return true;
-  if (cursor_.went_past()) return false;
+  if (const auto decided = patches_.find(id); decided != patches_.end()) return decided->second;
+  const bool marked = cursor_.take_marker(id) != nullptr;
+  const bool taken = marked || !cursor_.went_past();
+  patches_.emplace(std::string(id), taken);  // before the marker's write, which may end the call
+  if (marked || !taken) return taken;
   ReplayCursor::Match match = cursor_.next(id);
   note_new(match.key, "step.patched", nullptr);
   flush();  // started steps complete before the marker, as before any other entry
@@ -82,8 +91,11 @@ void Invocation::deprecate_patch(std::string_view id) {
   if (BodyScope* nested = scope()) nested->refuse("step.deprecate_patch", id);
   before_step_call();
   refuse_step_id(id, "step.deprecate_patch");
-  if (cursor_.take_marker(id) != nullptr) return;
-  if (!cursor_.went_past()) return;
+  if (const auto decided = patches_.find(id); decided != patches_.end()) {
+    if (decided->second) return;
+  } else if (cursor_.take_marker(id) != nullptr || !cursor_.went_past()) {
+    return;
+  }
   diverged_site_ = call_site();
   diverged_ = ErrorInfo{"durable::NonDeterminism",
                         "run " + run_->id + " went past step.deprecate_patch('" + std::string(id) +
@@ -105,6 +117,7 @@ void Invocation::continue_as_new(json input) {
   const std::string what = "the input of step.continue_as_new in run " + run_->id;
   storable_text(input, what, config_->max_output_bytes);
   host_->check_child(workflow_->name(), input);
+  check_strict_end("continues as a new run (step.continue_as_new)");
   flush();  // started steps complete before the run does, as before a return
   Outcome outcome;
   outcome.kind = Outcome::Kind::completed;

@@ -136,8 +136,8 @@ inline std::string run_before_restart(const std::string& db, ManualClock& clock,
 
 /// A runtime on the file with `after` added (the code after a deploy or restart).
 inline std::unique_ptr<Runtime> restart_with(const std::string& db, ManualClock& clock,
-                                             Workflow after) {
-  auto runtime = runtime_on(db, clock);
+                                             Workflow after, RuntimeOptions opts = {}) {
+  auto runtime = runtime_on(db, clock, std::move(opts));
   runtime->add(std::move(after));
   return runtime;
 }

@@ -380,8 +380,9 @@ std::string old_run(const std::string& db, test::ManualClock& clock) {
 }
 }  // namespace
 
-TEST_CASE("an old run keeps the old path whatever new calls come before the patch: an added "
-          "step, a new step failed for good, a patch called in a loop (on each store)") {
+TEST_CASE("with strict replay off, an old run keeps the old path whatever new calls come before "
+          "the patch: an added step, a new step failed for good, a patch called in a loop (on each "
+          "store)") {
   using Before = std::function<void(Step&)>;
   const std::map<std::string, Before> changes = {
       {"an added step", [](Step& step) { step.run("audit", [] {}); }},
@@ -412,6 +413,7 @@ TEST_CASE("an old run keeps the old path whatever new calls come before the patc
       const std::string id = old_run(db, clock);
       RuntimeOptions opts = test::quiet(db);
       opts.replay = mode;
+      opts.strict_replay = false;  // with it on, the added calls stop the old run (strict tests)
       auto runtime = test::runtime_on(db, clock, opts);
       int shipped_new = 0;
       runtime->add(Workflow("o", [&, before = change.second](Step& step, const json&) -> json {
@@ -445,37 +447,54 @@ TEST_CASE("an old run keeps the old path whatever new calls come before the patc
   }
 }
 
-TEST_CASE("a run whose journal holds a removed step's entry is held past every patch "
-          "(on each store)") {
-  test::TempDir dir;
-  test::ManualClock clock;
-  const std::string db = test::database(dir, "db");
-  std::string id;
-  {
-    auto runtime = test::runtime_on(db, clock, test::quiet(db));
-    runtime->add(Workflow("o", [](Step& step, const json&) -> json {
+TEST_CASE("with strict replay off, a run whose journal holds a removed step's entry is held past "
+          "every patch, and with it on the run stops (on each store)") {
+  for (const bool strict : {false, true}) {
+    CAPTURE(strict);
+    test::TempDir dir;
+    test::ManualClock clock;
+    const std::string db = test::database(dir, "db");
+    std::string id;
+    {
+      auto runtime = test::runtime_on(db, clock, test::quiet(db));
+      runtime->add(Workflow("o", [](Step& step, const json&) -> json {
+        step.run("charge", [] {});
+        step.run("audit", [] {});  // removed below
+        step.sleep("ship-wait", 1h);
+        step.run("ship-old", [] {});
+        return "old";
+      }));
+      id = runtime->start("o");
+      runtime->run_until_idle();  // sleeping before the place of the patch
+    }
+    clock.advance(61min);
+    RuntimeOptions opts = test::quiet(db);
+    opts.strict_replay = strict;
+    auto runtime = test::runtime_on(db, clock, opts);
+    int shipped = 0;
+    runtime->add(Workflow("o", [&shipped](Step& step, const json&) -> json {
       step.run("charge", [] {});
-      step.run("audit", [] {});  // removed below
       step.sleep("ship-wait", 1h);
-      step.run("ship-old", [] {});
+      if (step.patched("new-shipping")) return "new";
+      step.run("ship-old", [&shipped] { ++shipped; });
       return "old";
     }));
-    id = runtime->start("o");
-    runtime->run_until_idle();  // sleeping before the place of the patch
+    runtime->run_until_idle();
+    const RunInfo run = runtime->get(id);
+    if (!strict) {
+      // The journal holds an entry no call meets: durable cannot tell a removed step from one
+      // the run took past the patch on older code, and keeps it on the old path.
+      CHECK(run.output == "old");
+      CHECK(shipped == 1);
+    } else {
+      // Strict: the old path's first new call, with 'audit' never met, stops the run.
+      CHECK(run.status == Status::failed);
+      REQUIRE(run.error);
+      CHECK(run.error->type == "durable::NonDeterminism");
+      CHECK(run.error->step_id == "audit");
+      CHECK(shipped == 0);
+    }
   }
-  clock.advance(61min);
-  auto runtime = test::runtime_on(db, clock, test::quiet(db));
-  runtime->add(Workflow("o", [](Step& step, const json&) -> json {
-    step.run("charge", [] {});
-    step.sleep("ship-wait", 1h);
-    if (step.patched("new-shipping")) return "new";
-    step.run("ship-old", [] {});
-    return "old";
-  }));
-  runtime->run_until_idle();
-  // The journal holds an entry no call meets: durable cannot tell a removed step from one the
-  // run took past the patch on older code, and keeps it on the old path, as documented.
-  CHECK(runtime->get(id).output == "old");
 }
 
 TEST_CASE("check_determinism names code outside steps that takes another path on replay, and "
@@ -494,7 +513,10 @@ TEST_CASE("check_determinism names code outside steps that takes another path on
     CAPTURE(message);
     CHECK(message.find("check_determinism of workflow 'flaky'") != std::string::npos);
     CHECK(message.find("versioning_test.cpp:") != std::string::npos);  // the line of the call
-    CHECK(message.find("without calling step") != std::string::npos);
+    // The run itself stops at its second invocation (strict replay): 'b' is called where the
+    // journal holds 'a'.
+    CHECK(message.find("step.run('b')") != std::string::npos);
+    CHECK(message.find("step 'a'") != std::string::npos);
   }
   const Workflow steady("steady", [](Step& step, const json& input) -> json {
     const Clock::time_point t = step.now("t");  // journaled: the same on every replay

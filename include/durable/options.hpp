@@ -147,6 +147,14 @@ struct RuntimeOptions {
   /// stays claimed); longer ones evict the workflow, which replays on wake.
   std::chrono::milliseconds resident_sleep{1000};
   Durability durability = Durability::normal;
+  /// Strict replay (docs/versioning.md). true (the default): before a run's code calls a step
+  /// its journal does not hold, or returns, it must have met every entry of its journal (patch
+  /// markers with no call left excepted); otherwise the invocation stops with NonDeterminism
+  /// naming the entry not met and the new call's file:line, runs no body, journals nothing new,
+  /// and the run fails, for retry() once fixed code is deployed. Steps appended after every
+  /// journaled one stay safe. false: entries are matched by id alone, and a step the code no
+  /// longer calls is ignored.
+  bool strict_replay = true;
   /// How often serve() and wait() look in the database for work other processes wrote.
   std::chrono::milliseconds poll_interval{200};
   std::chrono::milliseconds lease{30'000};  ///< how long a claim on a run lasts unrenewed
