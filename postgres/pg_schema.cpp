@@ -377,6 +377,14 @@ CREATE TABLE data_keys (
 );
 -- The correlation id of the run that sent an event, whose data key encrypts its data.
 ALTER TABLE events ADD COLUMN correlation_id TEXT;
+)sql",
+                                                                 R"sql(
+-- Rate limits count a run from its claim until a period after its first step body began.
+ALTER TABLE runs ADD COLUMN first_body_at BIGINT;
+UPDATE runs SET first_body_at = began_at WHERE rate_key IS NOT NULL AND began_at IS NOT NULL;
+DROP INDEX runs_began;
+CREATE INDEX runs_first_body ON runs (workflow, rate_key, first_body_at)
+  WHERE rate_key IS NOT NULL;
 )sql"};
 
 }  // namespace durable::detail::pg

@@ -576,7 +576,7 @@ inline constexpr std::int64_t kForgetLeases = 10;
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 19;
+inline constexpr int kSchemaVersion = 20;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

@@ -29,9 +29,11 @@ struct RetryPolicy {
   double jitter = 0.2;  ///< ± fraction of each delay, in [0, 1]
 };
 
-/// At most `limit` runs of a workflow begin (are claimed for the first time) in any `period`,
+/// In any window of `period`, the first step bodies of at most `limit` runs of a workflow begin,
 /// per value of `key` (a JSON pointer into the input, as WorkflowOptions::concurrency_key; empty:
-/// one limit for the whole workflow). The runs over it wait, none is dropped. limit 0: none.
+/// one limit for the whole workflow): what a rate-limited provider the bodies call sees. A run
+/// holds a slot from its claim until a period after its first body began. The runs over it
+/// wait, none is dropped. limit 0: none.
 struct RateLimit {
   int limit = 0;
   std::chrono::milliseconds period{1000};

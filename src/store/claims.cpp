@@ -77,10 +77,10 @@ struct SqlStore::Candidate {
   int invocations = 0;
   int paused = kNotPaused;  // running: a pause asked for, which its dead owner never made
   std::optional<std::string> flow_key, rate_key;  // as stored (FlowGate)
-  bool began = false;
+  bool body_began = false;                        // runs.first_body_at is set
   FlowGate::Stamp stamp;  // what the gate says to write with the claim
 
-  GatedRun gated() const { return {id, workflow, &input, flow_key, rate_key, began}; }
+  GatedRun gated() const { return {id, workflow, &input, flow_key, rate_key, body_began}; }
 };
 
 namespace {
@@ -88,7 +88,7 @@ namespace {
 // The columns a query that finds candidates selects first, in the order candidate() reads them.
 constexpr const char* kCandidateColumns =
     "id, crashes, workflow, correlation_id, input, invocations, paused, flow_key, rate_key, "
-    "began_at, traceparent, created_at";
+    "first_body_at, traceparent, created_at";
 
 }  // namespace
 
@@ -106,7 +106,7 @@ SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int cras
   run.paused = row.int32(6);
   if (!row.is_null(7)) run.flow_key = row.text(7);
   if (!row.is_null(8)) run.rate_key = row.text(8);
-  run.began = !row.is_null(9);
+  run.body_began = !row.is_null(9);
   if (!row.is_null(10)) run.traceparent = row.text(10);
   run.created_at_ms = row.int64(11);
   return run;

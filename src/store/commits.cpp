@@ -65,10 +65,12 @@ std::vector<Written> SqlStore::commit_all(const std::vector<const RunWrite*>& wr
 Written SqlStore::apply(const RunWrite& w) {
   bool has_parent = false;  // read with the owner: a run without one has no parent to answer
   bool pausing = false;
+  bool gated = false;  // rate-limited, and no step body of it had begun (FlowGate)
   {
     sql::Query owner(db(),
                      "SELECT status, coalesce(owner, ''), CASE WHEN parent_id IS NULL THEN 0 "
-                     "ELSE 1 END, paused FROM runs WHERE id = ?" +
+                     "ELSE 1 END, paused, CASE WHEN rate_key IS NOT NULL AND first_body_at IS "
+                     "NULL THEN 1 ELSE 0 END FROM runs WHERE id = ?" +
                          std::string(db().dialect().lock_row));
     owner.bind(1, w.run_id);
     if (!owner.next() || owner.text(0) != "running" || owner.text(1) != w.owner) {
@@ -76,6 +78,7 @@ Written SqlStore::apply(const RunWrite& w) {
     }
     has_parent = owner.int64(2) != 0;
     pausing = owner.int64(3) != kNotPaused;
+    gated = owner.int64(4) != 0;
   }
   bool woke = false;  // a wait written here was completed at once by an earlier event
   if (w.clear_crashes) {
@@ -85,16 +88,24 @@ Written SqlStore::apply(const RunWrite& w) {
   }
   if (w.entries != nullptr) {
     std::size_t seq = w.first_seq;
+    std::optional<std::int64_t> first_body;  // the earliest begin of a body written here
+    const auto note_body = [&first_body](const JournalEntry& e) {
+      if (e.kind != StepKind::run || !e.started_at_ms) return;
+      first_body = first_body ? std::min(*first_body, *e.started_at_ms) : *e.started_at_ms;
+    };
     for (const EntryWrite& e : *w.entries) {
       if (e.transaction) {  // Step::transaction: its body decides the entry, here
         const EntryWrite ran = run_transaction(e);
         write_entry(w, ran, ran.is_new ? seq++ : 0);
         woke = side_effects(w, ran) || woke;
+        note_body(ran.entry);
         continue;
       }
       write_entry(w, e, e.is_new ? seq++ : 0);
       woke = side_effects(w, e) || woke;
+      note_body(e.entry);
     }
+    if (gated && first_body) note_first_body(w.run_id, *first_body);
   }
   const bool ends = w.status && (*w.status == Status::completed || *w.status == Status::failed ||
                                  *w.status == Status::cancelled);
@@ -150,6 +161,17 @@ Written SqlStore::apply(const RunWrite& w) {
     renew.run();
   }
   return Written::yes;
+}
+
+// A rate-limited run's first step body began at `at_ms` (its entry's started_at): from the
+// commit of that entry on, the run counts in its key's window by this time instead of as a
+// claimed run that has yet to begin (FlowGate). A body's entry is its first record of having
+// begun: until then the run is running, so it is counted all along.
+void SqlStore::note_first_body(const std::string& run_id, std::int64_t at_ms) {
+  sql::Query update(db(), "UPDATE runs SET first_body_at = ? WHERE id = ? AND first_body_at IS NULL");
+  update.bind(1, at_ms);
+  update.bind(2, run_id);
+  update.run();
 }
 
 // A write at a step boundary of a run asked to pause: the run is paused as the write would have

@@ -107,12 +107,20 @@ FlowGate::Window& FlowGate::window(const std::string& workflow, const std::strin
   const auto [it, fresh] = windows_.try_emplace({workflow, key});
   if (fresh) {
     sql::Query began(*db_,
-                     "SELECT began_at FROM runs WHERE workflow = ? AND rate_key = ? AND "
-                     "began_at > ? ORDER BY began_at");
+                     "SELECT first_body_at FROM runs WHERE workflow = ? AND rate_key = ? AND "
+                     "first_body_at > ? ORDER BY first_body_at");
     began.bind(1, workflow);
     began.bind(2, key);
-    began.bind(3, request_->now_ms - rule.rate_period_ms);
+    // A millisecond more than the period: a begin is known to the millisecond below it, and the
+    // body's own clock reads it a little later.
+    began.bind(3, request_->now_ms - rule.rate_period_ms - 1);
     while (began.next()) it->second.began.push_back(began.int64(0));
+    sql::Query reserved(*db_,
+                        "SELECT count(*) FROM runs WHERE workflow = ? AND rate_key = ? AND "
+                        "first_body_at IS NULL AND status = 'running'");
+    reserved.bind(1, workflow);
+    reserved.bind(2, key);
+    if (reserved.next()) it->second.reserved = reserved.int32(0);
   }
   return it->second;
 }
@@ -132,15 +140,17 @@ FlowGate::Verdict FlowGate::check(const GatedRun& run) {
       }
     }
   }
-  if (rule.rate_limit > 0 && !run.began) {
+  if (rule.rate_limit > 0 && !run.body_began) {
     Window& w = window(run.workflow, rate_key(run, rule), rule);
-    const auto n = static_cast<int>(w.began.size());
+    const int n = w.held();
     if (n >= rule.rate_limit) {
       // The j-th run held back by this claim waits for the j-th slot the window frees: the
-      // oldest begin's, one period on, then the next one's, and around again a period later.
+      // oldest begin's, one period on, then the next one's, and around again a period later. A
+      // slot reserved by a run yet to begin frees a period after now at the earliest.
       const int j = w.deferred++;
-      const std::int64_t slot =
-          w.began[static_cast<std::size_t>(j % n)] + rule.rate_period_ms * (1 + j / n);
+      const auto k = static_cast<std::size_t>(j % n);
+      const std::int64_t held_since = k < w.began.size() ? w.began[k] : request_->now_ms;
+      const std::int64_t slot = held_since + rule.rate_period_ms * (1 + j / n) + 1;
       sql::Query defer(*db_, "UPDATE runs SET due_at = ? WHERE id = ?");
       defer.bind(1, std::max(slot, request_->now_ms + 1));
       defer.bind(2, run.id);
@@ -168,7 +178,7 @@ FlowGate::Stamp FlowGate::took(const GatedRun& run) {
   }
   if (rule.rate_limit > 0) {
     stamp.rate_key = rate_key(run, rule);
-    if (!run.began) window(run.workflow, *stamp.rate_key, rule).began.push_back(request_->now_ms);
+    if (!run.body_began) ++window(run.workflow, *stamp.rate_key, rule).reserved;
   }
   return stamp;
 }

@@ -34,7 +34,8 @@ struct GatedRun {
   const std::string* input = nullptr;    ///< its stored text
   std::optional<std::string> flow_key;   ///< as stored; none: to be computed
   std::optional<std::string> rate_key;   ///< as stored; none: to be computed
-  bool began = false;                    ///< claimed before: the rate limit does not apply
+  /// A step body of it began before (runs.first_body_at): the rate limit does not apply.
+  bool body_began = false;
 };
 
 class FlowGate {
@@ -65,9 +66,15 @@ class FlowGate {
   Stamp took(const GatedRun& run);
 
  private:
+  // A key's rate window: the runs that hold a slot of it now. A run holds one from its claim
+  // (while it runs with no body begun, as `reserved`) until a period after its first body began
+  // (`began`, by runs.first_body_at): so whatever the delay between a claim and the body, the
+  // first bodies that begin in any period are at most as many as the slots.
   struct Window {
-    std::vector<std::int64_t> began;  // within the period, oldest first
-    int deferred = 0;  // runs this claim held back for a later slot
+    std::vector<std::int64_t> began;  // first bodies within the period, oldest first
+    int reserved = 0;                 // claimed, running, no body begun yet
+    int deferred = 0;                 // runs this claim held back for a later slot
+    int held() const { return static_cast<int>(began.size()) + reserved; }
   };
   Window& window(const std::string& workflow, const std::string& key, const FlowRule& rule);
   std::string flow_key(const GatedRun& run, const FlowRule& rule) const;

@@ -290,6 +290,7 @@ class SqlStore : public Store {
   bool still_waiting(const std::string& run_id);
   void continue_as(const std::string& id, NewRun successor);
   void write_entry(const RunWrite& write, const EntryWrite& entry, std::size_t seq);
+  void note_first_body(const std::string& run_id, std::int64_t at_ms);
   std::vector<JournalEntry> load_journal(const std::string& id);
   std::optional<std::vector<StepInfo>> read_steps(const std::string& id);
 
