@@ -265,10 +265,30 @@ sql::Statement& PgConnection::prepare(const std::string& sql) {
 
 void PgConnection::execute(const std::string& sql) { exec(sql, "running: " + shown_sql(sql)); }
 
-// Every commit waits for the server's disk, relaxed ones too: a server that crashes and comes
-// back need not take its clients with it, so a lost claim would not mean a dead worker, and
-// the worker that ran steps under it would see its commits refused and its steps run again.
-void PgConnection::begin(sql::Sync) { exec("BEGIN", "running BEGIN"); }
+// A relaxed transaction is a journal one here: a server that crashes and comes back need not
+// take its clients with it, so a lost claim would not mean a dead worker. BEGIN and its SET
+// LOCAL go in one round trip.
+void PgConnection::begin(sql::Sync sync) {
+  exec(sync == sql::Sync::durable ? begin_durable_ : begin_journal_, "running BEGIN");
+}
+
+std::string PgConnection::server() const {
+  const char* host = PQhost(connection_.get());
+  const char* port = PQport(connection_.get());
+  return std::string(host != nullptr ? host : "?") + ":" + (port != nullptr ? port : "?");
+}
+
+void PgConnection::set_durability(Durability durability) {
+  std::string setting;
+  {
+    const ResultHandle shown = exec("SHOW synchronous_commit", "reading synchronous_commit");
+    if (PQntuples(shown.get()) == 1) setting = PQgetvalue(shown.get(), 0, 0);
+  }
+  // Never weaker than the session's own setting, and never off for what a caller was told.
+  begin_durable_ = setting == "off" ? "BEGIN; SET LOCAL synchronous_commit = on" : "BEGIN";
+  begin_journal_ = durability == Durability::normal ? "BEGIN; SET LOCAL synchronous_commit = off"
+                                                    : begin_durable_;
+}
 
 void PgConnection::begin_read() {
   exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "running BEGIN READ ONLY");

@@ -130,8 +130,15 @@ class PgConnection final : public sql::Connection {
 
   /// The server process serving this connection (pg_backend_pid()).
   int backend_pid() const;
+  /// How begin() sets each transaction's synchronous_commit (SET LOCAL, so that nothing stays
+  /// on the session): a journal or relaxed one under Durability::normal `off`; any other at the
+  /// session's own setting (the server's, the role's, the database's or the URI's), raised to
+  /// `on` where that is `off`. Reads the session's setting now.
+  void set_durability(Durability durability);
   /// The URI this connection was made with, its password masked.
   const std::string& shown_uri() const { return shown_uri_; }
+  /// "host:port" of the server this connection reached (of a multi-host URI, the one it took).
+  std::string server() const;
 
  private:
   friend class PgStatement;
@@ -153,6 +160,8 @@ class PgConnection final : public sql::Connection {
 
   ConnectionHandle connection_;
   std::string shown_uri_;
+  // What begin() sends for a durable transaction, and for a journal or relaxed one.
+  std::string begin_durable_ = "BEGIN", begin_journal_ = "BEGIN";
   std::unordered_map<std::string, std::unique_ptr<PgStatement>> statements_;
 };
 

@@ -39,14 +39,50 @@ std::string single_text(sql::Connection& db, const std::string& text) {
   return query.next() && !query.is_null(0) ? query.text(0) : std::string();
 }
 
+// The lock under which one process at a time makes or migrates durable's tables in `schema`
+// (held to the end of the caller's transaction).
+void lock_schema(pg::PgConnection& db, const std::string& schema) {
+  sql::Query lock(db, "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))");
+  lock.bind(1, "durable schema " + schema);
+  while (lock.next()) {
+  }
+}
+
+// A writer needs a server that takes writes. The first host of a multi-host URI may be a
+// standby: libpq connects to it unless the URI asks for a primary, and the first write would
+// fail with a bare "read-only transaction".
+void refuse_read_only_server(pg::PgConnection& db) {
+  sql::Query state(db,
+                   "SELECT pg_is_in_recovery()::int, "
+                   "(current_setting('default_transaction_read_only') = 'on')::int");
+  if (!state.next()) return;
+  if (state.int64(0) != 0) {
+    fail(db, "the server at " + db.server() +
+                 " is a standby (in recovery, read-only), and a durable runtime writes. Point "
+                 "the URI at the primary; with several hosts in the URI, add "
+                 "target_session_attrs=read-write so that libpq skips standbys");
+  }
+  if (state.int64(1) != 0) {
+    fail(db, "sessions of the server at " + db.server() +
+                 " are read-only (default_transaction_read_only = on for this role, database "
+                 "or server), and a durable runtime writes; connect as a role that may write");
+  }
+}
+
 // Points the session at durable's schema: `durable` unless the URI (or the role or database)
 // set a search_path of its own, whose first schema then holds the tables. A writer makes
-// `durable` if need be; a reader needs no privilege beyond reading, so it makes nothing.
+// `durable` if need be, under the schema's lock, so that processes opening a fresh database at
+// once all succeed; a reader needs no privilege beyond reading, so it makes nothing.
 void use_schema(pg::PgConnection& db, Access access) {
   const std::string source =
       single_text(db, "SELECT source FROM pg_settings WHERE name = 'search_path'");
   if (source == "default" || source == "configuration file") {
-    if (access == Access::read_write) db.execute("CREATE SCHEMA IF NOT EXISTS durable");
+    if (access == Access::read_write) {
+      sql::Transaction tx(db);
+      lock_schema(db, "durable");
+      db.execute("CREATE SCHEMA IF NOT EXISTS durable");
+      tx.commit();
+    }
     db.execute("SET search_path TO durable");
   }
   if (single_text(db, "SELECT current_schema()").empty()) {
@@ -106,13 +142,8 @@ void check_readable(pg::PgConnection& db) {
 // durable's tables or none of those names.
 void migrate(pg::PgConnection& db) {
   sql::Transaction tx(db);
-  {
-    sql::Query lock(db, "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))");
-    lock.bind(1, "durable schema " + single_text(db, "SELECT current_schema()"));
-    while (lock.next()) {
-    }
-  }
   const std::string schema = single_text(db, "SELECT current_schema()");
+  lock_schema(db, schema);
   const bool made = has_version_table(db);
   const std::int64_t version = made ? schema_version(db) : 0;
   if (!made) {
@@ -150,13 +181,13 @@ std::unique_ptr<pg::PgConnection> session(const std::string& uri, Durability dur
                                           Access access) {
   std::unique_ptr<pg::PgConnection> db = pg::connect(uri);
   try {
+    if (access == Access::read_write) refuse_read_only_server(*db);
     use_schema(*db, access);
     if (access == Access::read_write)
       migrate(*db);
     else
       check_readable(*db);
-    db->execute(durability == Durability::full ? "SET synchronous_commit = on"
-                                               : "SET synchronous_commit = off");
+    db->set_durability(durability);
     // A transaction of durable's never waits on anything but the network between its
     // statements: one left open longer is a worker's that went away (killed, cut off) and whose
     // row locks would hold its runs from the workers taking them over. The server ends it.

@@ -116,7 +116,8 @@ class SqliteConnection final : public sql::Connection {
     if (code != SQLITE_OK) throw_failure(db_->getHandle(), code);
   }
   // A relaxed transaction commits at synchronous=NORMAL (in WAL mode: no sync at commit), and
-  // the connection's own level comes back when it ends.
+  // the connection's own level comes back when it ends. A durable and a journal transaction
+  // both commit at the connection's level (the store's Durability).
   void begin(sql::Sync sync) override {
     restore_synchronous();  // if setting it back failed after the last relaxed transaction
     if (restore_ >= 0) {

@@ -417,7 +417,7 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
 bool SqlStore::release(const std::string& id, const std::string& owner, std::int64_t now_ms,
                        const std::string& reason) {
   return guarded([&] {
-    sql::Transaction tx(db());
+    sql::Transaction tx(db(), sql::Sync::journal);
     // A run asked to pause is paused as it is handed back.
     sql::Query update(db(),
                       "UPDATE runs SET status = CASE WHEN paused != 0 THEN 'paused' ELSE "

@@ -37,7 +37,7 @@ void bind_optional(sql::Query& query, int index, const std::optional<std::int64_
 
 Written SqlStore::commit(const RunWrite& w) {
   return guarded([&] {
-    sql::Transaction tx(db());
+    sql::Transaction tx(db(), sql::Sync::journal);
     const Written written = apply(w);
     if (written == Written::refused) return written;  // rolled back: nothing written
     tx.commit();
@@ -50,7 +50,7 @@ std::vector<Written> SqlStore::commit_all(const std::vector<const RunWrite*>& wr
   return guarded([&] {
     std::vector<Written> written;
     written.reserve(writes.size());
-    sql::Transaction tx(db());
+    sql::Transaction tx(db(), sql::Sync::journal);
     for (const RunWrite* w : writes) written.push_back(apply(*w));
     tx.commit();
     ++write_transactions_;

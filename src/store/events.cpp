@@ -278,7 +278,7 @@ std::size_t SqlStore::purge_events(std::int64_t before_ms, std::size_t limit) {
   if (limit == 0) return 0;
   return guarded([&] {
     // One write transaction: the bounds and the delete see the same state.
-    sql::Transaction tx(db());
+    sql::Transaction tx(db(), sql::Sync::journal);
     std::int64_t max_seq = 0;  // below the newest event and the oldest since of a wait
     {
       sql::Query newest(db(), "SELECT coalesce(max(seq), 0) FROM events");

@@ -10,7 +10,7 @@ bool SqlStore::save_progress(const std::string& run_id, const std::string& owner
                              const std::string& key, int attempt, const std::string& progress,
                              std::int64_t now_ms) {
   return guarded([&] {
-    sql::Transaction tx(db());
+    sql::Transaction tx(db(), sql::Sync::journal);
     {
       // Only the run's owner writes: not a body its runtime gave up on after losing the run.
       sql::Query owned(db(),

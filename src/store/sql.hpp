@@ -110,16 +110,22 @@ struct Dialect {
   std::string (*json_field)(std::string_view column, std::string_view field);
 };
 
-/// How a write transaction's commit reaches the disk.
+/// How a write transaction's commit reaches the disk. A commit lost to a crash takes every
+/// commit after it with it (the log is written in order, and each commit that waits for the disk
+/// makes what came before it durable as well), so nothing that depended on it stays.
 enum class Sync {
-  /// As the store's Durability says: under Durability::full, on the disk when commit() returns.
+  /// A write acknowledged to a caller outside a run (a start, an event, a message, a cancel...):
+  /// on SQLite, at the store's Durability; on PostgreSQL, at least as durable as the server's
+  /// own setting at every Durability, and never with synchronous_commit = off.
   durable,
-  /// Need not wait for the disk, even under Durability::full. A power cut may lose it, but then
-  /// it loses everything committed after it too (the log is written in order and each durable
-  /// commit makes what came before it durable as well), so nothing that depended on it stays.
-  /// For writes whose loss only repeats work: a claim, lost, is claimed again. That holds only
-  /// where whatever loses the commit also ends its writer (an embedded database: SQLite); a
-  /// database whose server can fail apart from its clients (PostgreSQL) syncs it anyway.
+  /// A run's own writes (its journal entries, its status): as `durable` under Durability::full;
+  /// under normal, a crash of the database server may lose it (PostgreSQL: synchronous_commit =
+  /// off), which only makes steps run again. SQLite's normal loses it to a power cut only.
+  journal,
+  /// Need not wait for the disk, even under Durability::full: claims, leases and heartbeats,
+  /// whose loss only repeats work (a claim, lost, is claimed again). That holds only where
+  /// whatever loses the commit also ends its writer (an embedded database: SQLite); a database
+  /// whose server can fail apart from its clients (PostgreSQL) treats it as `journal`.
   relaxed,
 };
 

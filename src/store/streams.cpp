@@ -63,7 +63,7 @@ StreamWrite SqlStore::write_stream(const std::string& run_id, const std::string&
                                    const std::string& name, const std::optional<std::string>& value,
                                    std::int64_t now_ms) {
   return guarded([&] {
-    sql::Transaction tx(db());
+    sql::Transaction tx(db(), sql::Sync::journal);
     {
       // Only the run's writer: not a body its runtime gave up on, nor one of a run that ended.
       sql::Query owned(db(),

@@ -6,6 +6,13 @@
 #   tests/pg/cluster.sh start DIR PORT   make DIR (removing what a killed run left there), start
 #   tests/pg/cluster.sh restart DIR      stop the server (fast: sessions are ended) and start it
 #   tests/pg/cluster.sh stop DIR         stop the server and remove DIR; nothing to do is fine
+#   tests/pg/cluster.sh crash DIR WHAT   kill -9 a client backend (WHAT=backend: the postmaster
+#                                        then ends every session and recovers from its WAL, as
+#                                        after the out-of-memory killer) or the postmaster itself
+#                                        (WHAT=postmaster: then started again); returns once the
+#                                        server accepts connections again
+#   tests/pg/cluster.sh standby PRIMARY DIR PORT
+#                                        a streaming standby of the cluster in PRIMARY, in DIR
 # PG_FSYNC: on (the default) or off, for a test about something other than the server's own
 # durability.
 # PG_LISTEN: the addresses to listen on (default 127.0.0.1), for a cluster started inside a
@@ -107,6 +114,7 @@ local   all       durable_pw                scram-sha-256
 host    all       durable_pw  127.0.0.1/32  scram-sha-256
 host    all       durable_pw  ::1/128       scram-sha-256
 local   all       all                       trust
+local   replication all                     trust
 host    all       all         127.0.0.1/32  trust
 host    all       all         ::1/128       trust
 host    all       all         samenet       trust
@@ -143,7 +151,92 @@ restart() {
     >/dev/null || die "the server in $home did not restart"
 }
 
+# Returns once the server in HOME accepts connections (within 60 s).
+wait_ready() {
+  local home=$1 port
+  port=$(sed -n 's/^port = //p' "$home/data/postgresql.conf" | tail -n 1)
+  for _ in $(seq 600); do
+    as_owner "$bindir/pg_isready" -q -h "$home" -p "$port" && return 0
+    sleep 0.1
+  done
+  die "the server in $home does not accept connections"
+}
+
+crash() {
+  local home pid
+  [ -f "$1/$marker" ] || die "$1 is not a test cluster made by this script"
+  home=$(cluster_home "$1")
+  pid=$(head -n 1 "$home/data/postmaster.pid")
+  case "$2" in
+    backend)
+      local victim
+      victim=$(pgrep -P "$pid" -f 'postgres: .*(127[.]0[.]0[.]1|[[]local[]])' | head -n 1 || true)
+      [ -n "$victim" ] || die "no client backend to kill in $home"
+      kill -9 "$victim"
+      sleep 0.5 # the postmaster notices, ends every session and recovers
+      ;;
+    postmaster)
+      local children
+      children=$(pgrep -P "$pid" | tr '\n' ' ')
+      kill -9 "$pid"
+      # Its children end when they see it gone; a new postmaster refuses to start while any of
+      # them still holds the shared memory.
+      local alive
+      for _ in $(seq 600); do
+        alive=no
+        for child in $children; do kill -0 "$child" 2>/dev/null && alive=yes; done
+        [ $alive = yes ] || break
+        sleep 0.1
+      done
+      as_owner "$bindir/pg_ctl" start -D "$home/data" -l "$home/server.log" -w -t 60 >/dev/null ||
+        die "the server in $home did not start again after its postmaster was killed"
+      ;;
+    *) die "crash: WHAT is backend or postmaster, not '$2'" ;;
+  esac
+  wait_ready "$home"
+}
+
+standby() {
+  local primary dir=$2 port=$3 home primary_port
+  [ -f "$1/$marker" ] || die "$1 is not a test cluster made by this script"
+  primary=$(cluster_home "$1")
+  remove_cluster "$dir"
+  mkdir -p "$dir"
+  touch "$dir/$marker"
+  home=$dir
+  if [ "$(id -u)" -eq 0 ]; then
+    chown -R postgres:postgres "$dir"
+    if ! as_owner test -w "$dir"; then
+      home=$(mktemp -d /tmp/durable-pg.XXXXXX)
+      touch "$home/$marker"
+      chown -R postgres:postgres "$home"
+      echo "$home" >"$dir/home"
+    fi
+  fi
+  primary_port=$(sed -n 's/^port = //p' "$primary/data/postgresql.conf" | tail -n 1)
+  as_owner "$bindir/pg_basebackup" -h "$primary" -p "$primary_port" -U postgres -D "$home/data" \
+    -R -X stream --no-sync >"$home/basebackup.log" 2>&1 || {
+    cat "$home/basebackup.log" >&2
+    die "pg_basebackup from $primary failed"
+  }
+  printf '\n# a standby (tests/pg/cluster.sh)\nport = %s\nunix_socket_directories = %s\n' \
+    "$port" "'$home'" >>"$home/data/postgresql.conf"
+  as_owner "$bindir/pg_ctl" start -D "$home/data" -l "$home/server.log" -w -t 60 >/dev/null || {
+    cat "$home/server.log" >&2 || true
+    die "the standby did not start on port $port (see above)"
+  }
+  echo "cluster.sh: standby of $primary running in $home on 127.0.0.1:$port"
+}
+
 case "${1:-}" in
+  crash)
+    [ $# -eq 3 ] || die "usage: $0 crash DIR backend|postmaster"
+    crash "$(realpath -m -- "$2")" "$3"
+    ;;
+  standby)
+    [ $# -eq 4 ] || die "usage: $0 standby PRIMARY DIR PORT"
+    standby "$(realpath -m -- "$2")" "$(realpath -m -- "$3")" "$4"
+    ;;
   restart)
     [ $# -eq 2 ] || die "usage: $0 restart DIR"
     restart "$(realpath -m -- "$2")"
@@ -157,6 +250,6 @@ case "${1:-}" in
     remove_cluster "$(realpath -m -- "$2")"
     ;;
   *)
-    die "usage: $0 start DIR PORT | $0 restart DIR | $0 stop DIR"
+    die "usage: $0 start DIR PORT | restart DIR | stop DIR | crash DIR WHAT | standby PRIMARY DIR PORT"
     ;;
 esac

@@ -71,6 +71,17 @@ class OwnCluster {
   /// Stops the server (fast: its sessions are ended) and starts it again; once it accepts
   /// connections, returns whether all went well. No check of the test's: any thread may call it.
   bool restart() { return run_shell(command("restart")).first == 0; }
+  /// kill -9 of a client backend ("backend": the server then ends every session and recovers
+  /// from its WAL) or of the postmaster ("postmaster": then started again); once the server
+  /// accepts connections again, returns whether all went well.
+  bool crash(const std::string& what) { return run_shell(command("crash") + " " + what).first == 0; }
+  /// Starts this cluster as a streaming standby of `primary` (a base backup of it), instead of
+  /// start().
+  void start_standby_of(const OwnCluster& primary) {
+    REQUIRE(run_shell(std::string("bash ") + DURABLE_PG_CLUSTER_SCRIPT + " standby '" +
+                      primary.dir_ + "' '" + dir_ + "' " + std::to_string(port_))
+                .first == 0);
+  }
 
  private:
   std::string command(const std::string& verb) const {
