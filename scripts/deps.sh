@@ -8,9 +8,11 @@ durable_packages=(g++ cmake ninja-build pkg-config libsqlite3-dev libsqlitecpp-d
 # load test, clang and clang-16 for the build with clang and the check that the public headers
 # and samples compile with Debian's clang 14 and 16, prometheus
 # for promtool, which checks the /metrics output, postgresql for the server the PostgreSQL
-# tests start a private cluster of (tests/pg/cluster.sh). Node and npm are used as found;
-# Debian's are installed when there are none.
-durable_test_packages=(chromium wrk clang clang-16 prometheus postgresql)
+# tests start a private cluster of (tests/pg/cluster.sh), iproute2 for the network namespaces
+# of the tests of workers on several hosts (ip netns), procps for the pgrep with which the
+# cluster script finds a server's processes to kill. Node and npm are used as found; Debian's
+# are installed when there are none.
+durable_test_packages=(chromium wrk clang clang-16 prometheus postgresql iproute2 procps)
 
 # Installs the named Debian packages that are not installed yet.
 durable_apt_install() {

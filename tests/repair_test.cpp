@@ -149,7 +149,7 @@ TEST_CASE("only_own_version without a version, or a version that is not UTF-8, i
 }
 
 TEST_CASE("fork: a failed run runs again from its failed step on fixed code, its earlier steps "
-          "copied, not run again; the original left as it was (on each store)") {
+          "copied, not run again, the original left as it was (on each store)") {
   Shop shop;
   StartOptions start;
   start.correlation_id = "order-17";
