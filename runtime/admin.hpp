@@ -197,6 +197,10 @@ class Admin {
   /// change feed (opened at the first wait).
   durable::detail::ChangeWatch& changes();
   void share_changes(std::shared_ptr<durable::detail::ChangeWatch> watch);
+  /// How long a stream's Server-Sent Events response stays silent before a comment line keeps
+  /// it open and finds a reader that has gone (15 s; a test sets a shorter one before serving).
+  std::chrono::milliseconds stream_keep_alive() const { return stream_keep_alive_; }
+  void set_stream_keep_alive(std::chrono::milliseconds every) { stream_keep_alive_ = every; }
 
   /// {"schedules": [{"id", "workflow", "input", "every_ms", "cron", "remaining", "next_at",
   /// "fired"}]}.
@@ -230,6 +234,7 @@ class Admin {
   std::size_t max_connections_;
   /// Opened read-only (the command's read commands): nothing is created, migrated or written.
   bool read_only_ = false;
+  std::chrono::milliseconds stream_keep_alive_{15'000};
   std::mutex changes_mutex_;  // guards changes_
   std::shared_ptr<durable::detail::ChangeWatch> changes_;
   /// How the database's payloads are stored (RuntimeOptions::codec, encryption_key_file; the

@@ -2,7 +2,8 @@
 // GET /v1/runs/{id}/streams (the run's streams) and GET /v1/runs/{id}/streams/{name}: a stream
 // as Server-Sent Events (docs/http-api.md). Each value is one event, `id:` its offset and
 // `data:` its JSON on one line; `Last-Event-ID: N` (or `?from=N+1`) resumes after N; a comment
-// line every 15 s keeps an idle stream's connection open; the response ends at the close.
+// line every 15 s (Admin::stream_keep_alive) keeps an idle stream's connection open, and tells
+// a reader whose client has gone (the write fails); the response ends at the close.
 //
 // An idle reader holds no thread and no database connection: it is an async wait on the
 // Admin's ChangeWatch, whose callback posts the next read to a handler thread; the read leases a
@@ -19,10 +20,6 @@
 namespace durable::ops {
 
 namespace {
-
-/// How long an idle stream goes without a byte: then a comment line, which also tells a reader
-/// whose client has gone (the write fails).
-constexpr std::chrono::seconds kKeepAlive{15};
 
 std::size_t number(const std::string& text, const std::string& what) {
   std::size_t n = 0;
@@ -90,7 +87,7 @@ class StreamReader : public std::enable_shared_from_this<StreamReader> {
 
   // Then reads again, or ends after the close.
   void write(std::string data, bool last) {
-    quiet_until_ = std::chrono::steady_clock::now() + kKeepAlive;
+    quiet_until_ = std::chrono::steady_clock::now() + admin_.stream_keep_alive();
     chunks_.write(std::move(data), [self = shared_from_this(), last](bool sent) {
       if (!sent || last) return self->chunks_.end();
       self->chunks_.post([self] { self->read(); });
@@ -101,9 +98,9 @@ class StreamReader : public std::enable_shared_from_this<StreamReader> {
   std::string id_, name_;
   std::size_t next_;
   HttpResponse::Chunks chunks_;
-  // When the idle connection gets its next comment line: kKeepAlive after the last write.
+  // When the idle connection gets its next comment line: a keep-alive after the last write.
   std::chrono::steady_clock::time_point quiet_until_ =
-      std::chrono::steady_clock::now() + kKeepAlive;
+      std::chrono::steady_clock::now() + admin_.stream_keep_alive();
 };
 
 }  // namespace

@@ -91,11 +91,18 @@ class Connection {
 
   // Reads until the bytes received hold `text` (raw: a chunked body's framing and all); false
   // when the connection ends, or a read waits 5 s, first. A streamed response is read this way.
-  bool received_text(std::string_view text) {
-    while (pending_.find(text) == std::string::npos) {
+  bool received_text(std::string_view text) { return received_times(text, 1); }
+  // As received_text(), until `text` is there `times` times, apart.
+  bool received_times(std::string_view text, std::size_t times) {
+    for (;;) {
+      std::size_t found = 0;
+      for (std::size_t at = pending_.find(text); at != std::string::npos;
+           at = pending_.find(text, at + text.size())) {
+        ++found;
+      }
+      if (found >= times) return true;
       if (!receive()) return false;
     }
-    return true;
   }
 
   // No more bytes from this client: the server sees the end of its stream.

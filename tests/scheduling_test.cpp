@@ -80,7 +80,9 @@ TEST_CASE(
   runtime.add(Workflow("slow", [&](Step& step, const json&) -> json {
     for (int i = 0; i < kSlowSteps; ++i) {
       step.run("call", [&] {
-        std::this_thread::sleep_for(1s);
+        // Longer than a run's fair slice (100 ms), so that each slow run gives its turn up at
+        // every step; short enough to drain the queue in seconds.
+        std::this_thread::sleep_for(250ms);
         return ++slow_bodies;
       });
     }
@@ -174,7 +176,8 @@ TEST_CASE(
   if (!runs_on_fibers()) return;
   // The fan-out's bodies end faster than their entries commit, for far longer than the nap, so
   // the loop always finds entries to commit; it must still wake the run whose nap is over.
-  constexpr int kItems = 40000;
+  // PostgreSQL commits take longer: a tenth of the items last as long there (seconds).
+  const int kItems = test::on_postgres() ? 4000 : 40000;
   test::TempDir dir;
   Runtime runtime(
       {.database = test::database(dir, "db"), .threads = 4, .replay = Replay::on_recovery});
