@@ -86,7 +86,7 @@ Outcome Invocation::execute() {
   outcome.kind = Outcome::Kind::failed;
   try {
     json output = workflow_->invoke(step_, run_->input);
-    check_strict_end("returned " + shortened_dump(output));
+    check_strict_end(&output);
     flush();  // started steps never awaited complete before the run does
     outcome.kind = Outcome::Kind::completed;
     outcome.output = std::move(output);
@@ -143,7 +143,8 @@ Outcome Invocation::final_outcome(Outcome outcome) {
 void Invocation::note_new(std::string_view key, std::string_view tool,
                           const JournalEntry* retrying) {
   if (retrying == nullptr) refuse_patch_id(key, tool);
-  if (retrying == nullptr && config_->strict) {
+  // Nothing unmet now: nothing can be later, as calls only meet entries.
+  if (retrying == nullptr && config_->strict && cursor_.went_past()) {
     NewCall call{std::string(key), std::string(tool), call_site(), nullptr};
     if (tool != "step.start" && tool != "step.map") {
       check_strict(call);
@@ -165,18 +166,19 @@ void Invocation::check_strict(const NewCall& call) {
                                 "', " + describe(*missed) + ", which no call met before it");
 }
 
-void Invocation::check_strict_end(std::string_view ends) {
+void Invocation::check_strict_end(const json* output) {
   if (!config_->strict) return;
   const JournalEntry* missed = cursor_.first_unmet();
   if (missed == nullptr) return;
-  diverge_strictly(*missed, "the workflow now " + std::string(ends) + " without calling step '" +
-                                missed->key + "', " + describe(*missed) +
-                                ", which the journal of run " + run_->id + " holds");
+  const std::string ends = output != nullptr ? "returned " + shortened_dump(*output)
+                                             : "continues as a new run (step.continue_as_new)";
+  diverge_strictly(*missed, "the workflow now " + ends + " without calling step '" + missed->key +
+                                "', " + describe(*missed) + ", which the journal of run " +
+                                run_->id + " holds");
 }
 
 void Invocation::diverge_strictly(const JournalEntry& missed, std::string what) {
   diverged_site_ = call_site();
-  diverged_strictly_ = true;
   diverged_ = ErrorInfo{"durable::NonDeterminism",
                         std::move(what) +
                             " (strict replay: the code no longer makes the calls this run made). "

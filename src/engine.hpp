@@ -279,8 +279,6 @@ class Invocation {
   };
   /// EngineConfig::replay_only: the first such call of this invocation.
   const std::optional<NewCall>& first_new() const { return first_new_; }
-  /// Whether the divergence was strict replay's (an entry no call met), not a kind changed.
-  bool diverged_strictly() const { return diverged_strictly_; }
   /// A call found the journal holding another kind of step under its id (the run fails).
   bool diverged() const { return diverged_.has_value(); }
   /// Where that call was made ("file:line"; empty when unknown).
@@ -334,8 +332,9 @@ class Invocation {
   // step (start, map) is checked at the wait point that would run its body, so that siblings
   // journaled in another order than called are met first.
   void check_strict(const NewCall& call);
-  // The same before the workflow's ending (`ends`: "returned 4", "continues as a new run").
-  void check_strict_end(std::string_view ends);
+  // The same before the workflow's ending: its return of `output`, or (null) its
+  // continue_as_new.
+  void check_strict_end(const json* output);
   [[noreturn]] void diverge_strictly(const JournalEntry& missed, std::string what);
   // A new step call whose id a patch marker of this run holds: an Error (a patch's id is its own).
   void refuse_patch_id(std::string_view key, std::string_view tool) const;
@@ -411,7 +410,6 @@ class Invocation {
   std::optional<NewCall> parallel_new_;  // a new parallel step not yet checked (check_strict)
   std::map<std::string, bool, std::less<>> patches_;  // step.patched: each id's answer, by its
                                                       // first call in this invocation
-  bool diverged_strictly_ = false;
   // Ends the invocation of a settle() that left bodies abandoned (at their timeout) running:
   // hands `outcome` over and lingers until they return; false, for the caller to unwind.
   [[nodiscard]] bool hand_over(Outcome outcome);
