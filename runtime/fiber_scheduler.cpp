@@ -124,6 +124,14 @@ bool FiberScheduler::uses_fibers() {
 #endif
 }
 
+bool FiberScheduler::keeps_stacks() {
+#if DURABLE_ASAN_FIBERS
+  return false;
+#else
+  return uses_fibers();
+#endif
+}
+
 void FiberScheduler::spawn(std::function<void()> fn) {
   auto task = std::make_unique<Task>();
   task->fn = std::move(fn);

@@ -40,8 +40,11 @@ class FiberScheduler {
   /// False in a ThreadSanitizer build, where tasks run one after another without fibers.
   static bool uses_fibers();
   /// The stacks of returned tasks kept for the next ones, in this process: at most 64, and
-  /// none under AddressSanitizer.
+  /// none where keeps_stacks() is false.
   static std::size_t kept_stacks();
+  /// Whether returned tasks' stacks are kept: with fibers, but not under AddressSanitizer
+  /// (GCC's or clang's), whose stack bookkeeping a reused stack could confuse.
+  static bool keeps_stacks();
 
   /// Whether this thread runs one of this scheduler's tasks on a fiber now (run_bodies then
   /// lets the other tasks go on while the bodies run).

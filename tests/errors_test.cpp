@@ -503,6 +503,7 @@ TEST_CASE("a stored error whose fields another tool wrote with other types reads
   REQUIRE(runtime.get(id).status == Status::failed);
   {
     SQLite::Database raw(db, SQLite::OPEN_READWRITE);
+    raw.setBusyTimeout(10000);  // the runtime's lease heartbeat may be writing
     SQLite::Statement update(raw, "UPDATE runs SET error = ? WHERE id = ?");
     update.bind(1, R"({"type": 7, "message": {"text": "no"}, "attempts": 2.5})");
     update.bind(2, id);

@@ -142,6 +142,7 @@ TEST_CASE("a run whose stored input is nested too deep is failed when claimed, n
   {
     // As a build from before the limit, or another tool, could have stored it.
     SQLite::Database raw(db, SQLite::OPEN_READWRITE);
+    raw.setBusyTimeout(10000);  // the runtime's lease heartbeat may be writing
     SQLite::Statement update(raw, "UPDATE runs SET input = ? WHERE id = ?");
     update.bind(1, nested(2'000).dump());
     update.bind(2, poisoned);
@@ -184,6 +185,7 @@ TEST_CASE("a journaled error nested too deep fails its run when claimed, and cla
   {
     // The error of the retrying step, as another tool could have written it.
     SQLite::Database raw(db, SQLite::OPEN_READWRITE);
+    raw.setBusyTimeout(10000);  // the runtime's lease heartbeat may be writing
     SQLite::Statement update(raw, "UPDATE steps SET error = ? WHERE run_id = ?");
     update.bind(1, nested(2'000).dump());
     update.bind(2, flaky);

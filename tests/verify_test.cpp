@@ -173,6 +173,7 @@ TEST_CASE("verify on a database a newer durable wrote is an Error, and changes n
   runtime.start("order");
   {
     SQLite::Database raw(db, SQLite::OPEN_READWRITE);
+    raw.setBusyTimeout(10000);  // the runtime's lease heartbeat may be writing
     raw.exec("PRAGMA user_version = " + std::to_string(detail::kSchemaVersion + 1));
   }
   CHECK_THROWS_WITH_AS(runtime.verify(), doctest::Contains("newer durable"), Error);
@@ -243,6 +244,7 @@ TEST_CASE("verify reports a run whose stored input cannot be read, without repla
     json deep = 1;
     for (int i = 0; i < 2'000; ++i) deep = json::array({deep});
     SQLite::Database raw(db, SQLite::OPEN_READWRITE);
+    raw.setBusyTimeout(10000);  // the runtime's lease heartbeat may be writing
     SQLite::Statement update(raw, "UPDATE runs SET input = ? WHERE id = ?");
     update.bind(1, deep.dump());
     update.bind(2, poisoned);
