@@ -58,11 +58,27 @@ std::string line_directive(const Block& b, const std::filesystem::path& markdown
   return "#line " + std::to_string(b.first_line) + " \"" + markdown.string() + "\"\n";
 }
 
-bool compiles(const std::string& compiler, const std::string& prelude_dir,
-              const std::string& include_dir, const std::filesystem::path& unit) {
-  const std::string command = "'" + compiler + "' -std=c++20 -fsyntax-only -I '" + prelude_dir +
-                              "' -I '" + include_dir + "' '" + unit.string() + "'";
+// What every unit is compiled with. `first` is searched for prelude.hpp before the prelude's
+// own folder: g++ takes a precompiled prelude.hpp.gch found there instead of the header.
+std::string flags(const std::string& first, const std::string& prelude_dir,
+                  const std::string& include_dir) {
+  return " -std=c++20 -I '" + first + "' -I '" + prelude_dir + "' -I '" + include_dir + "' ";
+}
+
+bool compiles(const std::string& compiler, const std::string& with,
+              const std::filesystem::path& unit) {
+  const std::string command = "'" + compiler + "'" + with + "-fsyntax-only '" + unit.string() + "'";
   return std::system(command.c_str()) == 0;
+}
+
+// The prelude (durable.hpp, the test kit, the standard library: most of what each unit costs)
+// compiled once into OUT/prelude.hpp.gch, where g++ finds it (clang reads no .gch for an
+// #include, and parses the header as before). A failure here leaves every unit to parse it.
+void precompile_prelude(const std::string& compiler, const std::string& with,
+                        const std::string& prelude_dir, const std::filesystem::path& out) {
+  const std::string command = "'" + compiler + "'" + with + "-x c++-header '" + prelude_dir +
+                              "/prelude.hpp' -o '" + (out / "prelude.hpp.gch").string() + "'";
+  if (std::system(command.c_str()) != 0) std::filesystem::remove(out / "prelude.hpp.gch");
 }
 
 }  // namespace
@@ -75,6 +91,8 @@ int main(int argc, char** argv) {
   const std::string compiler = argv[1], prelude_dir = argv[2], include_dir = argv[3];
   const std::filesystem::path out = argv[4];
   std::filesystem::create_directories(out);
+  const std::string with = flags(out.string(), prelude_dir, include_dir);
+  precompile_prelude(compiler, with, prelude_dir, out);
   int blocks_seen = 0, failed = 0;
   try {
     for (int i = 5; i < argc; ++i) {
@@ -106,7 +124,7 @@ int main(int argc, char** argv) {
       units.push_back(out / (stem + ".cpp"));
       std::ofstream(units.back()) << shared.str();
       for (const std::filesystem::path& unit : units) {
-        if (!compiles(compiler, prelude_dir, include_dir, unit)) {
+        if (!compiles(compiler, with, unit)) {
           std::cerr << "an example of " << markdown.string() << " does not compile ("
                     << unit.string() << ")\n";
           ++failed;
