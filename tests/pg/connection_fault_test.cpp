@@ -415,9 +415,14 @@ Tally in_lanes(const Target& target, std::int64_t first, std::int64_t last, std:
 }
 
 // Every point of one kind of drop, DURABLE_SWEEP_STRIDE apart (kStride unless set), from
-// `first`.
-void sweep_drops(PgProxy::When when, const std::string& name, std::int64_t first) {
-  Target target{test::fresh_database()};
+// `first`, on a cluster of the sweep's own at `port`. It does not sync to the disk: what is swept
+// is the connection, not the server's durability, and every point makes a whole schema, whose
+// commits waited on the disk for most of the half second a point took.
+void sweep_drops(PgProxy::When when, const std::string& name, std::int64_t first, int port) {
+  test::TempDir dir;
+  test::OwnCluster cluster(dir.file("pg"), port, false);
+  cluster.start();
+  Target target{cluster.uri()};
   const Baseline b = baseline(target);
   const std::int64_t every = stride(kStride);
   const Tally tally = in_lanes(target, first, b.statements, every, kLanes,
@@ -447,14 +452,14 @@ TEST_CASE("on PostgreSQL, the fault workload ends as on SQLite, through the prox
 TEST_CASE(
     "on PostgreSQL, a connection dropped before any statement reaches the server is reported, "
     "loses nothing journaled, and the runtime finishes every run by itself") {
-  sweep_drops(PgProxy::When::before, "before", 1);
+  sweep_drops(PgProxy::When::before, "before", 1, DURABLE_SWEEP_BEFORE_PG_PORT);
 }
 
 TEST_CASE(
     "on PostgreSQL, a connection dropped after the server answered any statement, its commits "
     "too, is reported, loses nothing journaled, and the runtime finishes every run by itself") {
   // The statements between those the sweep of drops before a statement takes, where it skips.
-  sweep_drops(PgProxy::When::after, "after", 1 + stride(kStride) / 2);
+  sweep_drops(PgProxy::When::after, "after", 1 + stride(kStride) / 2, DURABLE_SWEEP_AFTER_PG_PORT);
 }
 
 TEST_CASE(

@@ -57,9 +57,15 @@ inline std::string fresh_database() {
 /// has a port of its own (tests/pg/CMakeLists.txt), so that they too may run at once.
 class OwnCluster {
  public:
-  OwnCluster(const std::string& dir, int port) : dir_(dir), port_(port) {}
+  /// `synced`: the server syncs its writes to the disk (fsync); off for a test about something
+  /// other than the server's own durability, which then waits on no disk.
+  OwnCluster(const std::string& dir, int port, bool synced = true)
+      : dir_(dir), port_(port), synced_(synced) {}
   /// Starts the server; the destructor stops whatever started, also after a failure half-way.
-  void start() { REQUIRE(run_shell(command("start") + " " + std::to_string(port_)).first == 0); }
+  void start() {
+    const std::string fsync = synced_ ? "" : "PG_FSYNC=off ";
+    REQUIRE(run_shell(fsync + command("start") + " " + std::to_string(port_)).first == 0);
+  }
   ~OwnCluster() { run_shell(command("stop")); }
   OwnCluster(const OwnCluster&) = delete;
   OwnCluster& operator=(const OwnCluster&) = delete;
@@ -89,6 +95,7 @@ class OwnCluster {
   }
   std::string dir_;
   int port_;
+  bool synced_;
 };
 
 }  // namespace durable::test
