@@ -10,9 +10,11 @@ durable_packages=(g++ cmake ninja-build pkg-config libsqlite3-dev libsqlitecpp-d
 # for promtool, which checks the /metrics output, postgresql for the server the PostgreSQL
 # tests start a private cluster of (tests/pg/cluster.sh), iproute2 for the network namespaces
 # of the tests of workers on several hosts (ip netns), procps for the pgrep with which the
-# cluster script finds a server's processes to kill. Node and npm are used as found; Debian's
+# cluster script finds a server's processes to kill, eatmydata, under which scripts/test runs the
+# suite: its processes' fsync calls return at once (why that proves as much:
+# docs/getting-started.md, "What scripts/test runs"). Node and npm are used as found; Debian's
 # are installed when there are none.
-durable_test_packages=(chromium wrk clang clang-16 prometheus postgresql iproute2 procps)
+durable_test_packages=(chromium wrk clang clang-16 prometheus postgresql iproute2 procps eatmydata)
 
 # Installs the named Debian packages that are not installed yet.
 durable_apt_install() {

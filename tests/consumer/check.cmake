@@ -10,7 +10,17 @@ function(run)
   endif()
 endfunction()
 run(${CMAKE_COMMAND} --install "${BUILD}" --prefix "${prefix}")
-run(${CMAKE_COMMAND} -S "${SOURCE}" -B "${WORK}/build" -G Ninja "-DCMAKE_PREFIX_PATH=${prefix}")
+# The build's compiler and sanitizer flags (CXX, FLAGS), when given: a program linking a
+# sanitized durable is built with the same.
+set(toolchain)
+if(CXX)
+  list(APPEND toolchain "-DCMAKE_CXX_COMPILER=${CXX}")
+endif()
+if(FLAGS)
+  list(APPEND toolchain "-DCMAKE_CXX_FLAGS=${FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${FLAGS}")
+endif()
+run(${CMAKE_COMMAND} -S "${SOURCE}" -B "${WORK}/build" -G Ninja "-DCMAKE_PREFIX_PATH=${prefix}"
+  ${toolchain})
 run(${CMAKE_COMMAND} --build "${WORK}/build")
 run("${WORK}/build/consumer")
 message(STATUS "a project using find_package(durable) built and ran")

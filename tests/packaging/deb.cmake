@@ -4,7 +4,8 @@
 # names, dependencies and files, runs the packaged `durable`, and builds and runs tests/consumer
 # against the unpacked /usr with find_package(durable).
 #   cmake -DBUILD=<build dir> -DCONSUMER=<tests/consumer> -DWORK=<scratch dir> -DVERSION=<x.y.z>
-#         -DSHARED=<ON|OFF> -P tests/packaging/deb.cmake
+#         -DSHARED=<ON|OFF> [-DCXX=<compiler> -DFLAGS=<the build's sanitizer flags>]
+#         -P tests/packaging/deb.cmake
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 file(REMOVE_RECURSE "${WORK}")
@@ -82,8 +83,15 @@ if(NOT cli_version STREQUAL "durable ${VERSION}")
   message(FATAL_ERROR "the packaged durable says '${cli_version}'")
 endif()
 
+set(toolchain)
+if(CXX)
+  list(APPEND toolchain "-DCMAKE_CXX_COMPILER=${CXX}")
+endif()
+if(FLAGS)
+  list(APPEND toolchain "-DCMAKE_CXX_FLAGS=${FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${FLAGS}")
+endif()
 run(${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK}/consumer" -G Ninja
-  "-DCMAKE_PREFIX_PATH=${root}/usr")
+  "-DCMAKE_PREFIX_PATH=${root}/usr" ${toolchain})
 run(${CMAKE_COMMAND} --build "${WORK}/consumer")
 run("${WORK}/consumer/consumer")
 message(STATUS "the .debs unpacked, and a find_package(durable) project built against them ran")

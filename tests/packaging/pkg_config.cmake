@@ -4,7 +4,8 @@
 # does not use CMake does. In a shared build, also checks the SONAME (libdurable.so.MAJOR.MINOR)
 # and that the program needs that name.
 #   cmake -DBUILD=<build dir> -DMAIN=<main.cpp> -DWORK=<scratch dir> -DCXX=<compiler>
-#         -DVERSION=<x.y.z> -DSHARED=<ON|OFF> -P tests/packaging/pkg_config.cmake
+#         [-DFLAGS=<the build's sanitizer flags>] -DVERSION=<x.y.z> -DSHARED=<ON|OFF>
+#         -P tests/packaging/pkg_config.cmake
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 set(prefix "${WORK}/prefix")
@@ -31,7 +32,8 @@ set(rpath)
 if(SHARED)
   set(rpath "-Wl,-rpath,${libdir}")  # an installed prefix the loader does not search
 endif()
-run(${CXX} -std=c++20 "${MAIN}" -o "${WORK}/consumer" ${flags} ${rpath})
+separate_arguments(sanitizer UNIX_COMMAND "${FLAGS}")
+run(${CXX} -std=c++20 ${sanitizer} "${MAIN}" -o "${WORK}/consumer" ${flags} ${rpath})
 run("${WORK}/consumer")
 
 if(SHARED)
