@@ -33,9 +33,10 @@ using test::PgProxy;
 namespace {
 
 // Every kStride-th statement is swept unless DURABLE_SWEEP_STRIDE says otherwise (1: all), in
-// kLanes points at once. A point takes about 0.5 s, mostly waiting (on the server's disk as the
-// schema is made, on the runtime's work watch as it closes); four at once, about 0.2 s each. The
-// workload makes some 490 statements: each sweep takes about 30 s with kStride 3, 85 s with 1.
+// kLanes points at once. A point takes about 1.5 s on 2 cores with four at once (0.8 s for the
+// workload, the schema made with it, and 0.6 s to finish it), its processes' CPU and the
+// server's: eight at once take no less. The workload makes some 510 statements: each sweep takes
+// about 130 s with kStride 3 on 2 cores.
 constexpr std::int64_t kStride = 3;
 constexpr int kLanes = 4;
 
@@ -415,9 +416,8 @@ Tally in_lanes(const Target& target, std::int64_t first, std::int64_t last, std:
 }
 
 // Every point of one kind of drop, DURABLE_SWEEP_STRIDE apart (kStride unless set), from
-// `first`, on a cluster of the sweep's own at `port`. It does not sync to the disk: what is swept
-// is the connection, not the server's durability, and every point makes a whole schema, whose
-// commits waited on the disk for most of the half second a point took.
+// `first`, on a cluster of the sweep's own at `port`, which does not sync to the disk: what is
+// swept is the connection, not the server's durability.
 void sweep_drops(PgProxy::When when, const std::string& name, std::int64_t first, int port) {
   test::TempDir dir;
   test::OwnCluster cluster(dir.file("pg"), port, false);
