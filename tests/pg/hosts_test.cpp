@@ -36,6 +36,13 @@ void sh(const std::string& command) {
   REQUIRE(result.first == 0);
 }
 
+// `command` run in the network namespace `ns` (made by `ip netns add`). By nsenter, which
+// switches only the network namespace: `ip -n` and `ip netns exec` also make a mount namespace
+// and remount / and /sys in it, which fails where / is no mount point (a chroot).
+std::string in_ns(const std::string& ns, const std::string& command) {
+  return "nsenter --net=/var/run/netns/" + ns + " " + command;
+}
+
 // Moves the calling thread into a network namespace made by `ip netns add`, and back at the end
 // of the scope. Sockets opened meanwhile stay in it.
 class InNamespace {
@@ -68,25 +75,25 @@ class Hosts {
   void setup() {
     REQUIRE_MESSAGE(::geteuid() == 0, "the multi-host test makes network namespaces: run as root");
     sh("ip netns add " + db_ns());
-    sh("ip -n " + db_ns() + " link set lo up");
+    sh(in_ns(db_ns(), "ip link set lo up"));
     for (int h = 1; h <= kHosts; ++h) {
       const std::string host = host_ns(h), near = "dh" + std::to_string(h) + "_" + tag_,
                         far = "hh" + std::to_string(h) + "_" + tag_;
       sh("ip netns add " + host);
-      sh("ip -n " + host + " link set lo up");
+      sh(in_ns(host, "ip link set lo up"));
       sh("ip link add " + near + " netns " + db_ns() + " type veth peer name " + far + " netns " +
          host);
-      sh("ip -n " + db_ns() + " addr add " + server_address(h) + "/24 dev " + near);
-      sh("ip -n " + host + " addr add 10.201." + std::to_string(h) + ".2/24 dev " + far);
-      sh("ip -n " + db_ns() + " link set " + near + " up");
-      sh("ip -n " + host + " link set " + far + " up");
+      sh(in_ns(db_ns(), "ip addr add " + server_address(h) + "/24 dev " + near));
+      sh(in_ns(host, "ip addr add 10.201." + std::to_string(h) + ".2/24 dev " + far));
+      sh(in_ns(db_ns(), "ip link set " + near + " up"));
+      sh(in_ns(host, "ip link set " + far + " up"));
     }
     started_ = true;  // from here on, a half-started cluster is stopped at the end too
     // fsync off: what is tested is who may commit, not the server's own durability, and a
     // commit stalled behind the disk must not look like a worker gone quiet.
-    sh("ip netns exec " + db_ns() + " env PG_LISTEN='*' PG_FSYNC=off bash " +
-       DURABLE_PG_CLUSTER_SCRIPT + " start " + dir_ + "/pg " +
-       std::to_string(DURABLE_SPARE_PG_PORT));
+    sh(in_ns(db_ns(), "env PG_LISTEN='*' PG_FSYNC=off bash " +
+                          std::string(DURABLE_PG_CLUSTER_SCRIPT) + " start " + dir_ + "/pg " +
+                          std::to_string(DURABLE_SPARE_PG_PORT)));
   }
   ~Hosts() {
     for (const auto& [pid, host] : workers_) {
@@ -138,10 +145,10 @@ class Hosts {
     }
   }
   void cut(int h) {
-    sh("ip -n " + host_ns(h) + " link set hh" + std::to_string(h) + "_" + tag_ + " down");
+    sh(in_ns(host_ns(h), "ip link set hh" + std::to_string(h) + "_" + tag_ + " down"));
   }
   void restore(int h) {
-    sh("ip -n " + host_ns(h) + " link set hh" + std::to_string(h) + "_" + tag_ + " up");
+    sh(in_ns(host_ns(h), "ip link set hh" + std::to_string(h) + "_" + tag_ + " up"));
   }
 
  private:
