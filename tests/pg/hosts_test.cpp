@@ -126,7 +126,8 @@ class Hosts {
       if (freopen("/dev/null", "w", stdout) == nullptr) _exit(126);
       const std::string command = "hostname host" + std::to_string(h) + " && exec " +
                                   DURABLE_SERVE_WORKER + " '" + uri(h) + "' '" + log + "' 0 4000";
-      execlp("ip", "ip", "netns", "exec", host_ns(h).c_str(), "unshare", "--uts", "--pid", "--fork",
+      const std::string net = "--net=/var/run/netns/" + host_ns(h);  // as in_ns()
+      execlp("nsenter", "nsenter", net.c_str(), "unshare", "--uts", "--pid", "--fork",
              "--kill-child", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
