@@ -24,3 +24,16 @@ function(expect_in text needle what)
     message(FATAL_ERROR "${what}: no '${needle}' in:\n${shown}")
   endif()
 endfunction()
+
+# The -D arguments that configure a user's project with the build's compiler and sanitizer flags
+# (CXX, FLAGS, when given): a program linking a sanitized durable is built with the same.
+function(consumer_toolchain out)
+  set(args)
+  if(CXX)
+    list(APPEND args "-DCMAKE_CXX_COMPILER=${CXX}")
+  endif()
+  if(FLAGS)
+    list(APPEND args "-DCMAKE_CXX_FLAGS=${FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${FLAGS}")
+  endif()
+  set(${out} ${args} PARENT_SCOPE)
+endfunction()
