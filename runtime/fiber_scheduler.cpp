@@ -22,6 +22,7 @@
 #endif
 #endif
 #if DURABLE_ASAN_FIBERS
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(__SANITIZE_THREAD__)
@@ -60,7 +61,15 @@ class StackCache {
         return stack;
       }
     }
-    return ctx::protected_fixedsize_stack(kStackSize).allocate();
+    ctx::stack_context stack = ctx::protected_fixedsize_stack(kStackSize).allocate();
+#if DURABLE_ASAN_FIBERS
+    // A fiber never returns from the frames it switched out of last (boost::context's entry,
+    // the task's lambda): their redzones stay marked in ASan's shadow after its stack is
+    // unmapped. A new stack mapped at the same addresses would then read as a stack overflow
+    // at its first throw (in __asan_handle_no_return), so its shadow starts clear.
+    __asan_unpoison_memory_region(static_cast<char*>(stack.sp) - stack.size, stack.size);
+#endif
+    return stack;
   }
   std::size_t kept() {
     std::lock_guard lock(mutex_);
