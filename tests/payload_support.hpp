@@ -126,12 +126,16 @@ inline bool database_holds(const std::string& db, const std::string& needle) {
   return n > 0;
 }
 
+/// How long a raw SQLite connection of a test waits for a lock a runtime beside it holds (its
+/// lease heartbeat, a checkpoint) instead of failing with 'database is locked'.
+inline constexpr int kBesideRuntimeMs = 10'000;
+
 /// Runs SQL on the test's database (either store).
 inline void execute_sql(const std::string& db, const std::string& sql) {
   if (on_postgres()) {
     pg_session(db)->execute(sql);
   } else {
-    SQLite::Database(db, SQLite::OPEN_READWRITE).exec(sql);
+    SQLite::Database(db, SQLite::OPEN_READWRITE, kBesideRuntimeMs).exec(sql);
   }
 }
 
@@ -144,7 +148,7 @@ inline std::string query_text(const std::string& db, const std::string& sql) {
     q.reset();
     return text;
   }
-  SQLite::Database look(db, SQLite::OPEN_READONLY);
+  SQLite::Database look(db, SQLite::OPEN_READONLY, kBesideRuntimeMs);
   SQLite::Statement q(look, sql);
   return q.executeStep() ? q.getColumn(0).getString() : std::string();
 }

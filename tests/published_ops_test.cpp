@@ -61,7 +61,7 @@ TEST_CASE(
   CHECK(client::json_of(none) == json{{"published", false}});
   CHECK(get_published(port, "/v1/runs/nosuchrun/published/answer").result_int() == 404);
   CHECK(get_published(port, "/v1/runs/nosuchrun/published").result_int() == 404);
-  for (const std::string& bad : {"abc", "-1", "60001", "1.5", ""}) {
+  for (const char* bad : {"abc", "-1", "60001", "1.5", ""}) {
     CHECK(get_published(port, path + "answer?wait_ms=" + bad).result_int() == 400);
   }
   CHECK(get_published(port, path).result_int() == 400);  // an empty key
