@@ -61,22 +61,22 @@ class StackCache {
         return stack;
       }
     }
-    ctx::stack_context stack = ctx::protected_fixedsize_stack(kStackSize).allocate();
-#if DURABLE_ASAN_FIBERS
-    // A fiber never returns from the frames it switched out of last (boost::context's entry,
-    // the task's lambda): their redzones stay marked in ASan's shadow after its stack is
-    // unmapped. A new stack mapped at the same addresses would then read as a stack overflow
-    // at its first throw (in __asan_handle_no_return), so its shadow starts clear.
-    __asan_unpoison_memory_region(static_cast<char*>(stack.sp) - stack.size, stack.size);
-#endif
-    return stack;
+    return ctx::protected_fixedsize_stack(kStackSize).allocate();
   }
   std::size_t kept() {
     std::lock_guard lock(mutex_);
     return kept_.size();
   }
   void give(ctx::stack_context& stack) {
-#if !DURABLE_ASAN_FIBERS
+#if DURABLE_ASAN_FIBERS
+    // A fiber never returns from the frames it switched out of last (boost::context's entry,
+    // the task's lambda), so their redzones and ended scopes stay marked in ASan's shadow, and
+    // unmapping the stack does not clear them. Whatever is mapped at those addresses next would
+    // read as poisoned: another fiber's stack (a stack-buffer-overflow at its first throw, in
+    // __asan_handle_no_return) or SQLite's mapping of a -shm file (a stack-use-after-scope in
+    // its memset of the WAL index), both seen in CI. The stack leaves no marks behind.
+    __asan_unpoison_memory_region(static_cast<char*>(stack.sp) - stack.size, stack.size);
+#else
     {
       std::lock_guard lock(mutex_);
       if (kept_.size() < kKept) {
