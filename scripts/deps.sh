@@ -7,7 +7,8 @@ durable_packages=(g++ cmake ninja-build pkg-config libsqlite3-dev libsqlitecpp-d
 # Only for tests: Chromium for the dashboard's browser test (tests/browser), wrk for the HTTP
 # load test, clang and clang-16 for the build with clang and the check that the public headers
 # and samples compile with Debian's clang 14 and 16, libclang-rt-14-dev for clang's sanitizers
-# and libFuzzer (only a recommendation of clang's, which apt leaves out here), prometheus
+# and libFuzzer (only a recommendation of clang's, which apt leaves out here), llvm-14 for
+# llvm-symbolizer, without which their reports name no function or line, prometheus
 # for promtool, which checks the /metrics output, postgresql for the server the PostgreSQL
 # tests start a private cluster of (tests/pg/cluster.sh), iproute2 for the network namespaces
 # of the tests of workers on several hosts (ip netns), procps for the pgrep with which the
@@ -15,8 +16,8 @@ durable_packages=(g++ cmake ninja-build pkg-config libsqlite3-dev libsqlitecpp-d
 # suite: its processes' fsync calls return at once (why that proves as much:
 # docs/getting-started.md, "What scripts/test runs"). Node and npm are used as found; Debian's
 # are installed when there are none.
-durable_test_packages=(chromium wrk clang clang-16 libclang-rt-14-dev prometheus postgresql iproute2
-  procps eatmydata)
+durable_test_packages=(chromium wrk clang clang-16 libclang-rt-14-dev llvm-14 prometheus postgresql
+  iproute2 procps eatmydata)
 
 # Installs the named Debian packages that are not installed yet.
 durable_apt_install() {
