@@ -8,6 +8,7 @@
 #include "api.hpp"
 #include "http_client.hpp"
 #include "stores.hpp"
+#include "cli_support.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -31,9 +32,7 @@ client::Response get_published(unsigned short port, const std::string& target,
   return connection.exchange(client::get(target, headers));
 }
 
-std::pair<int, std::string> run_cli(const std::string& db, const std::string& args) {
-  return test::run_shell(std::string(DURABLE_CLI) + " --db '" + db + "' " + args + " 2>&1");
-}
+using test::run_cli;
 
 }  // namespace
 

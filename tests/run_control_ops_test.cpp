@@ -12,6 +12,7 @@
 #include "durations.hpp"
 #include "http_client.hpp"
 #include "stores.hpp"
+#include "cli_support.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -39,7 +40,7 @@ struct Naps {
   }
 
   std::pair<int, std::string> command(const std::string& args) const {
-    return test::run_shell(std::string(DURABLE_CLI) + " --db '" + db + "' " + args + " 2>&1");
+    return test::run_cli(db, args);
   }
 };
 
@@ -289,8 +290,7 @@ TEST_CASE("the progress a retrying step reported is shown by the durable command
     REQUIRE(progress.size() == 1);
     CHECK(progress[0].progress == json{{"page", 7}});
   }
-  const auto [code, out] =
-      test::run_shell(std::string(DURABLE_CLI) + " --db '" + db + "' show " + id + " 2>&1");
+  const auto [code, out] = test::run_cli(db, "show " + id);
   CHECK(code == 0);
   CHECK(test::has(out, "progress (last heartbeat of each step not completed)"));
   CHECK(test::has(out, "{\"page\":7}"));

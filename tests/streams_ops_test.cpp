@@ -14,6 +14,7 @@
 #include "api.hpp"
 #include "http_client.hpp"
 #include "stores.hpp"
+#include "cli_support.hpp"
 #include "support.hpp"
 
 using namespace durable;
@@ -52,9 +53,7 @@ std::size_t entries_in(const char* dir) {
   return n;
 }
 
-std::pair<int, std::string> run_cli(const std::string& db, const std::string& args) {
-  return test::run_shell(std::string(DURABLE_CLI) + " --db '" + db + "' " + args + " 2>&1");
-}
+using test::run_cli;
 
 }  // namespace
 
