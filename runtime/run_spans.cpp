@@ -4,6 +4,7 @@
 #include <map>
 
 #include "errors_internal.hpp"
+#include "lifecycle.hpp"
 #include "trace_context.hpp"
 
 namespace durable::detail {
@@ -156,10 +157,7 @@ std::vector<ops::otlp::Span> finished_spans(const RunState& run,
         spans.push_back(make.of_attempt(w.entry, w.outer_attempt, now_ms));
     }
   }
-  const bool ended = write != nullptr && write->status &&
-                     (*write->status == Status::completed || *write->status == Status::failed ||
-                      *write->status == Status::cancelled);
-  if (!ended) return spans;
+  if (write == nullptr || !write->status || !ended(*write->status)) return spans;
   // The run's journal, with what this write adds or changes in it.
   std::map<std::string_view, const JournalEntry*> last;
   for (const JournalEntry& e : run.journal.entries()) last[e.key] = &e;

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "lifecycle.hpp"
 #include "store.hpp"
 
 namespace durable::detail {
@@ -88,11 +89,5 @@ FlowRule flow_rule(const WorkflowOptions& options);
 
 /// The NotFound for a run id the database does not hold.
 NotFound no_such_run(std::string_view run_id);
-
-/// Whether a run with this status has ended: completed, failed or cancelled (what wait() waits
-/// for; a failed run may still be retried).
-inline bool ended(Status status) {
-  return status == Status::completed || status == Status::failed || status == Status::cancelled;
-}
 
 }  // namespace durable::detail

@@ -97,22 +97,18 @@ void SqlStore::cancel_in(const std::string& id, std::int64_t now_ms, const std::
 
 bool SqlStore::end_in(const std::string& id, Status status, const std::optional<ErrorInfo>& error,
                       std::int64_t now_ms, const std::string& reason) {
-  {
-    sql::Query update(db(),
-                      "UPDATE runs SET status = ?, error = ?, due_at = NULL, owner = NULL, "
-                      "paused = 0, paused_from = NULL, updated_at = ? WHERE id = ? AND " +
-                          std::string(kUnendedStatus));
-    update.bind(1, to_string(status));
-    if (error) {
-      update.bind(2, error_stored({id, "", "error"}, *error));
-    } else {
-      update.bind_null(2);
-    }
-    update.bind(3, now_ms);
-    update.bind(4, id);
-    if (update.run() == 0) return false;
+  StatusChange change{status == Status::cancelled ? Move::cancel : Move::expire, id,
+                      status, now_ms, reason};
+  if (error) {
+    change.set("error", error_stored({id, "", "error"}, *error));
+  } else {
+    change.set_null("error");
   }
-  add_history(id, now_ms, status, reason);
+  change.set_null("due_at")
+      .set_null("owner")
+      .set("paused", std::int64_t{kNotPaused})
+      .set_null("paused_from");
+  if (!change_status(change)) return false;
   {
     sql::Query waits(db(), "DELETE FROM waits WHERE run_id = ?");
     waits.bind(1, id);

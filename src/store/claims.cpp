@@ -328,30 +328,22 @@ void SqlStore::quarantine(const Candidate& run, std::int64_t now_ms) {
       "step body: a segmentation fault, an abort, a stack overflow, the out-of-memory killer). "
       "Find the cause in the workers' logs or core dumps, deploy a fix, then retry the run";
   const ErrorInfo error{"durable::Quarantined", message, {}, 0};
-  sql::Query update(db(),
-                    "UPDATE runs SET status = 'failed', owner = NULL, due_at = NULL, error = ?, "
-                    "crashes = ?, updated_at = ? WHERE id = ?");
-  update.bind(1, error_stored({run.id, run.correlation_id, "error"}, error));
-  update.bind(2, run.crashes);
-  update.bind(3, now_ms);
-  update.bind(4, run.id);
-  update.run();
-  add_history(run.id, now_ms, Status::failed, message);
+  StatusChange change{Move::quarantine, run.id, Status::failed, now_ms, message, run.before};
+  change.set_null("owner")
+      .set_null("due_at")
+      .set("error", error_stored({run.id, run.correlation_id, "error"}, error))
+      .set("crashes", std::int64_t{run.crashes});
+  if (!change_status(change)) bug("run " + run.id + " changed while its claim held it");
   resolve_parent(run.id, Status::failed, std::nullopt, error, now_ms);
 }
 
 // A running run asked to pause whose owner died before it could: paused where the owner left
 // it, due at once when resumed, instead of being claimed.
 void SqlStore::pause_orphan(const Candidate& run, std::int64_t now_ms) {
-  sql::Query update(db(),
-                    "UPDATE runs SET status = 'paused', paused_from = 'pending', due_at = ?, "
-                    "owner = NULL, updated_at = ? WHERE id = ?");
-  update.bind(1, now_ms);
-  update.bind(2, now_ms);
-  update.bind(3, run.id);
-  update.run();
-  add_history(run.id, now_ms, Status::paused,
-              "paused, as asked: its worker died before it reached a step boundary");
+  StatusChange change{Move::pause_orphaned, run.id, Status::paused, now_ms, "",
+                      run.before};
+  change.set("paused_from", std::string("pending")).set("due_at", now_ms).set_null("owner");
+  if (!change_status(change)) bug("run " + run.id + " changed while its claim held it");
 }
 
 // Claims one run inside claim()'s transaction: owner and lease, sleeps that are over marked
@@ -366,23 +358,20 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
     // A run of no version yet takes the claimer's (RuntimeOptions::version). And the keys the
     // flow gate found (FlowGate::took), and when the run first began.
     const FlowGate::Stamp& stamp = candidate.stamp;
-    sql::Query update(db(),
-                      "UPDATE runs SET status = 'running', owner = ?, due_at = ?, updated_at = ?, "
-                      "crashes = ?, version = CASE WHEN version = '' THEN ? ELSE version END" +
-                          std::string(stamp.flow_key ? ", flow_key = ?" : "") +
-                          (stamp.rate_key ? ", rate_key = ?" : "") +
-                          ", began_at = coalesce(began_at, ?) WHERE id = ?");
-    int i = 1;
-    update.bind(i++, request.owner);
-    update.bind(i++, claim.lease_until_ms);
-    update.bind(i++, request.now_ms);
-    update.bind(i++, candidate.crashes);
-    update.bind(i++, version_);
-    if (stamp.flow_key) update.bind(i++, *stamp.flow_key);
-    if (stamp.rate_key) update.bind(i++, *stamp.rate_key);
-    update.bind(i++, request.now_ms);
-    update.bind(i, id);
-    if (update.run() == 0) bug("run " + id + " vanished while being claimed");
+    StatusChange change{before == Status::running ? Move::take_over : Move::claim,
+                        id,
+                        Status::running,
+                        request.now_ms,
+                        claim_reason(before),
+                        before};
+    change.set("owner", request.owner)
+        .set("due_at", claim.lease_until_ms)
+        .set("crashes", std::int64_t{candidate.crashes})
+        .set_sql("version = CASE WHEN version = '' THEN ? ELSE version END", version_);
+    if (stamp.flow_key) change.set("flow_key", *stamp.flow_key);
+    if (stamp.rate_key) change.set("rate_key", *stamp.rate_key);
+    change.set_sql("began_at = coalesce(began_at, ?)", request.now_ms);
+    if (!change_status(change)) bug("run " + id + " vanished while being claimed");
   }
   // The row was read in this transaction, and locked where writers run side by side.
   unreadable_.reset();
@@ -410,7 +399,6 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
   }
   claim.run.next_seq = claim.run.journal.size();
   claim.unreadable = std::exchange(unreadable_, std::nullopt);
-  add_history(id, request.now_ms, Status::running, claim_reason(before));
   return claim;
 }
 
@@ -419,18 +407,26 @@ bool SqlStore::release(const std::string& id, const std::string& owner, std::int
   return guarded([&] {
     sql::Transaction tx(db(), sql::Sync::journal);
     // A run asked to pause is paused as it is handed back.
-    sql::Query update(db(),
-                      "UPDATE runs SET status = CASE WHEN paused != 0 THEN 'paused' ELSE "
-                      "'pending' END, paused_from = CASE WHEN paused != 0 THEN 'pending' ELSE "
-                      "paused_from END, owner = NULL, due_at = ?, updated_at = ? WHERE id = ? AND "
-                      "status = 'running' AND owner = ?");
-    update.bind(1, now_ms);
-    update.bind(2, now_ms);
-    update.bind(3, id);
-    update.bind(4, owner);
-    const bool released = update.run() > 0;
+    std::optional<bool> pausing;
+    {
+      sql::Query row(db(), "SELECT paused FROM runs WHERE id = ? AND status = 'running' AND "
+                           "owner = ?" + std::string(db().dialect().lock_row));
+      row.bind(1, id);
+      row.bind(2, owner);
+      if (row.next()) pausing = row.int64(0) != kNotPaused;
+    }
+    if (!pausing) return false;  // no longer its own: nothing to hand back
+    StatusChange change{reason.empty() ? Move::yield : Move::release,
+                        id,
+                        *pausing ? Status::paused : Status::pending,
+                        now_ms,
+                        reason,
+                        Status::running,
+                        owner};
+    change.set_null("owner").set("due_at", now_ms);
+    if (*pausing) change.set("paused_from", std::string("pending"));
+    const bool released = change_status(change);
     if (released) announce_work();
-    if (released && !reason.empty()) add_history(id, now_ms, Status::pending, reason);
     tx.commit();
     return released;
   });

@@ -107,42 +107,32 @@ Written SqlStore::apply(const RunWrite& w) {
     }
     if (gated && first_body) note_first_body(w.run_id, *first_body);
   }
-  const bool ends = w.status && (*w.status == Status::completed || *w.status == Status::failed ||
-                                 *w.status == Status::cancelled);
+  const bool ends = w.status && ended(*w.status);
   if (pausing && !ends) {
     if (!w.boundary) return Written::pausing;
     pause_at_write(w, woke);
     return Written::paused;
   }
   if (w.status) {
-    sql::Query update(db(),
-                      "UPDATE runs SET status = ?, due_at = ?, owner = ?, output = ?, error = ?, "
-                      "invocations = ?, updated_at = ?, paused = 0 WHERE id = ?");
-    update.bind(1, to_string(*w.status));
-    const bool keeps_due = (*w.status == Status::sleeping || *w.status == Status::running ||
-                            *w.status == Status::waiting) &&
+    const bool keeps_due = (*w.status == Status::sleeping || *w.status == Status::waiting) &&
                            w.due_ms != kNever;
-    bind_optional(update, 2, keeps_due ? std::optional(w.due_ms) : std::nullopt);
-    if (*w.status == Status::running) {
-      update.bind(3, w.owner);
-    } else {
-      update.bind_null(3);
-    }
+    StatusChange change{ends ? Move::end : Move::suspend, w.run_id, *w.status,
+                        w.now_ms, w.reason, Status::running, w.owner};
+    change.set("due_at", keeps_due ? std::optional(w.due_ms) : std::nullopt)
+        .set_null("owner")
+        .set("invocations", w.invocations)
+        .set("paused", std::int64_t{kNotPaused});
     if (w.output) {
-      update.bind(4, encoded({w.run_id, "", "output"}, *w.output));
+      change.set("output", encoded({w.run_id, "", "output"}, *w.output));
     } else {
-      update.bind_null(4);
+      change.set_null("output");
     }
     if (w.error) {
-      update.bind(5, error_stored({w.run_id, "", "error"}, *w.error));
+      change.set("error", error_stored({w.run_id, "", "error"}, *w.error));
     } else {
-      update.bind_null(5);
+      change.set_null("error");
     }
-    update.bind(6, w.invocations);
-    update.bind(7, w.now_ms);
-    update.bind(8, w.run_id);
-    update.run();
-    add_history(w.run_id, w.now_ms, *w.status, w.reason);
+    if (!change_status(change)) bug("run " + w.run_id + " changed under its owner's write");
     if (*w.status == Status::waiting && (woke || !still_waiting(w.run_id))) {
       wake(w.run_id, w.now_ms, "what it waited for came while the wait was being journaled");
     }
@@ -192,17 +182,15 @@ void SqlStore::pause_at_write(const RunWrite& w, bool woke) {
   } else {
     from = Status::pending;
   }
-  sql::Query update(db(),
-                    "UPDATE runs SET status = 'paused', paused_from = ?, due_at = ?, owner = NULL, "
-                    "invocations = ?, updated_at = ? WHERE id = ?");
-  update.bind(1, to_string(from));
-  bind_optional(update, 2, due);
-  update.bind(3, w.invocations);
-  update.bind(4, w.now_ms);
-  update.bind(5, w.run_id);
-  update.run();
-  add_history(w.run_id, w.now_ms, Status::paused,
-              "paused at a step boundary, as asked; resumes " + std::string(to_string(from)));
+  StatusChange change{Move::pause_at_boundary, w.run_id, Status::paused, w.now_ms,
+                      "paused at a step boundary, as asked; resumes " +
+                          std::string(to_string(from)),
+                      Status::running, w.owner};
+  change.set("paused_from", std::string(to_string(from)))
+      .set("due_at", due)
+      .set_null("owner")
+      .set("invocations", w.invocations);
+  if (!change_status(change)) bug("run " + w.run_id + " changed under its owner's write");
 }
 
 // step.continue_as_new: the run that takes over from `id` (completed in this transaction), with
@@ -221,10 +209,7 @@ void SqlStore::continue_as(const std::string& id, NewRun successor) {
     // either comes first (the parent has ended: no successor, nothing to answer) or after, and
     // then finds the successor among the children it cancels.
     const std::optional<Status> parent = locked_status(successor.parent_id);
-    if (!parent || *parent == Status::completed || *parent == Status::failed ||
-        *parent == Status::cancelled) {
-      return;
-    }
+    if (!parent || ended(*parent)) return;
     sql::Query waiting(db(),
                        "SELECT output FROM steps WHERE run_id = ? AND key = ? AND "
                        "state = 'waiting'");

@@ -68,36 +68,28 @@ std::optional<Status> SqlStore::resume(const std::string& id, std::int64_t now_m
 
 bool SqlStore::pause_in(const std::string& id, Status before, int by, std::int64_t now_ms,
                         const std::string& reason) {
-  sql::Query update(db(),
-                    "UPDATE runs SET status = 'paused', paused = ?, paused_from = status, "
-                    "owner = NULL, updated_at = ? WHERE id = ? AND status = ?");
-  update.bind(1, by);
-  update.bind(2, now_ms);
-  update.bind(3, id);
-  update.bind(4, to_string(before));
-  if (update.run() == 0) return false;
-  add_history(id, now_ms, Status::paused, reason);
-  return true;
+  StatusChange change{Move::pause, id, Status::paused, now_ms, reason, before};
+  change.set("paused", std::int64_t{by})
+      .set("paused_from", std::string(to_string(before)))
+      .set_null("owner");
+  return change_status(change);
 }
 
 void SqlStore::resume_in(const std::string& id, std::int64_t now_ms, const std::string& reason) {
-  std::string from = "pending";
+  Status to = Status::pending;
   {
     sql::Query query(db(), "SELECT coalesce(paused_from, 'pending') FROM runs WHERE id = ?");
     query.bind(1, id);
-    if (query.next()) from = query.text(0);
+    if (query.next()) to = status_from_string(query.text(0)).value_or(Status::pending);
   }
   // A pending run keeps its start time (a delayed start); one with none is due now.
-  sql::Query update(db(),
-                    "UPDATE runs SET status = ?2, paused = 0, paused_from = NULL, updated_at = ?1, "
-                    "due_at = CASE WHEN due_at IS NULL AND paused_from = 'pending' THEN ?1 "
-                    "ELSE due_at END WHERE id = ?3 AND status = 'paused'");
-  update.bind(1, now_ms);
-  update.bind(2, from);
-  update.bind(3, id);
-  if (update.run() == 0) return;
-  add_history(id, now_ms, status_from_string(from).value_or(Status::pending), reason);
-  announce_work();
+  StatusChange change{Move::resume, id, to, now_ms, reason, Status::paused};
+  change.set("paused", std::int64_t{kNotPaused})
+      .set_null("paused_from")
+      .set_sql("due_at = CASE WHEN due_at IS NULL AND paused_from = 'pending' THEN ? ELSE "
+               "due_at END",
+               now_ms);
+  if (change_status(change)) announce_work();
 }
 
 std::size_t SqlStore::pause_workflow(const std::string& workflow, std::int64_t now_ms) {

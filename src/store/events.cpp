@@ -207,14 +207,8 @@ void SqlStore::time_out_waits(const std::string& id, std::int64_t now_ms) {
 
 // A waiting run whose wait is over becomes pending, due now.
 void SqlStore::wake(const std::string& id, std::int64_t now_ms, const std::string& reason) {
-  sql::Query update(db(),
-                    "UPDATE runs SET status = 'pending', due_at = ?, updated_at = ? "
-                    "WHERE id = ? AND status = 'waiting'");
-  update.bind(1, now_ms);
-  update.bind(2, now_ms);
-  update.bind(3, id);
-  if (update.run() > 0) {
-    add_history(id, now_ms, Status::pending, reason);
+  StatusChange change{Move::wake, id, Status::pending, now_ms, reason, Status::waiting};
+  if (change_status(change.set("due_at", now_ms))) {
     announce_work();
     return;
   }

@@ -73,7 +73,7 @@ bool SqlStore::resolve(const std::string& id, const std::string& key, const std:
       update.run();
     }
     // As retry(): the run's other failed steps (parallel to this one) are tried again.
-    requeue(id, now_ms,
+    requeue(id, *run, now_ms,
             "step '" + key + "' resolved by hand" + (reason.empty() ? "" : ": " + reason));
     tx.commit();
     return true;
@@ -86,7 +86,7 @@ bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
     const std::string& id = fork.forked_from;
     const std::optional<Status> run = locked_status(id);
     if (!run) return false;
-    if (*run != Status::completed && *run != Status::failed && *run != Status::cancelled) {
+    if (!ended(*run)) {
       throw RunStateRefused("run " + id + " is " + std::string(to_string(*run)) +
                             "; only a run that ended (completed, failed or cancelled) can be "
                             "forked");

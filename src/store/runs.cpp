@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Runs: creating them (once per idempotency key), reading and listing them, their state
-// history, and the operator's cancel and retry.
+// Runs: creating them in batches, reading and listing them, their state history, and the
+// operator's cancel and retry. A run's birth and each change of its status are lifecycle.cpp's.
 
 #include <algorithm>
 #include <climits>
@@ -74,101 +74,6 @@ std::vector<std::string> SqlStore::create_runs(const std::vector<const NewRun*>&
   });
 }
 
-// Inserts a run inside the caller's transaction, or returns the run of the same workflow and
-// idempotency key.
-std::string SqlStore::insert_run(const NewRun& run) {
-  if (!run.idempotency_key.empty()) {
-    sql::Query existing(db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
-    existing.bind(1, run.workflow);
-    existing.bind(2, run.idempotency_key);
-    if (existing.next()) return existing.text(0);
-  }
-  // What its workflow's rules make of it (store/starts.cpp): paused, its keys, or debounced
-  // into the run of its key that waits.
-  const Admitted rules = admit_run(run);
-  if (rules.debounced_into) return *rules.debounced_into;
-  const bool paused = rules.paused;
-  const std::optional<std::string>& flow_key = rules.flow_key;
-  const std::optional<std::string>& rate_key = rules.rate_key;
-  // A run of the same key inserted meanwhile by another writer (where writers run side by side)
-  // leaves this insert doing nothing; the query after it finds that run.
-  sql::Query insert(db(),
-                    "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, "
-                    "input, due_at, created_at, updated_at, parent_id, parent_step, version, "
-                    "forked_from, priority, deadline_at, tags, paused, paused_from, flow_key, "
-                    "rate_key, debounce_key, traceparent) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (workflow, idempotency_key) DO NOTHING");
-  insert.bind(1, run.id);
-  insert.bind(2, run.workflow);
-  insert.bind(3, run.correlation_id);
-  insert.bind_text_or_null(4, run.idempotency_key);
-  insert.bind(5, paused ? "paused" : "pending");
-  insert.bind(6, encoded({run.id, run.correlation_id, "input"}, run.input));
-  insert.bind(7, std::max(run.due_ms, rules.due_ms));
-  insert.bind(8, run.now_ms);
-  insert.bind(9, run.now_ms);
-  insert.bind_text_or_null(10, run.parent_id);
-  insert.bind_text_or_null(11, run.parent_step);
-  insert.bind(12, version_);
-  insert.bind_text_or_null(13, run.forked_from);
-  insert.bind(14, run.priority);
-  if (const std::int64_t deadline = rules.deadline_ms > 0 ? rules.deadline_ms : run.deadline_ms;
-      deadline > 0) {
-    insert.bind(15, deadline);
-  } else {
-    insert.bind_null(15);
-  }
-  insert.bind_text_or_null(16, run.tags.empty() ? "" : json(run.tags).dump());
-  insert.bind(17, paused ? kPausedByWorkflow : kNotPaused);
-  insert.bind_text_or_null(18, paused ? "pending" : "");
-  if (flow_key) {
-    insert.bind(19, *flow_key);
-  } else {
-    insert.bind_null(19);
-  }
-  if (rate_key) {
-    insert.bind(20, *rate_key);
-  } else {
-    insert.bind_null(20);
-  }
-  if (rules.debounce_key) {
-    insert.bind(21, *rules.debounce_key);
-  } else {
-    insert.bind_null(21);
-  }
-  insert.bind_text_or_null(22, run.traceparent);
-  if (insert.run() == 0) {
-    insert.reset();
-    sql::Query existing(db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
-    existing.bind(1, run.workflow);
-    existing.bind(2, run.idempotency_key);
-    if (!existing.next()) bug("run " + run.id + " was neither inserted nor found");
-    return existing.text(0);
-  }
-  for (const auto& [key, value] : run.tags) {
-    sql::Query tag(db(), "INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?)");
-    tag.bind(1, run.id);
-    tag.bind(2, key);
-    tag.bind(3, value);
-    tag.run();
-  }
-  if (!paused) announce_work();
-  std::string reason = run.reason.empty() ? "started" : run.reason;
-  if (rules.debounce_key) {
-    reason += "; debounced: due at " + utc_text(std::max(run.due_ms, rules.due_ms)) +
-              " unless a newer start of its key comes first";
-  } else if (run.due_ms > run.now_ms) {
-    reason += "; delayed until its start time";
-  }
-  add_history(run.id, run.now_ms, Status::pending, reason);
-  if (paused) {
-    add_history(run.id, run.now_ms, Status::paused,
-                "paused with its workflow '" + run.workflow + "'");
-  }
-  return run.id;
-}
-
 bool SqlStore::run_exists(const std::string& id) {
   if (!findable(id)) return false;
   sql::Query query(db(), "SELECT 1 FROM runs WHERE id = ?");
@@ -199,17 +104,6 @@ std::optional<Status> SqlStore::locked_status(const std::string& id) {
   query.bind(1, id);
   if (!query.next()) return std::nullopt;
   return status_from_string(query.text(0));
-}
-
-void SqlStore::add_history(const std::string& id, std::int64_t at, Status status,
-                           const std::string& reason) {
-  sql::Query insert(db(), "INSERT INTO history (run_id, id, at, status, reason) VALUES (?1, " +
-                              std::string(db().dialect().next_history_id) + ", ?2, ?3, ?4)");
-  insert.bind(1, id);
-  insert.bind(2, at);
-  insert.bind(3, to_string(status));
-  insert.bind(4, utf8_or_replaced(reason));  // a step's own error message may be any bytes
-  insert.run();
 }
 
 std::string SqlStore::run_columns() const {
@@ -410,12 +304,8 @@ std::optional<Status> SqlStore::cancel(const std::string& id, std::int64_t now_m
     if (before == Status::failed) {
       // Closed, not cancelled midway: its parent heard of the failure when it failed, and its
       // children ended with it. The error stays, for whoever looks at it later.
-      sql::Query close(db(),
-                       "UPDATE runs SET status = 'cancelled', crashes = 0, updated_at = ? "
-                       "WHERE id = ? AND status = 'failed'");
-      close.bind(1, now_ms);
-      close.bind(2, id);
-      if (close.run() > 0) add_history(id, now_ms, Status::cancelled, history);
+      StatusChange close{Move::close, id, Status::cancelled, now_ms, history, *before};
+      change_status(close.set("crashes", std::int64_t{0}));
     } else {
       cancel_in(id, now_ms, history);
     }
@@ -433,32 +323,33 @@ bool SqlStore::retry(const std::string& id, std::int64_t now_ms) {
       throw RunStateRefused("run " + id + " is " + std::string(to_string(*current)) +
                             "; only a failed run can be retried");
     }
-    requeue(id, now_ms, "retry requested; {} failed step(s) run again");
+    requeue(id, Status::failed, now_ms, "retry requested; {} failed step(s) run again");
     tx.commit();
     return true;
   });
 }
 
-std::int64_t SqlStore::requeue(const std::string& id, std::int64_t now_ms, std::string reason) {
+std::int64_t SqlStore::requeue(const std::string& id, Status from, std::int64_t now_ms,
+                              std::string reason) {
   sql::Query steps(db(),
                    "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, "
                    "updated_at = ? WHERE run_id = ? AND state = 'failed'");
   steps.bind(1, now_ms);
   steps.bind(2, id);
   const std::int64_t reset = steps.run();
-  // A deadline that passed (the run failed by it) is dropped: the operator asked for more time.
-  sql::Query run(db(),
-                 "UPDATE runs SET status = 'pending', due_at = ?1, owner = NULL, output = NULL, "
-                 "error = NULL, crashes = 0, updated_at = ?1, deadline_at = CASE WHEN "
-                 "deadline_at <= ?1 THEN NULL ELSE deadline_at END WHERE id = ?2");
-  run.bind(1, now_ms);
-  run.bind(2, id);
-  run.run();
-  announce_work();
   if (const std::size_t at = reason.find("{}"); at != std::string::npos) {
     reason.replace(at, 2, std::to_string(reset));
   }
-  add_history(id, now_ms, Status::pending, reason);
+  StatusChange change{Move::requeue, id, Status::pending, now_ms, reason, from};
+  change.set("due_at", now_ms)
+      .set_null("owner")
+      .set_null("output")
+      .set_null("error")
+      .set("crashes", std::int64_t{0})
+      // A deadline that passed (the run failed by it) is dropped: the operator asked for more.
+      .set_sql("deadline_at = CASE WHEN deadline_at <= ? THEN NULL ELSE deadline_at END", now_ms);
+  change_status(change);
+  announce_work();
   return reset;
 }
 

@@ -30,31 +30,30 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
 
+#include "lifecycle.hpp"
 #include "serialization.hpp"
 #include "store.hpp"
 #include "store/sql.hpp"
 
 namespace durable::detail {
 
-/// The statuses of a run that has not ended, as SQL: the predicate of the partial index
-/// `runs_claimable`, which the queries that read it repeat verbatim (SQLite uses a partial index
-/// only for a query whose terms include its predicate). Not `status IN (...)`: SQLite evaluates
-/// an IN list of more than two values through a temporary table it builds at every execution of
-/// the statement, and an index's predicate is evaluated by every write that changes a run's
-/// status, twice for an UPDATE: about half of a claim's instructions (callgrind; see
-/// docs/performance.md).
-/// PostgreSQL's index keeps its IN list: its planner finds this predicate implies it.
-inline constexpr const char* kLiveStatus =
-    "(status = 'pending' OR status = 'sleeping' OR status = 'waiting' OR status = 'running')";
+/// The statuses of a run that has not ended and is not paused, as SQL: the predicate of the
+/// partial index `runs_claimable`, which the queries that read it repeat verbatim (SQLite uses a
+/// partial index only for a query whose terms include its predicate; Statuses::sql says why not
+/// an IN list, and docs/performance.md what it cost). PostgreSQL's index keeps its IN list: its
+/// planner finds this predicate implies it.
+inline const std::string kLiveStatus = kLive.sql();
 /// The statuses of a run that has ended, as SQL: the predicate of the partial index `runs_ended`.
-inline constexpr const char* kEndedStatus =
-    "(status = 'completed' OR status = 'failed' OR status = 'cancelled')";
+inline const std::string kEndedStatus = kEnded.sql();
 /// kLiveStatus, or paused: a run that has not ended (the predicate of `runs_deadline`).
-inline constexpr const char* kUnendedStatus =
-    "(status = 'pending' OR status = 'sleeping' OR status = 'waiting' OR status = 'running' OR "
-    "status = 'paused')";
+inline const std::string kUnendedStatus = kUnended.sql();
 /// runs.paused: why a run is paused (or, running, pausing): not at all, by Runtime::pause, or
 /// by Runtime::pause_workflow (which resume_workflow undoes).
 inline constexpr int kNotPaused = 0;
@@ -62,6 +61,51 @@ inline constexpr int kPausedByRun = 1;
 inline constexpr int kPausedByWorkflow = 2;
 
 struct ClaimTier;  // claims.cpp
+
+/// One change of a run's status, for SqlStore::change_status: the lifecycle's row it makes, the
+/// run, and the other columns it writes (updated_at is always `at_ms`).
+struct StatusChange {
+  StatusChange(Move move_, std::string run_id_, Status to_, std::int64_t at_ms_,
+               std::string reason_ = {}, std::optional<Status> from_ = std::nullopt,
+               std::string owner_ = {})
+      : move(move_),
+        run_id(std::move(run_id_)),
+        to(to_),
+        at_ms(at_ms_),
+        reason(std::move(reason_)),
+        from(from_),
+        owner(std::move(owner_)) {}
+
+  Move move;
+  std::string run_id;
+  Status to;
+  std::int64_t at_ms = 0;
+  /// The history line; the row's own when empty.
+  std::string reason;
+  /// The status the caller read, its row held in this transaction: the change is checked
+  /// against the table, and made only while the row still holds it. None: made from any status
+  /// the row leaves (the WHERE holds those).
+  std::optional<Status> from;
+  /// A fenced row's owner: made only while the run runs under it.
+  std::string owner;
+
+  StatusChange& set(std::string_view column, std::int64_t value);
+  StatusChange& set(std::string_view column, std::string value);
+  StatusChange& set(std::string_view column, std::optional<std::int64_t> value);
+  StatusChange& set_null(std::string_view column);
+  using Value = std::variant<std::monostate, std::int64_t, std::string>;
+  /// An assignment of SQL's own: with one `?` for `value`, or none ("paused_from = status").
+  StatusChange& set_sql(std::string assignment, Value value = std::monostate{});
+
+  struct Column {
+    std::string assignment;  // "due_at = ?"
+    Value value;
+  };
+  const std::vector<Column>& columns() const { return columns_; }
+
+ private:
+  std::vector<Column> columns_;
+};
 
 class SqlStore : public Store {
  public:
@@ -212,8 +256,14 @@ class SqlStore : public Store {
   void put_worker(const Worker& worker, std::int64_t started_at_ms, std::int64_t seen_at_ms,
                   std::optional<std::int64_t> lease_ms, const std::string& counters);
 
-  // runs.cpp
+  // lifecycle.cpp: the one writer of runs.status.
   std::string insert_run(const NewRun& run);
+  bool change_status(const StatusChange& change);
+  /// A line of a run's history where its status does not change (most come with a change).
+  void add_history(const std::string& id, std::int64_t at, Status status,
+                   const std::string& reason);
+
+  // runs.cpp
   bool run_exists(const std::string& id);
   std::optional<RunInfo> find_run(const std::string& id, bool with_history);
   /// Whether a key (a run id, a filter, a schedule id) could be in the store at all: one that
@@ -222,8 +272,6 @@ class SqlStore : public Store {
   static bool findable(std::string_view key) { return is_utf8(key); }
   /// Whether a run could match the filter's keys at all (see above).
   static bool findable(const RunFilter& filter);
-  void add_history(const std::string& id, std::int64_t at, Status status,
-                   const std::string& reason);
   RunInfo read_run(sql::Query& query);
   std::string filtered(const RunFilter& filter) const;
   static int bind_filter(sql::Query& query, int index, const RunFilter& filter);
@@ -238,7 +286,9 @@ class SqlStore : public Store {
   std::optional<Status> locked_status(const std::string& id);
   /// Queues a run again, due now: its failed steps with fresh attempts, its output and error
   /// cleared; `reason` goes into the history, "{}" in it replaced by the count of steps reset.
-  std::int64_t requeue(const std::string& id, std::int64_t now_ms, std::string reason);
+  /// `from`: its status, read with its row held.
+  std::int64_t requeue(const std::string& id, Status from, std::int64_t now_ms,
+                       std::string reason);
 
   // starts.cpp
   /// What a new run's workflow makes of it (its rules in the workflows and paused_workflows
@@ -252,6 +302,8 @@ class SqlStore : public Store {
     std::optional<std::string> debounced_into;
   };
   Admitted admit_run(const NewRun& run);
+  // lifecycle.cpp
+  bool write_new_run(const NewRun& run, const Admitted& rules, Status status);
 
   // control.cpp
   /// Pauses a run that has not ended and is not running, inside the caller's transaction;
