@@ -5,6 +5,7 @@
 
 #include "lifecycle.hpp"
 #include "store.hpp"
+#include "store_support.hpp"
 #include "stores.hpp"
 #include "support.hpp"
 
@@ -30,17 +31,6 @@ std::vector<std::string_view> moves(std::optional<Status> from, Status to) {
     if (detail::allowed(move, from, to)) found.push_back(detail::rule(move).name);
   }
   return found;
-}
-
-detail::NewRun new_run(const std::string& id) {
-  detail::NewRun run;
-  run.id = id;
-  run.workflow = "w";
-  run.correlation_id = id;
-  run.input = "{}";
-  run.now_ms = 1;
-  run.due_ms = 1;
-  return run;
 }
 
 }  // namespace
@@ -100,13 +90,8 @@ TEST_CASE("a run asked to pause and handed back by its owner is paused, and its 
           "paused (on each store)") {
   test::TempDir dir;
   const auto store = detail::open_store(test::database(dir, "lifecycle.db"), Durability::normal);
-  store->create_run(new_run("r1"));
-  detail::ClaimRequest request;
-  request.owner = "A";
-  request.workflows = {"w"};
-  request.now_ms = 2;
-  request.lease_ms = 100;
-  request.limit = 1;
+  store->create_run(test::new_run("r1"));
+  detail::ClaimRequest request = test::claim_of_w("A", 2);
   REQUIRE(store->claim(request).runs.size() == 1);
   REQUIRE(store->pause("r1", 3) == Status::running);  // marked: pausing
   CHECK_FALSE(store->release("r1", "B", 4, "handed back: its runtime was stopped"));

@@ -18,6 +18,7 @@
 #include "sqlite_schema.hpp"
 #include "sqlite_store.hpp"
 #include "store/sql_store.hpp"
+#include "store_support.hpp"
 #include "stores.hpp"
 #include "support.hpp"
 #include "sync_counter.hpp"
@@ -368,16 +369,7 @@ TEST_CASE(
     "a claim that takes fewer runs than it may tells when the next one is due (on each store)") {
   test::TempDir dir;
   const auto store = detail::open_store(test::database(dir, "claims.db"), Durability::normal);
-  for (const std::string id : {"r1", "r2"}) {
-    detail::NewRun run;
-    run.id = id;
-    run.workflow = "w";
-    run.correlation_id = id;
-    run.input = "{}";
-    run.now_ms = 1;
-    run.due_ms = 1;
-    store->create_run(run);
-  }
+  for (const std::string id : {"r1", "r2"}) store->create_run(test::new_run(id));
   detail::ClaimRequest request;
   request.owner = "A";
   request.workflows = {"w"};

@@ -17,6 +17,7 @@
 #include "pg_support.hpp"
 #include "prometheus_text.hpp"
 #include "store.hpp"
+#include "store_support.hpp"
 #include "support.hpp"
 #include "worker_workflows.hpp"
 
@@ -25,14 +26,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-detail::NewRun new_run(const std::string& id) {
-  detail::NewRun run;
-  run.id = id;
-  run.workflow = "w";
-  run.correlation_id = "c";
-  run.input = "{}";
-  return run;
-}
+using test::new_run;
 
 RuntimeOptions on(const std::string& uri) {
   RuntimeOptions options = test::quiet(uri);
