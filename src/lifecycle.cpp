@@ -13,28 +13,37 @@ namespace {
 using enum Status;
 constexpr Statuses kNone{};
 
-// clang-format off
+// A row each: the move, its name, the statuses it leaves and enters, whether only the run's
+// owner may make it, and its history line.
 constexpr std::array<MoveRule, 17> kTable{{
-  // move                           name                 from                          to                              fenced  history
-  {Move::start,             "start",             kNone,                         {pending, paused},              false, "started"},
-  {Move::claim,             "claim",             {pending, sleeping, waiting},  {running},                      false, "claimed"},
-  {Move::take_over,         "take over",         {running},                     {running},                      false, "taken over"},
-  {Move::suspend,           "suspend",           {running},                     {sleeping, waiting},            true,  "suspended"},
-  {Move::end,               "end",               {running},                     {completed, failed},            true,  "ended"},
-  {Move::release,           "release",           {running},                     {pending, paused},              true,  "released"},
-  {Move::yield,             "yield",             {running},                     {pending, paused},              true,  ""},
-  {Move::pause,             "pause",             {pending, sleeping, waiting},  {paused},                       false, "paused"},
-  {Move::pause_at_boundary, "pause at a boundary", {running},                   {paused},                       true,  "paused at a step boundary, as asked"},
-  {Move::pause_orphaned,    "pause an orphan",   {running},                     {paused},                       false, "paused, as asked: its worker died before it reached a step boundary"},
-  {Move::resume,            "resume",            {paused},                      {pending, sleeping, waiting},   false, "resumed"},
-  {Move::wake,              "wake",              {waiting},                     {pending},                      false, "woken"},
-  {Move::cancel,            "cancel",            kUnended,                      {cancelled},                    false, "cancelled"},
-  {Move::expire,            "expire",            kUnended,                      {failed},                       false, "its deadline passed"},
-  {Move::quarantine,        "quarantine",        kLive,                         {failed},                       false, "quarantined"},
-  {Move::close,             "close",             {failed},                      {cancelled},                    false, "cancelled"},
-  {Move::requeue,           "requeue",           {failed, pending, sleeping},   {pending},                      false, "requeued"},
+    {Move::start, "start", kNone, {pending, paused}, false, "started"},
+    {Move::claim, "claim", {pending, sleeping, waiting}, {running}, false, "claimed"},
+    {Move::take_over, "take over", {running}, {running}, false, "taken over"},
+    {Move::suspend, "suspend", {running}, {sleeping, waiting}, true, "suspended"},
+    {Move::end, "end", {running}, {completed, failed}, true, "ended"},
+    {Move::release, "release", {running}, {pending, paused}, true, "released"},
+    {Move::yield, "yield", {running}, {pending, paused}, true, ""},
+    {Move::pause, "pause", {pending, sleeping, waiting}, {paused}, false, "paused"},
+    {Move::pause_at_boundary,
+     "pause at a boundary",
+     {running},
+     {paused},
+     true,
+     "paused at a step boundary, as asked"},
+    {Move::pause_orphaned,
+     "pause an orphan",
+     {running},
+     {paused},
+     false,
+     "paused, as asked: its worker died before it reached a step boundary"},
+    {Move::resume, "resume", {paused}, {pending, sleeping, waiting}, false, "resumed"},
+    {Move::wake, "wake", {waiting}, {pending}, false, "woken"},
+    {Move::cancel, "cancel", kUnended, {cancelled}, false, "cancelled"},
+    {Move::expire, "expire", kUnended, {failed}, false, "its deadline passed"},
+    {Move::quarantine, "quarantine", kLive, {failed}, false, "quarantined"},
+    {Move::close, "close", {failed}, {cancelled}, false, "cancelled"},
+    {Move::requeue, "requeue", {failed, pending, sleeping}, {pending}, false, "requeued"},
 }};
-// clang-format on
 
 constexpr bool rows_in_order() {
   for (std::size_t i = 0; i < kTable.size(); ++i) {
@@ -68,18 +77,17 @@ std::string joined(const Statuses& set, std::string_view between, std::string_vi
 }  // namespace
 
 std::string Statuses::sql() const {
-  return "(" + joined(*this, " OR ", " OR ", [](Status s) {
-           return "status = '" + std::string(to_string(s)) + "'";
-         }) + ")";
+  return "(" +
+         joined(*this, " OR ", " OR ",
+                [](Status s) { return "status = '" + std::string(to_string(s)) + "'"; }) +
+         ")";
 }
 
 std::string Statuses::names() const {
   return joined(*this, ", ", " or ", [](Status s) { return std::string(to_string(s)); });
 }
 
-const MoveRule& rule(Move move) {
-  return kTable[static_cast<std::size_t>(move)];
-}
+const MoveRule& rule(Move move) { return kTable[static_cast<std::size_t>(move)]; }
 
 bool allowed(Move move, std::optional<Status> from, Status to) {
   const MoveRule& row = rule(move);

@@ -158,7 +158,8 @@ Written SqlStore::apply(const RunWrite& w) {
 // claimed run that has yet to begin (FlowGate). A body's entry is its first record of having
 // begun: until then the run is running, so it is counted all along.
 void SqlStore::note_first_body(const std::string& run_id, std::int64_t at_ms) {
-  sql::Query update(db(), "UPDATE runs SET first_body_at = ? WHERE id = ? AND first_body_at IS NULL");
+  sql::Query update(db(),
+                    "UPDATE runs SET first_body_at = ? WHERE id = ? AND first_body_at IS NULL");
   update.bind(1, at_ms);
   update.bind(2, run_id);
   update.run();

@@ -156,7 +156,8 @@ bool SqlStore::write_new_run(const NewRun& run, const Admitted& rules, Status st
   insert.bind(17, paused ? kPausedByWorkflow : kNotPaused);
   insert.bind_text_or_null(18, paused ? "pending" : "");
   int i = 19;
-  for (const std::optional<std::string>* key : {&rules.flow_key, &rules.rate_key, &rules.debounce_key}) {
+  for (const std::optional<std::string>* key :
+       {&rules.flow_key, &rules.rate_key, &rules.debounce_key}) {
     if (*key) {
       insert.bind(i++, **key);
     } else {
