@@ -43,10 +43,9 @@ StatusChange& StatusChange::set_sql(std::string assignment, Value value) {
 // in the history. False when the row no longer held them: nothing was written.
 bool SqlStore::change_status(const StatusChange& change) {
   const MoveRule& row = rule(change.move);
-  if (change.from) {
+  // With no status read, the row's own (any the move leaves) is checked by the UPDATE.
+  if (change.from || !row.to.has(change.to)) {
     check_move(change.move, change.from, change.to, change.run_id);
-  } else if (!row.to.has(change.to)) {
-    check_move(change.move, std::nullopt, change.to, change.run_id);
   }
   if (row.fenced && change.owner.empty()) {
     bug("run " + change.run_id + ": '" + std::string(row.name) + "' is its owner's to make");
