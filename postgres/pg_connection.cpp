@@ -379,8 +379,9 @@ UriSettings settings_of(const std::string& uri, const std::string& where) {
     const std::string words = parse_error ? one_line(parse_error) : "out of memory";
     PQfreemem(parse_error);
     throw Error(
+        errc::config,
         where + "the URI is not valid: " + scrub(words, uri, mask_password(uri)) +
-        " (the form is postgresql://[user[:password]@][host][:port][/dbname][?param=value])");
+            " (the form is postgresql://[user[:password]@][host][:port][/dbname][?param=value])");
   }
   UriSettings settings;
   for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
@@ -417,7 +418,8 @@ std::unique_ptr<PgConnection> connect(const std::string& uri) {
   const std::string shown = mask_password(uri);
   const std::string where = "database '" + shown + "': ";
   if (!uri.starts_with("postgresql://") && !uri.starts_with("postgres://")) {
-    throw Error(where + "not a PostgreSQL URI; it must start with postgresql:// or postgres://");
+    throw Error(errc::config,
+                where + "not a PostgreSQL URI; it must start with postgresql:// or postgres://");
   }
   const UriSettings settings = settings_of(uri, where);
   const int timeout_seconds = settings.timeout_seconds;
@@ -449,7 +451,7 @@ std::unique_ptr<PgConnection> connect(const std::string& uri) {
       default_timeout.c_str(), "UTF8", "durable", "10", "5", "2", "20000", uri.c_str(),
       server_options.c_str(),  nullptr};
   ConnectionHandle connection(PQconnectStartParams(keywords, values, 1));
-  if (!connection) throw Error(where + "out of memory");
+  if (!connection) throw Error(errc::database, where + "out of memory");
   pg_conn* handle = connection.get();
 
   // Zero or less is no limit, as libpq reads connect_timeout.
@@ -461,15 +463,17 @@ std::unique_ptr<PgConnection> connect(const std::string& uri) {
   while (state != PGRES_POLLING_OK && state != PGRES_POLLING_FAILED) {
     const short events = state == PGRES_POLLING_READING ? POLLIN : POLLOUT;
     if (PQsocket(handle) >= 0 && !poll_until(PQsocket(handle), events, deadline)) {
-      throw Error(where + "no answer from the server at " + PQhost(handle) + " port " +
-                  PQport(handle) + " within " + std::to_string(timeout_seconds) +
-                  " s (connect_timeout), so gave up; is the server running, and reachable "
-                  "from here?");
+      throw Error(errc::database,
+                  where + "no answer from the server at " + PQhost(handle) + " port " +
+                      PQport(handle) + " within " + std::to_string(timeout_seconds) +
+                      " s (connect_timeout), so gave up; is the server running, and reachable "
+                      "from here?");
     }
     state = PQconnectPoll(handle);
   }
   if (state == PGRES_POLLING_FAILED) {
-    throw Error(where + connect_failure(scrub(one_line(PQerrorMessage(handle)), uri, shown)));
+    throw Error(errc::database,
+                where + connect_failure(scrub(one_line(PQerrorMessage(handle)), uri, shown)));
   }
   return std::make_unique<PgConnection>(std::move(connection), shown);
 }

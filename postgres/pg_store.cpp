@@ -25,7 +25,7 @@ constexpr const char* kTables[] = {"runs",  "steps",    "history",   "workers", 
                                    "waits", "triggers", "schedules", "workflows"};
 
 [[noreturn]] void fail(const pg::PgConnection& db, const std::string& what) {
-  throw Error("database '" + db.shown_uri() + "': " + what);
+  throw Error(errc::database, "database '" + db.shown_uri() + "': " + what);
 }
 
 std::int64_t single(sql::Connection& db, const std::string& text) {

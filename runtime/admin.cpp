@@ -9,6 +9,7 @@
 
 #include "admin_pool.hpp"
 #include "durations.hpp"
+#include "errors_internal.hpp"
 #include "ops_queries.hpp"
 #include "run_requests.hpp"
 #include "serialization.hpp"
@@ -91,7 +92,7 @@ auto as_bad_request(F&& body) {
   } catch (const BadRequest&) {
     throw;
   } catch (const Error& e) {
-    throw BadRequest(e.what());
+    throw BadRequest(std::string(detail::message_of(e)));
   }
 }
 
@@ -117,7 +118,7 @@ Admin::Admin(const std::string& database, std::function<void()> on_change,
       read_only_(read_only),
       payloads_(std::move(payloads)) {
   if (database.empty() || database == ":memory:") {
-    throw Error("the admin API needs a database file, not '" + database + "'");
+    throw Error(errc::config, "the admin API needs a database file, not '" + database + "'");
   }
   // Absolute, so that the runbook's commands work from any directory; a URI as it is, with its
   // password masked (the runbook is served over HTTP).
@@ -246,6 +247,9 @@ json Admin::runbook(Connection& db, const RunInfo& run, const std::vector<StepIn
   const std::int64_t alike = db.queries->failures_alike(run.workflow, error.step_id, error.type,
                                                         now_ms() - kDayMs, run.id);
   book["similar_failures"] = alike;
+  // durable's own error: its id, which docs/errors.md explains.
+  const std::string_view id = detail::error_id(error.message);
+  book["error_id"] = id.empty() ? json() : json(id);
 
   std::vector<std::string> checks;
   const std::string said = error.type + ": " + error.message;
@@ -346,7 +350,7 @@ json Admin::retry_run(std::string_view id) {
   try {
     found = db->store->retry(std::string(id), now_ms());
   } catch (const detail::RunStateRefused& e) {
-    throw Conflict(e.what());
+    throw Conflict(std::string(detail::message_of(e)));
   }
   if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
   changed();
@@ -361,7 +365,7 @@ json Admin::fork_run(std::string_view id, const std::string& from_step) {
   try {
     found = db->store->fork(fork, from_step);
   } catch (const detail::RunStateRefused& e) {
-    throw Conflict(e.what());
+    throw Conflict(std::string(detail::message_of(e)));
   }
   if (!found) throw detail::no_such_run(id);
   changed();
@@ -387,7 +391,7 @@ json Admin::resolve_step(std::string_view id, const std::string& step, const jso
     found = db->store->resolve(std::string(id), step, text, detail::utf8_or_replaced(reason),
                                now_ms(), check);
   } catch (const detail::RunStateRefused& e) {
-    throw Conflict(e.what());
+    throw Conflict(std::string(detail::message_of(e)));
   }
   if (!found) throw detail::no_such_run(id);
   changed();
@@ -413,7 +417,7 @@ json Admin::send_message(std::string_view run_id, std::string_view topic, const 
   try {
     delivered = detail::message_sent(db->store->send_message(m), m);
   } catch (const detail::RunStateRefused& e) {
-    throw Conflict(e.what());
+    throw Conflict(std::string(detail::message_of(e)));
   }
   changed();
   return {{"run_id", m.run_id}, {"topic", m.topic}, {"received", delivered}};

@@ -38,11 +38,11 @@ namespace durable::ops {
 /// A request that cannot be carried out as asked (HTTP 400): a bad status name, malformed
 /// input, a missing field.
 struct BadRequest : Error {
-  using Error::Error;
+  explicit BadRequest(const std::string& what) : Error(errc::bad_request, what) {}
 };
 /// A request that conflicts with the run's state (HTTP 409): retry of a run that is not failed.
 struct Conflict : Error {
-  using Error::Error;
+  explicit Conflict(const std::string& what) : Error(errc::conflict, what) {}
 };
 
 /// The filter of list_runs().

@@ -4,6 +4,7 @@
 #include "admin.hpp"
 #include "admin_pool.hpp"
 #include "bulk.hpp"
+#include "errors_internal.hpp"
 #include "run_requests.hpp"
 #include "serialization.hpp"
 #include "store.hpp"
@@ -57,7 +58,7 @@ json Admin::bulk(detail::BulkAction action, const RunQuery& query, bool dry_run,
     if (n > 0) changed();
     return {{"action", name}, {"changed", n}};
   } catch (const detail::BadFilter& e) {
-    throw BadRequest(e.what());
+    throw BadRequest(std::string(detail::message_of(e)));
   }
 }
 
@@ -67,7 +68,7 @@ json Admin::pause_run(std::string_view id) {
   try {
     before = db->store->pause(std::string(id), now_ms());
   } catch (const detail::RunStateRefused& e) {
-    throw Conflict(e.what());
+    throw Conflict(std::string(detail::message_of(e)));
   }
   if (!before) throw detail::no_such_run(id);
   changed();
@@ -81,7 +82,7 @@ json Admin::resume_run(std::string_view id) {
   try {
     before = db->store->resume(std::string(id), now_ms());
   } catch (const detail::RunStateRefused& e) {
-    throw Conflict(e.what());
+    throw Conflict(std::string(detail::message_of(e)));
   }
   if (!before) throw detail::no_such_run(id);
   changed();

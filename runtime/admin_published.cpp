@@ -6,6 +6,7 @@
 #include "admin_pool.hpp"
 #include "change_watch.hpp"
 #include "durations.hpp"
+#include "errors_internal.hpp"
 #include "ids.hpp"
 #include "serialization.hpp"
 #include "store.hpp"
@@ -40,7 +41,7 @@ Admin::PublishedNow Admin::published_now(std::string_view id, std::string_view k
   } catch (const BadRequest&) {
     throw;
   } catch (const Error& e) {
-    throw BadRequest(e.what());
+    throw BadRequest(std::string(detail::message_of(e)));
   }
   const Lease db = lease();
   const detail::PublishedRead read = db->store->published(std::string(id), std::string(key));

@@ -5,6 +5,7 @@
 #include "admin.hpp"
 #include "admin_pool.hpp"
 #include "durations.hpp"
+#include "errors_internal.hpp"
 #include "ids.hpp"
 #include "run_requests.hpp"
 #include "store.hpp"
@@ -30,7 +31,7 @@ StreamRead Admin::stream_now(std::string_view id, std::string_view name, std::si
   try {
     detail::check_stream_name(name, "GET /v1/runs/{id}/streams/{name}");
   } catch (const Error& e) {
-    throw BadRequest(e.what());
+    throw BadRequest(std::string(detail::message_of(e)));
   }
   const Lease db = lease();
   return detail::stream_read_of(

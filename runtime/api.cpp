@@ -25,15 +25,16 @@ HttpResponse guarded_route(const std::function<HttpResponse()>& route) {
   try {
     return route();
   } catch (const BadRequest& e) {
-    return json_error(400, "bad_request", e.what());
+    return json_error(400, "bad_request", e.what(), e.code());
   } catch (const NotFound& e) {
-    return json_error(404, "not_found", e.what());
+    return json_error(404, "not_found", e.what(), e.code());
   } catch (const UnknownWorkflow& e) {
-    return json_error(422, "unknown_workflow", e.what());
+    return json_error(422, "unknown_workflow", e.what(), e.code());
   } catch (const Conflict& e) {
-    return json_error(409, "conflict", e.what());
+    return json_error(409, "conflict", e.what(), e.code());
   } catch (const Error& e) {
-    return json_error(503, "unavailable", e.what());  // the database: busy, full, unreadable
+    // The database: busy, full, unreadable.
+    return json_error(503, "unavailable", e.what(), e.code());
   }
 }
 

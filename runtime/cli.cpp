@@ -244,7 +244,7 @@ int purge_events(const std::string& database, const Answer& answer, const Comman
   try {
     older_than = durable::detail::parse_duration(age);
   } catch (const durable::Error& e) {
-    throw UsageError(std::string("--older-than: ") + e.what());
+    throw UsageError("--older-than: " + std::string(durable::detail::message_of(e)));
   }
   require_database(database);
   const auto store = durable::detail::open_store(database, durable::Durability::normal);
@@ -273,7 +273,7 @@ std::map<std::string, std::string> tags_of(const std::string& text) {
   try {
     return durable::detail::tags_from_text(text);
   } catch (const durable::Error& e) {
-    throw UsageError(std::string("--tag: ") + e.what());
+    throw UsageError("--tag: " + std::string(durable::detail::message_of(e)));
   }
 }
 
@@ -365,7 +365,7 @@ int start_run(const Context& at, const Command& cmd) {
     try {
       workflow->check_input(start.input);
     } catch (const durable::InvalidInput& e) {
-      throw ops::BadRequest(e.what());
+      throw ops::BadRequest(std::string(durable::detail::message_of(e)));
     }
   }
   const json started = open_admin(at.database, false).start_run(start);
@@ -621,7 +621,7 @@ int cli_main(int argc, char** argv, Runtime* app) {
     try {
       payloads() = command_payloads(app, key_file);
     } catch (const durable::Error& e) {
-      throw UsageError(std::string("--key-file: ") + e.what());
+      throw UsageError("--key-file: " + std::string(durable::detail::message_of(e)));
     }
     return run_command(at, cmd);
   } catch (const UsageError& e) {

@@ -28,7 +28,8 @@ std::shared_ptr<const Payloads> command_payloads(Runtime* app, const std::string
 
 json forget(const std::string& database, const std::string& correlation_id) {
   if (!payloads() || !payloads()->encrypts()) {
-    throw Error("forget needs --key-file F: the encryption key file the database's runtime uses");
+    throw Error(errc::config,
+                "forget needs --key-file F: the encryption key file the database's runtime uses");
   }
   const auto store = open_store(database, Durability::normal);
   store->set_payloads(payloads());

@@ -250,7 +250,11 @@ void print_run(std::ostream& out, const json& run) {
   table(out, history);
   if (run.at("runbook").is_null()) return;
   const json& book = run.at("runbook");
-  out << "\nrunbook\n  what failed  " << text_of(book, "summary") << "\n  where        "
+  out << "\nrunbook\n  what failed  " << text_of(book, "summary") << '\n';
+  if (book.contains("error_id") && book.at("error_id").is_string()) {
+    out << "  error id     " << text_of(book, "error_id") << " (docs/errors.md)\n";
+  }
+  out << "  where        "
       << (text_of(book, "failed_step") == "" ? "the workflow function"
                                              : "step '" + text_of(book, "failed_step") + "'")
       << ", failed at " << text_of(book, "failed_at") << "\n  how often    "

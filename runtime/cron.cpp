@@ -63,7 +63,8 @@ constexpr std::int64_t kEndMs =
         .count();
 
 [[noreturn]] void bad(std::string_view expression, const std::string& why) {
-  throw Error("'" + std::string(expression) + "' is not a cron expression: " + why);
+  throw Error(errc::invalid_argument,
+              "'" + std::string(expression) + "' is not a cron expression: " + why);
 }
 
 std::string lower(std::string_view text) {

@@ -163,6 +163,8 @@ using detail::to_std;
 HttpResponse call_handler(const HttpHandler& handler, const HttpRequest& request) {
   try {
     return handler(request);
+  } catch (const Error& error) {
+    return json_error(500, "internal", error.what(), error.code());
   } catch (const std::exception& error) {
     return json_error(500, "internal", error.what());
   } catch (...) {
@@ -559,23 +561,27 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 };
 
 tcp::endpoint endpoint_to_bind(const HttpOptions& options) {
-  if (const auto invalid = detail::invalid_token(options.token)) throw Error(*invalid);
+  if (const auto invalid = detail::invalid_token(options.token))
+    throw Error(errc::config, *invalid);
   if (const auto invalid = detail::invalid_signing_secret(options.signing_secret)) {
-    throw Error(*invalid);
+    throw Error(errc::config, *invalid);
   }
   beast::error_code error;
   const asio::ip::address address = options.address == "localhost"
                                         ? asio::ip::address(asio::ip::address_v4::loopback())
                                         : asio::ip::make_address(options.address, error);
   if (error) {
-    throw Error("cannot serve HTTP on '" + options.address +
-                "': not an IP address; use 127.0.0.1, ::1, localhost, 0.0.0.0, :: or an address "
-                "of this host");
+    throw Error(
+        errc::config,
+        "cannot serve HTTP on '" + options.address +
+            "': not an IP address; use 127.0.0.1, ::1, localhost, 0.0.0.0, :: or an address "
+            "of this host");
   }
   if (!address.is_loopback() && options.token.empty() && options.signing_secret.empty()) {
-    throw Error("refusing to serve HTTP on " + options.address +
-                " without a token: anyone who can reach it could start and cancel runs; set a "
-                "bearer token or a signing secret, or bind a loopback address (127.0.0.1)");
+    throw Error(errc::config,
+                "refusing to serve HTTP on " + options.address +
+                    " without a token: anyone who can reach it could start and cancel runs; set a "
+                    "bearer token or a signing secret, or bind a loopback address (127.0.0.1)");
   }
   return {address, options.port};
 }
@@ -583,10 +589,11 @@ tcp::endpoint endpoint_to_bind(const HttpOptions& options) {
 // The TLS context of HttpOptions::tls_cert_file and tls_key_file: TLS 1.2 and later only.
 asio::ssl::context tls_context(const HttpOptions& options) {
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-    throw Error(
-        "TLS needs both a certificate file and a key file (--tls-cert and --tls-key); "
-        "only the " +
-        std::string(options.tls_cert_file.empty() ? "key" : "certificate") + " file was given");
+    throw Error(errc::config,
+                "TLS needs both a certificate file and a key file (--tls-cert and --tls-key); "
+                "only the " +
+                    std::string(options.tls_cert_file.empty() ? "key" : "certificate") +
+                    " file was given");
   }
   asio::ssl::context context(asio::ssl::context::tls_server);
   context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
@@ -595,17 +602,20 @@ asio::ssl::context tls_context(const HttpOptions& options) {
   beast::error_code error;
   context.use_certificate_chain_file(options.tls_cert_file, error);
   if (error) {
-    throw Error("cannot serve HTTPS: the certificate file '" + options.tls_cert_file +
-                "' cannot be read as a PEM certificate chain: " + error.message());
+    throw Error(errc::config,
+                "cannot serve HTTPS: the certificate file '" + options.tls_cert_file +
+                    "' cannot be read as a PEM certificate chain: " + error.message());
   }
   context.use_private_key_file(options.tls_key_file, asio::ssl::context::pem, error);
   if (!error && SSL_CTX_check_private_key(context.native_handle()) != 1) {
     error = asio::error::invalid_argument;
   }
   if (error) {
-    throw Error("cannot serve HTTPS: the key file '" + options.tls_key_file +
-                "' cannot be read as a PEM private key, or it is not the key of the certificate '" +
-                options.tls_cert_file + "': " + error.message());
+    throw Error(
+        errc::config,
+        "cannot serve HTTPS: the key file '" + options.tls_key_file +
+            "' cannot be read as a PEM private key, or it is not the key of the certificate '" +
+            options.tls_cert_file + "': " + error.message());
   }
   return context;
 }
@@ -627,14 +637,14 @@ void listen(tcp::acceptor& acceptor, const tcp::endpoint& endpoint) {
   std::string message = "cannot listen for HTTP on " +
                         host_and_port(endpoint.address(), endpoint.port()) + ": " + error.message();
   if (error == asio::error::address_in_use) message += "; another process listens there";
-  throw Error(message);
+  throw Error(errc::listen, message);
 }
 
 }  // namespace
 
-HttpResponse json_error(int status, std::string code, std::string message) {
-  const nlohmann::json body = {
-      {"error", {{"code", std::move(code)}, {"message", std::move(message)}}}};
+HttpResponse json_error(int status, std::string code, std::string message, std::string_view id) {
+  nlohmann::json body = {{"error", {{"code", std::move(code)}, {"message", std::move(message)}}}};
+  if (!id.empty()) body["error"]["id"] = id;
   HttpResponse response;
   response.status = status;
   // An exception's what() may hold bytes that are not UTF-8: replace them rather than throw.

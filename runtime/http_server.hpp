@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,8 +22,8 @@ struct HttpRequest {
   std::string path;                          ///< decoded path without the query: "/v1/runs/abc"
   std::map<std::string, std::string> query;  ///< decoded query parameters (the last one wins)
   std::string body;
-  std::string content_type;  ///< the Content-Type header, as sent; empty when absent
-  std::string traceparent;   ///< the W3C traceparent header, as sent; empty when absent
+  std::string content_type;   ///< the Content-Type header, as sent; empty when absent
+  std::string traceparent;    ///< the W3C traceparent header, as sent; empty when absent
   std::string last_event_id;  ///< Server-Sent Events' Last-Event-ID header; empty when absent
 };
 
@@ -121,9 +122,11 @@ struct HttpOptions {
   std::map<std::string, HttpResponse> static_responses{};
 };
 
-/// A JSON error as every error of this API reads: {"error": {"code": ..., "message": ...}}.
-/// The routes use it too, so that all errors share one shape.
-HttpResponse json_error(int status, std::string code, std::string message);
+/// A JSON error as every error of this API reads: {"error": {"code": ..., "message": ...}}, and
+/// "id" too when one of durable's errors is behind it: its durable::Error::code(), the stable id
+/// docs/errors.md explains. The routes use it too, so that all errors share one shape.
+HttpResponse json_error(int status, std::string code, std::string message,
+                        std::string_view id = {});
 
 /// Serves HTTP/1.0 and 1.1 (keep-alive, chunked request bodies, Expect: 100-continue), over TLS
 /// when configured, until stopped. Errors it answers itself, all as json_error: 400 bad_request

@@ -124,7 +124,8 @@ std::string hmac_sha256(std::string_view secret, std::string_view text) {
   const unsigned char* done =
       HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
            reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest, &length);
-  if (done == nullptr || length != kDigestBytes) throw Error("HMAC-SHA256 failed in OpenSSL");
+  if (done == nullptr || length != kDigestBytes)
+    throw Error(errc::encryption, "HMAC-SHA256 failed in OpenSSL");
   return std::string(reinterpret_cast<const char*>(digest), length);
 }
 

@@ -52,8 +52,8 @@ Exporter::Exporter(ExporterOptions options)
   const std::string& endpoint = options_.endpoint;
   constexpr std::string_view kScheme = "http://";
   const auto refuse = [&](const std::string& why) {
-    throw Error("the OTLP endpoint '" + endpoint + "' " + why +
-                ": give the collector's base URL, as \"http://localhost:4318\"");
+    throw Error(errc::config, "the OTLP endpoint '" + endpoint + "' " + why +
+                                  ": give the collector's base URL, as \"http://localhost:4318\"");
   };
   if (endpoint.starts_with("https://")) {
     refuse(

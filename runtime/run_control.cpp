@@ -37,7 +37,7 @@ void RuntimeCore::resume(std::string_view run_id) {
 }
 
 std::size_t RuntimeCore::pause_workflow(std::string_view workflow) {
-  if (workflow.empty()) throw Error("pause_workflow needs a workflow name");
+  if (workflow.empty()) throw Error(errc::invalid_argument, "pause_workflow needs a workflow name");
   check_utf8(workflow, "the workflow name");
   std::size_t paused = 0;
   {
@@ -51,7 +51,8 @@ std::size_t RuntimeCore::pause_workflow(std::string_view workflow) {
 }
 
 std::size_t RuntimeCore::resume_workflow(std::string_view workflow) {
-  if (workflow.empty()) throw Error("resume_workflow needs a workflow name");
+  if (workflow.empty())
+    throw Error(errc::invalid_argument, "resume_workflow needs a workflow name");
   check_utf8(workflow, "the workflow name");
   std::size_t resumed = 0;
   {

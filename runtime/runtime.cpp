@@ -64,22 +64,25 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
     : options_(std::move(opts)),
       now_([] { return Clock::now(); }),
       logger_(options_.log_level, options_.log_sink) {
-  if (options_.lease.count() <= 0) throw Error("RuntimeOptions::lease must be positive");
+  if (options_.lease.count() <= 0)
+    throw Error(errc::config, "RuntimeOptions::lease must be positive");
   if (options_.quarantine_after < 0 || options_.quarantine_after == 1) {
     // One crashed claim says nothing of which run of the batch crashed: quarantining after it
     // would fail every run a worker held when it was killed.
-    throw Error("RuntimeOptions::quarantine_after must be 0 (never) or 2 or more, not " +
-                std::to_string(options_.quarantine_after));
+    throw Error(errc::config,
+                "RuntimeOptions::quarantine_after must be 0 (never) or 2 or more, not " +
+                    std::to_string(options_.quarantine_after));
   }
   if (options_.poll_interval.count() <= 0)
-    throw Error("RuntimeOptions::poll_interval must be positive");
+    throw Error(errc::config, "RuntimeOptions::poll_interval must be positive");
   engine_config_.max_output_bytes = options_.max_output_bytes;
   engine_config_.resident = options_.replay == Replay::on_recovery;
   engine_config_.resident_sleep_ms = options_.resident_sleep.count();
   engine_config_.write_as_ended = true;
   engine_config_.strict = options_.strict_replay;
   if (options_.only_own_version && options_.version.empty()) {
-    throw Error("RuntimeOptions::only_own_version needs a RuntimeOptions::version to claim by");
+    throw Error(errc::config,
+                "RuntimeOptions::only_own_version needs a RuntimeOptions::version to claim by");
   }
   check_utf8(options_.version, "RuntimeOptions::version");
   if (!options_.otlp_endpoint.empty()) {
@@ -131,12 +134,13 @@ RuntimeCore::~RuntimeCore() {
 std::int64_t RuntimeCore::now_ms() const { return to_ms(now_()); }
 
 void RuntimeCore::add(Workflow wf) {
-  if (wf.name().empty()) throw Error("a workflow needs a name");
+  if (wf.name().empty()) throw Error(errc::invalid_argument, "a workflow needs a name");
   check_utf8(wf.name(), "the workflow name");
   if (wf.options().retry) check_policy(*wf.options().retry, "workflow '" + wf.name() + "'");
   check_flow(wf.name(), wf.options());
   for (const std::string& event : wf.options().events) {
-    if (event.empty()) throw Error("workflow '" + wf.name() + "' lists an empty event name");
+    if (event.empty())
+      throw Error(errc::invalid_argument, "workflow '" + wf.name() + "' lists an empty event name");
     check_utf8(event, "an event name of workflow '" + wf.name() + "'");
   }
   const std::string name = wf.name();
@@ -145,7 +149,7 @@ void RuntimeCore::add(Workflow wf) {
   {
     std::lock_guard lock(workflows_mutex_);
     if (!workflows_.emplace(name, std::make_shared<const Workflow>(std::move(wf))).second) {
-      throw Error("a workflow named '" + name + "' was already added");
+      throw Error(errc::invalid_argument, "a workflow named '" + name + "' was already added");
     }
   }
   std::lock_guard lock(store_mutex_);

@@ -39,9 +39,10 @@ void RuntimeCore::RunHost::write_stream_now(const std::string& stream,
       throw NonRetryableError(call + " in a step body of run " + run_->id +
                               ": the stream is closed; a closed stream takes no more values");
     case StreamWrite::not_owner:
-      throw Error(call + " in a step body of run " + run_->id +
-                  ": the run is no longer running in this process (it ended, was cancelled or "
-                  "paused, or another worker took it over); nothing was written");
+      throw Error(errc::lease_lost,
+                  call + " in a step body of run " + run_->id +
+                      ": the run is no longer running in this process (it ended, was cancelled or "
+                      "paused, or another worker took it over); nothing was written");
   }
 }
 

@@ -2,10 +2,21 @@
 // What the runtime reports of its work: the counters, and a log line for each thing a commit
 // changed (a step journaled, retried or failed; a run completed, failed or quarantined).
 
+#include "errors_internal.hpp"
 #include "run_spans.hpp"
 #include "runtime_core.hpp"
 
 namespace durable::detail {
+
+namespace {
+// A log line's "error" field, and its "error_id" when durable's own error failed the step.
+void add_error(json& fields, const ErrorInfo& error, bool quoted) {
+  fields["error"] = error_said(error, quoted);
+  if (const std::string_view id = error_id(error.message); quoted && !id.empty()) {
+    fields["error_id"] = id;
+  }
+}
+}  // namespace
 
 Counters RuntimeCore::counters() const {
   Counters c;
@@ -50,7 +61,7 @@ void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* ent
       fields["kind"] = to_string(e->kind);
       if (e->state == StepState::retrying || e->state == StepState::failed) {
         fields["attempt"] = e->attempts;
-        if (e->error) fields["error"] = error_said(*e->error, quotes_errors());
+        if (e->error) add_error(fields, *e->error, quotes_errors());
       }
     }
     return fields;
@@ -101,7 +112,7 @@ void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* ent
       ++counters_.runs_failed;
       if (logger_.enabled(LogLevel::error)) {
         json fields = fields_of(nullptr);
-        if (write->error) fields["error"] = error_said(*write->error, quotes_errors());
+        if (write->error) add_error(fields, *write->error, quotes_errors());
         logger_.write(LogLevel::error, "run.failed", write->reason, fields, now);
       }
       break;

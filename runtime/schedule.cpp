@@ -30,13 +30,16 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
   const std::string label = "schedule of '" + std::string(workflow) + "'";
   const bool interval = when.every.count() != 0;
   if (interval == !when.cron.empty()) {
-    throw Error(label + ": give either Schedule::every or Schedule::cron, not " +
-                (interval ? "both" : "neither"));
+    throw Error(errc::invalid_argument,
+                label + ": give either Schedule::every or Schedule::cron, not " +
+                    (interval ? "both" : "neither"));
   }
-  if (interval && when.every.count() < 0) throw Error(label + ": every must be positive");
+  if (interval && when.every.count() < 0)
+    throw Error(errc::invalid_argument, label + ": every must be positive");
   if (when.count && *when.count < 1) {
-    throw Error(label + ": count must be 1 or more (or none: no end), not " +
-                std::to_string(*when.count));
+    throw Error(
+        errc::invalid_argument,
+        label + ": count must be 1 or more (or none: no end), not " + std::to_string(*when.count));
   }
   std::optional<Cron> cron;
   if (!interval) cron = Cron::parse(when.cron);  // throws Error naming what is wrong
@@ -55,7 +58,9 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
     row.next_at = to_ms(*when.first);
   } else if (cron) {
     const auto first = cron->next_after(now);
-    if (!first) throw Error(label + ": the cron expression '" + when.cron + "' never matches");
+    if (!first)
+      throw Error(errc::invalid_argument,
+                  label + ": the cron expression '" + when.cron + "' never matches");
     row.next_at = *first;
   } else {
     row.next_at = now + row.every_ms;

@@ -149,7 +149,7 @@ HttpServing serve_http(const RuntimeOptions& options, std::function<void()> on_c
 }  // namespace
 
 void RuntimeCore::serve() {
-  if (serving_.exchange(true)) throw Error("this runtime is already serving");
+  if (serving_.exchange(true)) throw Error(errc::misuse, "this runtime is already serving");
   struct Done {
     RuntimeCore* core;
     ~Done() {

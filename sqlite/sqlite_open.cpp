@@ -140,7 +140,7 @@ Error open_error(const std::string& path, const SQLite::Exception& e, sqlite3* h
 std::unique_ptr<SQLite::Database> open_sqlite_reader(const std::string& path) {
   std::error_code ignored;
   if (!std::filesystem::is_regular_file(path, ignored)) {
-    throw Error("database '" + path + "' does not exist");
+    throw Error(errc::database, "database '" + path + "' does not exist");
   }
   std::string uri = "file:";
   for (const char c : path) {

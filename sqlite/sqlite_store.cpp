@@ -29,7 +29,7 @@ namespace {
 constexpr std::chrono::milliseconds kBusyTimeout{10'000};
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw Error("database '" + path + "': " + what);
+  throw Error(errc::database, "database '" + path + "': " + what);
 }
 
 // The schema version of a file that is durable's (0: empty), or an error saying whose it is.
@@ -118,7 +118,8 @@ std::unique_ptr<SQLite::Database> open_writer(const std::string& path, Durabilit
   // SQLite opens a file it may not write read-only without a word; say so now, not at the first
   // write of a run.
   if (sqlite3_db_readonly(db->getHandle(), "main") == 1) {
-    throw Error(open_error_message(path, SQLITE_READONLY, EACCES, "the file is read-only"));
+    throw Error(errc::database,
+                open_error_message(path, SQLITE_READONLY, EACCES, "the file is read-only"));
   }
   try {
     // A new file gives the pages a purge frees back to the file system (SqlStore::delete_runs),
@@ -179,7 +180,8 @@ class SqliteStore final : public SqlStore {
     } catch (const std::exception& e) {
       std::error_code ignored;
       std::filesystem::remove(part, ignored);
-      throw Error("could not copy database '" + name() + "' to '" + path + "': " + e.what());
+      throw Error(errc::database,
+                  "could not copy database '" + name() + "' to '" + path + "': " + e.what());
     }
   }
 
@@ -231,11 +233,12 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability dur
   if (access == Access::read_write) return open_sqlite_store(path, durability);
   auto store = open_reader_store(path);
   if (store->schema_version() < kSchemaVersion) {
-    throw Error("database '" + path + "': written by an older durable (schema version " +
-                std::to_string(store->schema_version()) + "; this build reads " +
-                std::to_string(kSchemaVersion) +
-                "), and a read-only open does not migrate it. Open it once with write access "
-                "(a Runtime, or a durable command that writes) to migrate it");
+    throw Error(errc::schema,
+                "database '" + path + "': written by an older durable (schema version " +
+                    std::to_string(store->schema_version()) + "; this build reads " +
+                    std::to_string(kSchemaVersion) +
+                    "), and a read-only open does not migrate it. Open it once with write access "
+                    "(a Runtime, or a durable command that writes) to migrate it");
   }
   return store;
 }
@@ -251,8 +254,8 @@ std::unique_ptr<Store> open_sqlite_store_read_only(const std::string& path) {
   } catch (const SQLite::Exception& e) {
     std::error_code ignored;
     std::filesystem::remove(copy, ignored);
-    throw Error("database '" + path + "': could not copy it to migrate the copy (" + e.what() +
-                ")");
+    throw Error(errc::database, "database '" + path + "': could not copy it to migrate the copy (" +
+                                    e.what() + ")");
   }
   store.reset();
   try {
@@ -282,7 +285,7 @@ std::unique_ptr<OpsQueries> open_sqlite_ops_queries(const std::string& database)
         db = std::make_unique<SQLite::Database>(database, SQLite::OPEN_READONLY);
       }
     } catch (const SQLite::Exception& e) {
-      throw Error(std::string("database query failed: ") + e.what());
+      throw Error(errc::database, std::string("database query failed: ") + e.what());
     }
     db->setBusyTimeout(static_cast<int>(kBusyTimeout.count()));
     return sqlite_connection(std::move(db));

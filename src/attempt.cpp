@@ -34,7 +34,8 @@ std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count
 
 StepContext& current_step_context() {
   if (t_attempt == nullptr) {
-    throw Error("a step body taking a durable::StepContext& was called outside a step attempt");
+    throw Error(errc::misuse,
+                "a step body taking a durable::StepContext& was called outside a step attempt");
   }
   return t_attempt->context();
 }
@@ -160,12 +161,14 @@ std::unique_lock<std::mutex> Attempt::hold_if_live() {
 void Attempt::heartbeat(json progress) {
   std::string text;
   if (const auto problem = encode(progress, text)) {
-    throw Error("the progress of step '" + key_ + "' cannot be stored: " + *problem);
+    throw Error(errc::invalid_argument,
+                "the progress of step '" + key_ + "' cannot be stored: " + *problem);
   }
   if (text.size() > max_progress_bytes_) {
-    throw Error("the progress of step '" + key_ + "' is " + std::to_string(text.size()) +
-                " bytes; the limit is " + std::to_string(max_progress_bytes_) +
-                " (RuntimeOptions::max_output_bytes)");
+    throw Error(errc::too_large, "the progress of step '" + key_ + "' is " +
+                                     std::to_string(text.size()) + " bytes; the limit is " +
+                                     std::to_string(max_progress_bytes_) +
+                                     " (RuntimeOptions::max_output_bytes)");
   }
   const LiveHold live(this);
   if (!live) return;  // abandoned (or the body it is nested in): nobody listens any more

@@ -17,7 +17,7 @@ enum class BulkAction { cancel, retry, purge };
 
 /// A filter whose status the action does not act on (retry of completed runs).
 struct BadFilter : Error {
-  using Error::Error;
+  explicit BadFilter(const std::string& what) : Error(errc::bad_request, what) {}
 };
 
 /// "cancel", "retry", "purge".

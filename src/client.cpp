@@ -18,9 +18,9 @@
 #include "durations.hpp"
 #include "ops_queries.hpp"
 #include "published.hpp"
-#include "stream_reads.hpp"
 #include "run_requests.hpp"
 #include "store.hpp"
+#include "stream_reads.hpp"
 
 namespace durable::detail {
 
@@ -77,7 +77,8 @@ namespace {
 
 std::string checked_path(std::string database) {
   if (database.empty() || database == ":memory:") {
-    throw Error("a Client needs a database file that workers open too, not '" + database + "'");
+    throw Error(errc::config,
+                "a Client needs a database file that workers open too, not '" + database + "'");
   }
   return database;
 }
@@ -258,8 +259,8 @@ std::optional<json> Client::published(std::string_view run_id, std::string_view 
                                       std::chrono::milliseconds wait) const {
   return core_->published(run_id, key, wait);
 }
-StreamRead Client::read_stream(std::string_view run_id, std::string_view stream,
-                               std::size_t from, std::chrono::milliseconds wait) const {
+StreamRead Client::read_stream(std::string_view run_id, std::string_view stream, std::size_t from,
+                               std::chrono::milliseconds wait) const {
   return core_->read_stream(run_id, stream, from, wait);
 }
 

@@ -30,8 +30,9 @@ constexpr std::array<std::pair<std::string_view, std::int64_t>, 24> kUnits = {{
 }};
 
 [[noreturn]] void bad(std::string_view text, const std::string& why) {
-  throw Error("'" + std::string(text) + "' is not a duration (" + why +
-              "); write it like \"30s\", \"90 seconds\", \"1 hour\", \"1 day\" or \"1h30m\"");
+  throw Error(errc::invalid_argument,
+              "'" + std::string(text) + "' is not a duration (" + why +
+                  "); write it like \"30s\", \"90 seconds\", \"1 hour\", \"1 day\" or \"1h30m\"");
 }
 
 }  // namespace
@@ -79,8 +80,9 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
 std::chrono::milliseconds whole_milliseconds(std::chrono::duration<double, std::milli> d) {
   const double ms = d.count();
   if (std::isnan(ms) || ms > kLongest) {
-    throw Error("a sleep of " + std::to_string(ms) +
-                " ms is not a usable duration: it must be a number of at most 30,000 years");
+    throw Error(errc::invalid_argument,
+                "a sleep of " + std::to_string(ms) +
+                    " ms is not a usable duration: it must be a number of at most 30,000 years");
   }
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(std::max(ms, -1.0))));
 }

@@ -636,10 +636,11 @@ EntryWrite Invocation::attempt_failed(const Pending& p, std::exception_ptr error
 void Invocation::bad_conversion(const json& value, std::string_view type,
                                 const std::exception& error) {
   host_->result_not_converted(std::string(last_key_), value, type, error);
-  throw Error(step_label(last_key_) + ": the journaled result " + shortened_dump(value) +
-              " (JSON " + value.type_name() + ") does not convert to the step's type " +
-              std::string(type) + ": " + error.what() +
-              ". Convert the old form in from_json, or give the changed step a new id");
+  throw Error(errc::type_mismatch,
+              step_label(last_key_) + ": the journaled result " + shortened_dump(value) +
+                  " (JSON " + value.type_name() + ") does not convert to the step's type " +
+                  std::string(type) + ": " + error.what() +
+                  ". Convert the old form in from_json, or give the changed step a new id");
 }
 
 }  // namespace durable::detail

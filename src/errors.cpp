@@ -24,8 +24,15 @@ constexpr std::array<std::string_view, 8> kStatusNames = {
     "pending", "running", "sleeping", "waiting", "completed", "failed", "cancelled", "paused"};
 }  // namespace
 
+Error::Error(const std::string& what) : Error(errc::error, what, AsGiven{}) {}
+Error::Error(const char* what) : Error(errc::error, std::string(what), AsGiven{}) {}
+Error::Error(ErrorCode code, const std::string& what)
+    : std::runtime_error("[" + std::string(code.id()) + "] " + what), code_(code) {}
+Error::Error(ErrorCode code, const std::string& what, AsGiven)
+    : std::runtime_error(what), code_(code) {}
+
 StepFailed::StepFailed(ErrorInfo error_info)
-    : Error(step_failed_message(error_info)), info(std::move(error_info)) {}
+    : Error(errc::step_failed, step_failed_message(error_info)), info(std::move(error_info)) {}
 
 std::string_view to_string(Status status) { return kStatusNames.at(static_cast<int>(status)); }
 
@@ -125,9 +132,34 @@ std::string human_bytes(std::size_t bytes) {
   return text;
 }
 
+std::string_view error_id(std::string_view message) {
+  constexpr std::string_view kOpen = "[durable.";
+  if (!message.starts_with(kOpen)) return {};
+  const std::size_t end = message.find("] ");
+  if (end == std::string_view::npos) return {};
+  const std::string_view id = message.substr(1, end - 1);
+  const bool word = std::all_of(id.begin() + kOpen.size() - 1, id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || c == '_' || c == '.';
+  });
+  return word && id.size() > kOpen.size() - 1 ? id : std::string_view();
+}
+
+std::string_view message_of(const std::exception& error) {
+  std::string_view what = error.what();
+  if (const auto* coded = dynamic_cast<const Error*>(&error)) {
+    const std::string_view code = coded->code();
+    if (what.size() > code.size() + 3 && what[0] == '[' && what.substr(1, code.size()) == code &&
+        what.substr(code.size() + 1, 2) == "] ") {
+      what.remove_prefix(code.size() + 3);
+    }
+  }
+  return what;
+}
+
 void bug(const std::string& what) {
-  throw Error("internal error in durable (a bug in durable, not in your code; please report it): " +
-              what);
+  throw Error(
+      errc::bug,
+      "internal error in durable (a bug in durable, not in your code; please report it): " + what);
 }
 
 }  // namespace detail

@@ -33,6 +33,14 @@ std::string human_bytes(std::size_t bytes);
 // "did you mean" hints).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
+/// An exception's what() without the "[durable.x] " its code puts before a durable error's: for
+/// a message that wraps it under a code of its own.
+std::string_view message_of(const std::exception& error);
+
+/// The code a message of durable's begins with ("durable.timeout" of "[durable.timeout] step
+/// 'x' ..."), or empty: for the logs and the runbook, which see a journaled message, not an Error.
+std::string_view error_id(std::string_view message);
+
 /// An error that is durable's fault, not the user's: says so.
 [[noreturn]] void bug(const std::string& what);
 

@@ -31,7 +31,7 @@ std::string new_id() {
 }
 
 void check_step_id(std::string_view id) {
-  if (id.empty()) throw Error("a step id must not be empty");
+  if (id.empty()) throw Error(errc::invalid_argument, "a step id must not be empty");
   check_utf8(id, "step id");
   for (char c : id) {
     const char* why = nullptr;
@@ -51,14 +51,16 @@ void check_step_id(std::string_view id) {
           char code[8];
           std::snprintf(code, sizeof code, "0x%02x",
                         static_cast<unsigned>(static_cast<unsigned char>(c)));
-          throw Error("step id '" + std::string(id) + "' contains the control character " + code +
-                      "; use letters, digits, '-', '_', '.' or ':' instead");
+          throw Error(errc::invalid_argument,
+                      "step id '" + std::string(id) + "' contains the control character " + code +
+                          "; use letters, digits, '-', '_', '.' or ':' instead");
         }
     }
     if (why != nullptr) {
-      throw Error("step id '" + std::string(id) + "' contains '" + std::string(1, c) +
-                  "', which durable reserves for " + why +
-                  "; use letters, digits, '-', '_', '.' or ':' instead");
+      throw Error(errc::invalid_argument,
+                  "step id '" + std::string(id) + "' contains '" + std::string(1, c) +
+                      "', which durable reserves for " + why +
+                      "; use letters, digits, '-', '_', '.' or ':' instead");
     }
   }
 }
@@ -69,24 +71,27 @@ namespace {
 void check_url_name(std::string_view name, std::string_view where, const std::string& noun,
                     std::string_view route) {
   const std::string what(where);
-  if (name.empty()) throw Error(what + ": " + noun + " must not be empty");
+  if (name.empty()) throw Error(errc::invalid_argument, what + ": " + noun + " must not be empty");
   if (name.size() > kMaxPublishedKey) {
-    throw Error(what + ": " + noun + " '" + utf8_or_replaced(std::string(name.substr(0, 40))) +
-                "...' is " + std::to_string(name.size()) + " bytes long; the limit is " +
-                std::to_string(kMaxPublishedKey));
+    throw Error(errc::too_large,
+                what + ": " + noun + " '" + utf8_or_replaced(std::string(name.substr(0, 40))) +
+                    "...' is " + std::to_string(name.size()) + " bytes long; the limit is " +
+                    std::to_string(kMaxPublishedKey));
   }
   check_utf8(name, noun);
   for (char c : name) {
     if (c == '/') {
-      throw Error(what + ": " + noun + " '" + std::string(name) +
-                  "' contains '/', which durable reserves (it appears in URLs: " +
-                  std::string(route) + ")");
+      throw Error(errc::invalid_argument,
+                  what + ": " + noun + " '" + std::string(name) +
+                      "' contains '/', which durable reserves (it appears in URLs: " +
+                      std::string(route) + ")");
     }
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
       char code[8];
       std::snprintf(code, sizeof code, "0x%02x",
                     static_cast<unsigned>(static_cast<unsigned char>(c)));
-      throw Error(what + ": " + noun + " contains the control character " + code);
+      throw Error(errc::invalid_argument,
+                  what + ": " + noun + " contains the control character " + code);
     }
   }
 }
@@ -135,8 +140,9 @@ std::optional<RunCursor> parse_run_cursor(std::string_view text) {
 
 RunCursor checked_run_cursor(std::string_view text) {
   if (const std::optional<RunCursor> cursor = parse_run_cursor(text)) return *cursor;
-  throw Error("'" + utf8_or_replaced(std::string(text)) +
-              "' is not a cursor of a run list: pass the cursor of a run a list returned");
+  throw Error(errc::invalid_argument,
+              "'" + utf8_or_replaced(std::string(text)) +
+                  "' is not a cursor of a run list: pass the cursor of a run a list returned");
 }
 
 }  // namespace durable::detail

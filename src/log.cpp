@@ -2,6 +2,7 @@
 #include "log.hpp"
 
 #include "durations.hpp"
+#include "errors_internal.hpp"
 #include "serialization.hpp"
 
 namespace durable::detail {
@@ -30,6 +31,7 @@ void Logger::write(LogLevel level, std::string_view event, std::string_view mess
   if (!enabled(level)) return;
   json line = {
       {"ts", utc_text(now_ms)}, {"level", to_string(level)}, {"event", event}, {"msg", message}};
+  if (const std::string_view id = error_id(message); !id.empty()) line["error_id"] = id;
   if (fields.is_object()) {
     for (auto& [key, value] : fields.items()) {
       if (value.is_string() && value.get_ref<const std::string&>().empty()) continue;

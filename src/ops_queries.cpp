@@ -16,7 +16,7 @@ auto OpsQueries::guarded(F&& body) {
     return body();
   } catch (const sql::Failure& e) {
     if (e.fault() == sql::Fault::connection) db_.reset();
-    throw Error(std::string("database query failed: ") + e.what());
+    throw Error(errc::database, std::string("database query failed: ") + e.what());
   }
 }
 

@@ -53,7 +53,7 @@ using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)
 
 CipherCtx new_ctx() {
   CipherCtx ctx(EVP_CIPHER_CTX_new(), &EVP_CIPHER_CTX_free);
-  if (!ctx) throw Error("encryption: out of memory for a cipher context");
+  if (!ctx) throw Error(errc::encryption, "encryption: out of memory for a cipher context");
   return ctx;
 }
 
@@ -61,7 +61,8 @@ CipherCtx new_ctx() {
 // EVP_aes_256_gcm() up in its provider tables each time).
 const EVP_CIPHER* aes_256_gcm() {
   static EVP_CIPHER* const fetched = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
-  if (fetched == nullptr) throw Error("encryption: OpenSSL offers no AES-256-GCM");
+  if (fetched == nullptr)
+    throw Error(errc::encryption, "encryption: OpenSSL offers no AES-256-GCM");
   return fetched;
 }
 
@@ -73,7 +74,8 @@ const unsigned char* bytes(std::string_view s) {
 std::string seal(const DataKey& key, std::string_view plain, std::string_view aad) {
   std::string out(kNonceBytes + plain.size() + kTagBytes, '\0');
   auto* o = reinterpret_cast<unsigned char*>(out.data());
-  if (RAND_bytes(o, kNonceBytes) != 1) throw Error("encryption: no random bytes for a nonce");
+  if (RAND_bytes(o, kNonceBytes) != 1)
+    throw Error(errc::encryption, "encryption: no random bytes for a nonce");
   const CipherCtx ctx = new_ctx();
   int n = 0;
   bool ok =
@@ -84,7 +86,7 @@ std::string seal(const DataKey& key, std::string_view plain, std::string_view aa
       EVP_EncryptFinal_ex(ctx.get(), o + kNonceBytes + n, &n) == 1 &&
       EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes,
                           o + kNonceBytes + plain.size()) == 1;
-  if (!ok) throw Error("encryption: AES-256-GCM failed to encrypt");
+  if (!ok) throw Error(errc::encryption, "encryption: AES-256-GCM failed to encrypt");
   return out;
 }
 
@@ -123,8 +125,8 @@ std::string call_codec(const Codec& codec, bool encoding, const PayloadAt& at,
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error("codec '" + codec.name + "' failed to " + (encoding ? "encode " : "decode ") +
-                where(at) + ": " + e.what());
+    throw Error(errc::codec, "codec '" + codec.name + "' failed to " +
+                                 (encoding ? "encode " : "decode ") + where(at) + ": " + e.what());
   }
 }
 
@@ -132,7 +134,8 @@ std::string call_codec(const Codec& codec, bool encoding, const PayloadAt& at,
 
 KeyFile read_key_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw Error("encryption key file '" + path + "' cannot be read; check the path");
+  if (!in)
+    throw Error(errc::config, "encryption key file '" + path + "' cannot be read; check the path");
   KeyFile file;
   file.path = path;
   std::string line;
@@ -143,14 +146,19 @@ KeyFile read_key_file(const std::string& path) {
     const auto colon = line.find(':');
     const std::string id = line.substr(0, colon == std::string::npos ? 0 : colon);
     if (colon == std::string::npos || !valid_name(id)) {
-      throw Error(at + " is not KEY_ID:64-hex-chars (a key id of [A-Za-z0-9._-], 1 to 64)");
+      throw Error(errc::config,
+                  at + " is not KEY_ID:64-hex-chars (a key id of [A-Za-z0-9._-], 1 to 64)");
     }
     const auto key = parse_hex_key(std::string_view(line).substr(colon + 1));
-    if (!key) throw Error(at + ": the key of '" + id + "' is not 64 hex characters (256 bits)");
-    if (!file.keys.emplace(id, *key).second) throw Error(at + ": key id '" + id + "' is twice");
+    if (!key)
+      throw Error(errc::config,
+                  at + ": the key of '" + id + "' is not 64 hex characters (256 bits)");
+    if (!file.keys.emplace(id, *key).second)
+      throw Error(errc::config, at + ": key id '" + id + "' is twice");
     file.current = id;
   }
-  if (file.keys.empty()) throw Error("encryption key file '" + path + "' holds no key");
+  if (file.keys.empty())
+    throw Error(errc::config, "encryption key file '" + path + "' holds no key");
   return file;
 }
 
@@ -159,11 +167,12 @@ Payloads::Payloads(std::optional<Codec> codec, const std::string& key_file)
   std::vector<std::string> names;
   if (codec_) {
     if (!valid_name(codec_->name) || codec_->name == kEncryptionCodec) {
-      throw Error("codec name '" + codec_->name +
-                  "' is not 1 to 64 characters of [A-Za-z0-9._-] (or is reserved)");
+      throw Error(errc::config,
+                  "codec name '" + codec_->name +
+                      "' is not 1 to 64 characters of [A-Za-z0-9._-] (or is reserved)");
     }
     if (!codec_->encode || !codec_->decode) {
-      throw Error("codec '" + codec_->name + "' needs both encode and decode");
+      throw Error(errc::config, "codec '" + codec_->name + "' needs both encode and decode");
     }
     names.push_back(codec_->name);
   }
@@ -191,15 +200,17 @@ WrappedKey Payloads::wrap(const DataKey& key) const {
 DataKey Payloads::unwrap(const std::string& owner, const WrappedKey& wrapped) const {
   const auto it = keys_->keys.find(wrapped.key_id);
   if (it == keys_->keys.end()) {
-    throw Error("the data key of '" + owner + "' is wrapped by key id '" + wrapped.key_id +
-                "', which encryption key file '" + keys_->path +
-                "' does not hold; add that key's line back to the file");
+    throw Error(errc::encryption, "the data key of '" + owner + "' is wrapped by key id '" +
+                                      wrapped.key_id + "', which encryption key file '" +
+                                      keys_->path +
+                                      "' does not hold; add that key's line back to the file");
   }
   const auto plain =
       open_sealed(it->second, base64_decode(wrapped.wrapped), "durable data key " + wrapped.key_id);
   if (!plain || plain->size() != sizeof(DataKey)) {
-    throw Error("the data key of '" + owner + "' does not unwrap with key id '" + wrapped.key_id +
-                "' of '" + keys_->path + "': the file's key of that id is not the one it had");
+    throw Error(errc::encryption, "the data key of '" + owner + "' does not unwrap with key id '" +
+                                      wrapped.key_id + "' of '" + keys_->path +
+                                      "': the file's key of that id is not the one it had");
   }
   DataKey key{};
   std::copy(plain->begin(), plain->end(), key.begin());
@@ -217,7 +228,7 @@ std::string key_handle(const DataKey& key) {
   const std::string text = "durable data key handle\n" +
                            std::string(reinterpret_cast<const char*>(key.data()), key.size());
   if (EVP_Digest(text.data(), text.size(), digest, nullptr, EVP_sha256(), nullptr) != 1) {
-    throw Error("encryption: SHA-256 failed");
+    throw Error(errc::encryption, "encryption: SHA-256 failed");
   }
   return std::string(reinterpret_cast<const char*>(digest), kHandleSize);
 }
@@ -239,7 +250,7 @@ DataKey Payloads::data_key(const PayloadAt& at, PayloadKeys& keys, bool create) 
   if (!create) throw std::out_of_range(owner);  // forgotten: decode() says so
   DataKey key{};
   if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
-    throw Error("encryption: no random bytes for a data key");
+    throw Error(errc::encryption, "encryption: no random bytes for a data key");
   }
   const WrappedKey mine = wrap(key);
   const WrappedKey stored = keys.put_data_key(owner, mine);
@@ -261,9 +272,10 @@ std::string Payloads::decode(const PayloadAt& at, std::string_view stored,
                              PayloadKeys& keys) const {
   const std::string_view named = stored_codec(stored);
   if (named != name_) {
-    throw Error(where(at) + " was stored under codec '" + std::string(named) +
-                "', but this process is configured with '" + name_ +
-                "' (RuntimeOptions::codec, encryption_key_file; the CLI's --key-file)");
+    throw Error(errc::codec,
+                where(at) + " was stored under codec '" + std::string(named) +
+                    "', but this process is configured with '" + name_ +
+                    "' (RuntimeOptions::codec, encryption_key_file; the CLI's --key-file)");
   }
   if (!codec_ && !keys_) return std::string(stored);
   std::string body = base64_decode(stored.substr(named.size() + 2));
@@ -274,16 +286,17 @@ std::string Payloads::decode(const PayloadAt& at, std::string_view stored,
     } catch (const std::out_of_range&) {
       return std::string(kForgotten);
     }
-    if (body.size() < kHandleSize) throw Error(where(at) + " is too short to be a ciphertext");
+    if (body.size() < kHandleSize)
+      throw Error(errc::encryption, where(at) + " is too short to be a ciphertext");
     // Another data key's: the one it was sealed with was forgotten (and the owner has a new one
     // since), or it was copied from another owner's row; either way it cannot be read.
     if (body.compare(0, kHandleSize, key_handle(key)) != 0) return std::string(kForgotten);
     const std::string aad = std::string(at.run_id) + "\n" + std::string(at.slot);
     auto plain = open_sealed(key, body.substr(kHandleSize), aad);
     if (!plain) {
-      throw Error(where(at) +
-                  " does not decrypt: it was written for another run or slot "
-                  "(copied from another row) or altered");
+      throw Error(errc::encryption, where(at) +
+                                        " does not decrypt: it was written for another run or slot "
+                                        "(copied from another row) or altered");
     }
     body = std::move(*plain);
   }
@@ -299,11 +312,11 @@ std::string base64_encode(std::string_view in) {
 }
 
 std::string base64_decode(std::string_view in) {
-  if (in.size() % 4 != 0) throw Error("a stored payload is not base64 text");
+  if (in.size() % 4 != 0) throw Error(errc::codec, "a stored payload is not base64 text");
   std::string out(3 * in.size() / 4, '\0');
   const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes(in),
                                 static_cast<int>(in.size()));
-  if (n < 0) throw Error("a stored payload is not base64 text");
+  if (n < 0) throw Error(errc::codec, "a stored payload is not base64 text");
   std::size_t size = static_cast<std::size_t>(n);
   for (auto it = in.rbegin(); it != in.rend() && *it == '=' && size > 0; ++it) --size;
   out.resize(size);

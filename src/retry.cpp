@@ -22,7 +22,7 @@ std::chrono::milliseconds backoff(const RetryPolicy& policy, int attempt, std::m
 
 void check_policy(const RetryPolicy& policy, std::string_view where) {
   const auto fail = [&](const std::string& why) {
-    throw Error("the retry policy of " + std::string(where) + " " + why);
+    throw Error(errc::invalid_argument, "the retry policy of " + std::string(where) + " " + why);
   };
   if (policy.max_attempts < 1) fail("has max_attempts < 1; it counts the first attempt too");
   if (policy.initial_backoff.count() < 0 || policy.max_backoff.count() < 0)
@@ -34,12 +34,14 @@ void check_policy(const RetryPolicy& policy, std::string_view where) {
 void check_step_options(const StepOptions& options, std::string_view where) {
   if (options.retry) check_policy(*options.retry, where);
   if (options.timeout.count() < 0) {
-    throw Error(std::string(where) + ": StepOptions::timeout is negative (" +
-                std::to_string(options.timeout.count()) + " ms); 0 means none");
+    throw Error(errc::invalid_argument,
+                std::string(where) + ": StepOptions::timeout is negative (" +
+                    std::to_string(options.timeout.count()) + " ms); 0 means none");
   }
   if (options.heartbeat_timeout.count() < 0) {
-    throw Error(std::string(where) + ": StepOptions::heartbeat_timeout is negative (" +
-                std::to_string(options.heartbeat_timeout.count()) + " ms); 0 means none");
+    throw Error(errc::invalid_argument,
+                std::string(where) + ": StepOptions::heartbeat_timeout is negative (" +
+                    std::to_string(options.heartbeat_timeout.count()) + " ms); 0 means none");
   }
 }
 

@@ -12,7 +12,7 @@ namespace durable::detail {
 
 NewRun new_run(std::string_view workflow, const json& input, const StartOptions& opts,
                std::int64_t now_ms, std::size_t max_bytes) {
-  if (workflow.empty()) throw Error("a run needs a workflow name");
+  if (workflow.empty()) throw Error(errc::invalid_argument, "a run needs a workflow name");
   check_utf8(workflow, "the workflow name");
   check_utf8(opts.correlation_id, "the correlation id");
   check_utf8(opts.idempotency_key, "the idempotency key");
@@ -29,13 +29,16 @@ NewRun new_run(std::string_view workflow, const json& input, const StartOptions&
   if (opts.deadline) {
     run.deadline_ms = to_ms(*opts.deadline);
     if (run.deadline_ms <= now_ms) {
-      throw Error("the deadline of a run of '" + std::string(workflow) + "' (" +
-                  utc_text(run.deadline_ms) + ") has passed already");
+      throw Error(errc::invalid_argument, "the deadline of a run of '" + std::string(workflow) +
+                                              "' (" + utc_text(run.deadline_ms) +
+                                              ") has passed already");
     }
   }
   if (opts.priority < -kMaxPriority || opts.priority > kMaxPriority) {
-    throw Error("a run's priority is a whole number from " + std::to_string(-kMaxPriority) +
-                " to " + std::to_string(kMaxPriority) + ", not " + std::to_string(opts.priority));
+    throw Error(errc::invalid_argument, "a run's priority is a whole number from " +
+                                            std::to_string(-kMaxPriority) + " to " +
+                                            std::to_string(kMaxPriority) + ", not " +
+                                            std::to_string(opts.priority));
   }
   run.priority = opts.priority;
   // A start that names an idempotency key is not folded into another run: the key would be lost.
@@ -48,19 +51,21 @@ NewRun new_run(std::string_view workflow, const json& input, const StartOptions&
 
 void check_tags(const std::map<std::string, std::string>& tags) {
   if (tags.size() > kMaxTags) {
-    throw Error("a run has at most " + std::to_string(kMaxTags) + " tags; " +
-                std::to_string(tags.size()) + " were given");
+    throw Error(errc::too_large, "a run has at most " + std::to_string(kMaxTags) + " tags; " +
+                                     std::to_string(tags.size()) + " were given");
   }
   for (const auto& [key, value] : tags) {
     if (key.empty() || value.empty()) {
-      throw Error("a tag needs a non-empty key and value" +
-                  (key.empty() ? std::string() : " (tag '" + key + "' has an empty value)"));
+      throw Error(errc::invalid_argument,
+                  "a tag needs a non-empty key and value" +
+                      (key.empty() ? std::string() : " (tag '" + key + "' has an empty value)"));
     }
     check_utf8(key, "a tag's key");
     check_utf8(value, "the value of tag '" + key + "'");
     if (key.size() > kMaxTagBytes || value.size() > kMaxTagBytes) {
-      throw Error("tag '" + key.substr(0, 40) + "' is longer than " + std::to_string(kMaxTagBytes) +
-                  " bytes (its key or its value)");
+      throw Error(errc::too_large, "tag '" + key.substr(0, 40) + "' is longer than " +
+                                       std::to_string(kMaxTagBytes) +
+                                       " bytes (its key or its value)");
     }
   }
 }
@@ -69,10 +74,11 @@ std::string checked_traceparent(std::string_view text) {
   if (text.empty()) return {};
   const std::optional<trace::TraceParent> parent = trace::parse_traceparent(text);
   if (!parent) {
-    throw Error("'" + std::string(text.substr(0, 80)) +
-                "' is not a W3C traceparent: it is \"00-\", 32 lowercase hex digits (the trace "
-                "id, not all 0), \"-\", 16 (the parent span id, not all 0), \"-\" and 2 (the "
-                "flags)");
+    throw Error(errc::invalid_argument,
+                "'" + std::string(text.substr(0, 80)) +
+                    "' is not a W3C traceparent: it is \"00-\", 32 lowercase hex digits (the trace "
+                    "id, not all 0), \"-\", 16 (the parent span id, not all 0), \"-\" and 2 (the "
+                    "flags)");
   }
   return trace::format_traceparent(*parent);
 }
@@ -84,7 +90,7 @@ void mark_unregistered(NewRun& run) {
 
 NewEvent new_event(std::string_view name, const json& data, std::int64_t now_ms,
                    std::size_t max_bytes) {
-  if (name.empty()) throw Error("an event needs a name");
+  if (name.empty()) throw Error(errc::invalid_argument, "an event needs a name");
   check_utf8(name, "the event name");
   NewEvent event;
   event.data = storable_text(data, "the data of event '" + std::string(name) + "'", max_bytes);
@@ -95,16 +101,16 @@ NewEvent new_event(std::string_view name, const json& data, std::int64_t now_ms,
 }
 
 void check_topic(std::string_view topic, const std::string& what) {
-  if (topic.empty()) throw Error(what + " is empty; a topic needs a name");
+  if (topic.empty()) throw Error(errc::invalid_argument, what + " is empty; a topic needs a name");
   if (topic.size() > kMaxTopicBytes) {
-    throw Error(what + " is " + std::to_string(topic.size()) + " bytes long; the limit is " +
-                std::to_string(kMaxTopicBytes));
+    throw Error(errc::too_large, what + " is " + std::to_string(topic.size()) +
+                                     " bytes long; the limit is " + std::to_string(kMaxTopicBytes));
   }
   check_utf8(topic, what);
   for (const char c : topic) {
     if (c == '/' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      throw Error(what + " " + lenient_dump(json(std::string(topic))) +
-                  " holds '/' or a control character; a topic may not");
+      throw Error(errc::invalid_argument, what + " " + lenient_dump(json(std::string(topic))) +
+                                              " holds '/' or a control character; a topic may not");
     }
   }
 }
@@ -166,20 +172,24 @@ std::int64_t deadline_from_text(std::string_view text, std::int64_t now_ms) {
     try {
       at = now_ms + parse_duration(text).count();
     } catch (const Error&) {
-      throw Error("deadline '" + std::string(text) +
-                  "' is neither a UTC time (2026-11-27T18:00:00Z) nor a duration from now (30m, "
-                  "2h, 1 day)");
+      throw Error(
+          errc::invalid_argument,
+          "deadline '" + std::string(text) +
+              "' is neither a UTC time (2026-11-27T18:00:00Z) nor a duration from now (30m, "
+              "2h, 1 day)");
     }
   }
   // A time point of the system clock counts nanoseconds: it holds the years 1677 to 2262. A
   // time outside would overflow as it becomes one, into any time (0300-01-01 into 2053).
   if (*at > to_ms(Clock::time_point::max()) - 1) {
-    throw Error("deadline '" + std::string(text) + "' is past the last time this clock holds (" +
-                utc_text(to_ms(Clock::time_point::max()), false) + ")");
+    throw Error(errc::invalid_argument, "deadline '" + std::string(text) +
+                                            "' is past the last time this clock holds (" +
+                                            utc_text(to_ms(Clock::time_point::max()), false) + ")");
   }
   if (*at < to_ms(Clock::time_point::min())) {
-    throw Error("deadline '" + std::string(text) + "' is before the first time this clock holds (" +
-                utc_text(to_ms(Clock::time_point::min()), false) + ")");
+    throw Error(errc::invalid_argument, "deadline '" + std::string(text) +
+                                            "' is before the first time this clock holds (" +
+                                            utc_text(to_ms(Clock::time_point::min()), false) + ")");
   }
   return *at;
 }
@@ -192,7 +202,8 @@ std::map<std::string, std::string> tags_from_text(std::string_view text) {
     const std::string_view pair = text.substr(from, comma - from);
     const std::size_t eq = pair.find('=');
     if (eq == std::string_view::npos) {
-      throw Error("tag '" + std::string(pair) + "' is not KEY=VALUE (tags: KEY=VALUE,KEY=VALUE)");
+      throw Error(errc::invalid_argument,
+                  "tag '" + std::string(pair) + "' is not KEY=VALUE (tags: KEY=VALUE,KEY=VALUE)");
     }
     tags[std::string(pair.substr(0, eq))] = std::string(pair.substr(eq + 1));
     from = comma + 1;
@@ -211,8 +222,9 @@ void check_pointer(const std::string& workflow, const char* what, const std::str
   try {
     (void)json::json_pointer(pointer);
   } catch (const json::exception&) {
-    throw Error("workflow '" + workflow + "': " + what + " '" + pointer +
-                "' is not a JSON pointer into the input (\"/tenant\", \"/account/id\")");
+    throw Error(errc::invalid_argument,
+                "workflow '" + workflow + "': " + what + " '" + pointer +
+                    "' is not a JSON pointer into the input (\"/tenant\", \"/account/id\")");
   }
 }
 
@@ -220,28 +232,34 @@ void check_pointer(const std::string& workflow, const char* what, const std::str
 
 void check_flow(const std::string& workflow, const WorkflowOptions& options) {
   if (options.concurrency < 0) {
-    throw Error("workflow '" + workflow + "': concurrency must be 0 (no limit) or more, not " +
-                std::to_string(options.concurrency));
+    throw Error(errc::invalid_argument, "workflow '" + workflow +
+                                            "': concurrency must be 0 (no limit) or more, not " +
+                                            std::to_string(options.concurrency));
   }
   check_pointer(workflow, "concurrency_key", options.concurrency_key);
   if (!options.concurrency_key.empty() && options.concurrency == 0) {
-    throw Error("workflow '" + workflow + "': concurrency_key '" + options.concurrency_key +
-                "' needs a concurrency (how many runs per key may run at once)");
+    throw Error(errc::invalid_argument,
+                "workflow '" + workflow + "': concurrency_key '" + options.concurrency_key +
+                    "' needs a concurrency (how many runs per key may run at once)");
   }
   const RateLimit& rate = options.rate_limit;
   if (rate.limit < 0) {
-    throw Error("workflow '" + workflow + "': rate_limit.limit must be 0 (none) or more, not " +
-                std::to_string(rate.limit));
+    throw Error(errc::invalid_argument, "workflow '" + workflow +
+                                            "': rate_limit.limit must be 0 (none) or more, not " +
+                                            std::to_string(rate.limit));
   }
   if (rate.limit > 0 && rate.period.count() < 1) {
-    throw Error("workflow '" + workflow + "': rate_limit.period must be at least 1 ms");
+    throw Error(errc::invalid_argument,
+                "workflow '" + workflow + "': rate_limit.period must be at least 1 ms");
   }
   check_pointer(workflow, "rate_limit.key", rate.key);
   if (options.debounce.period.count() < 0) {
-    throw Error("workflow '" + workflow + "': debounce.period must be 0 (none) or more");
+    throw Error(errc::invalid_argument,
+                "workflow '" + workflow + "': debounce.period must be 0 (none) or more");
   }
   if (options.deadline.count() < 0) {
-    throw Error("workflow '" + workflow + "': deadline must be 0 (none) or more");
+    throw Error(errc::invalid_argument,
+                "workflow '" + workflow + "': deadline must be 0 (none) or more");
   }
   check_pointer(workflow, "debounce.key", options.debounce.key);
 }

@@ -132,10 +132,11 @@ bool is_utf8(std::string_view text) {
 
 void check_utf8(std::string_view text, std::string_view what) {
   if (!is_utf8(text)) {
-    throw Error(std::string(what) + " is not valid UTF-8 or holds a NUL byte: '" +
-                utf8_or_replaced(text) +
-                "' (shown with U+FFFD for each such byte); convert it to UTF-8 (from Latin-1, "
-                "say) before passing it to durable");
+    throw Error(errc::invalid_argument,
+                std::string(what) + " is not valid UTF-8 or holds a NUL byte: '" +
+                    utf8_or_replaced(text) +
+                    "' (shown with U+FFFD for each such byte); convert it to UTF-8 (from Latin-1, "
+                    "say) before passing it to durable");
   }
 }
 
@@ -201,10 +202,10 @@ std::string shortened_dump(const json& value, std::size_t limit) {
 std::string storable_text(const json& value, const std::string& what, std::size_t limit) {
   std::string text;
   if (const auto problem = encode(value, text))
-    throw Error(what + " cannot be stored: " + *problem);
+    throw Error(errc::invalid_argument, what + " cannot be stored: " + *problem);
   if (text.size() > limit) {
-    throw Error(what + " is " + human_bytes(text.size()) + "; the limit is " + human_bytes(limit) +
-                " (RuntimeOptions::max_output_bytes)");
+    throw Error(errc::too_large, what + " is " + human_bytes(text.size()) + "; the limit is " +
+                                     human_bytes(limit) + " (RuntimeOptions::max_output_bytes)");
   }
   return text;
 }

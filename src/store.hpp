@@ -24,7 +24,7 @@ namespace durable::detail {
 /// What a run's status refuses (retry of a run that is not failed), as opposed to a database
 /// error.
 struct RunStateRefused : Error {
-  using Error::Error;
+  explicit RunStateRefused(const std::string& what) : Error(errc::conflict, what) {}
 };
 
 struct NewRun {
@@ -153,7 +153,8 @@ struct Claim {
 /// another codec, or under a key its key file lacks): nothing was claimed or written. Another
 /// runtime, configured as the one that wrote the run, can still execute it.
 struct UndecodableRun : Error {
-  UndecodableRun(std::string id, const std::string& why) : Error(why), run_id(std::move(id)) {}
+  UndecodableRun(std::string id, const std::string& why)
+      : Error(errc::codec, why), run_id(std::move(id)) {}
   std::string run_id;
 };
 

@@ -56,8 +56,9 @@ void Invocation::journal_stream(std::string_view stream, json output, std::strin
     store_failed(std::current_exception());
   }
   if (closed && !output.contains("close")) {
-    throw Error(std::string(tool) + "('" + std::string(stream) +
-                "'): the stream is closed; a closed stream takes no more values");
+    throw Error(errc::conflict,
+                std::string(tool) + "('" + std::string(stream) +
+                    "'): the stream is closed; a closed stream takes no more values");
   }
   JournalEntry write = new_entry(match, stream_base(stream), StepKind::stream);
   write.output = std::move(output);

@@ -12,9 +12,10 @@ namespace durable {
 
 std::int64_t Sql::call(std::string_view text, const std::vector<json>& params, json* rows) {
   if (session_ == nullptr) {
-    throw Error("the durable::Sql of step '" + step_ +
-                "' was used after its body returned: it is valid during the body's call only, "
-                "inside the step's transaction");
+    throw Error(errc::misuse,
+                "the durable::Sql of step '" + step_ +
+                    "' was used after its body returned: it is valid during the body's call only, "
+                    "inside the step's transaction");
   }
   return session_->run(text, params, rows);
 }

@@ -27,21 +27,24 @@ void Invocation::refuse_patch_id(std::string_view key, std::string_view tool) co
 }
 
 void Invocation::patch_id_taken(std::string_view id, std::string_view tool) const {
-  throw Error(std::string(tool) + "('" + std::string(id) + "') uses the id of a step.patched of run " +
-              run_->id + at_call_site() + ": a patch's id names the patch alone; give the step "
-              "another id");
+  throw Error(errc::misuse, std::string(tool) + "('" + std::string(id) +
+                                "') uses the id of a step.patched of run " + run_->id +
+                                at_call_site() +
+                                ": a patch's id names the patch alone; give the step "
+                                "another id");
 }
 
 void Invocation::refuse_step_id(std::string_view id, std::string_view tool) const {
   check_step_id(id);
   const JournalEntry* first = run_->journal.find(id);
   if (first == nullptr || first->kind == StepKind::patch) return;
-  throw Error(std::string(tool) + "('" + std::string(id) + "') of run " + run_->id +
-              at_call_site() + ": a step of this run already uses that id (" + describe(*first) +
-              "); a patch's id names the patch alone");
+  throw Error(errc::misuse, std::string(tool) + "('" + std::string(id) + "') of run " + run_->id +
+                                at_call_site() + ": a step of this run already uses that id (" +
+                                describe(*first) + "); a patch's id names the patch alone");
 }
 
-json Invocation::value(std::string_view id, std::string_view tool, const std::function<json()>& make) {
+json Invocation::value(std::string_view id, std::string_view tool,
+                       const std::function<json()>& make) {
   const std::string name = "step." + std::string(tool);
   ReplayCursor::Match match;
   if (const JournalEntry* entry = begin_special(id, StepKind::value, name, match)) {
@@ -101,7 +104,8 @@ void Invocation::deprecate_patch(std::string_view id) {
                         "run " + run_->id + " went past step.deprecate_patch('" + std::string(id) +
                             "')" + at_call_site() +
                             " on code older than the patch, and that code is gone. Finish such "
-                            "runs on code that still calls step.patched('" + std::string(id) +
+                            "runs on code that still calls step.patched('" +
+                            std::string(id) +
                             "'), then deprecate it; retry() resumes the run once the code can "
                             "replay it",
                         std::string(id), 0};

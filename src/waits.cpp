@@ -117,15 +117,19 @@ std::optional<json> Invocation::wait_for_event(std::string_view id, std::string_
   ReplayCursor::Match match;
   JournalEntry* entry = begin_special(id, StepKind::event, "step.wait_for_event", match);
   if (entry == nullptr) {
-    if (event.empty()) throw Error("step.wait_for_event('" + std::string(id) + "') needs a name");
+    if (event.empty())
+      throw Error(errc::invalid_argument,
+                  "step.wait_for_event('" + std::string(id) + "') needs a name");
     check_utf8(event, "the event name of step.wait_for_event('" + std::string(id) + "')");
     if (opts.timeout.count() < 0) {
-      throw Error("step.wait_for_event('" + std::string(id) + "'): the timeout is negative");
+      throw Error(errc::invalid_argument,
+                  "step.wait_for_event('" + std::string(id) + "'): the timeout is negative");
     }
     if (!opts.match.is_object()) {
-      throw Error("step.wait_for_event('" + std::string(id) +
-                  "'): match must be a JSON object of the fields to compare, not " +
-                  lenient_dump(opts.match));
+      throw Error(errc::invalid_argument,
+                  "step.wait_for_event('" + std::string(id) +
+                      "'): match must be a JSON object of the fields to compare, not " +
+                      lenient_dump(opts.match));
     }
     storable_text(opts.match, "the match of step.wait_for_event('" + std::string(id) + "')",
                   SIZE_MAX);
@@ -178,7 +182,8 @@ void Invocation::journal_completed(JournalEntry entry, std::string reason) {
 void Invocation::send_event(std::string_view id, std::string_view event, json data) {
   ReplayCursor::Match match;
   if (begin_special(id, StepKind::send, "step.send_event", match) != nullptr) return;  // sent
-  if (event.empty()) throw Error("step.send_event('" + std::string(id) + "') needs a name");
+  if (event.empty())
+    throw Error(errc::invalid_argument, "step.send_event('" + std::string(id) + "') needs a name");
   check_utf8(event, "the event name of step.send_event('" + std::string(id) + "')");
   storable_text(data, "the data of step.send_event('" + std::string(id) + "')",
                 config_->max_output_bytes);
@@ -201,7 +206,8 @@ std::optional<json> Invocation::receive(std::string_view id, std::string_view to
   if (entry == nullptr) {
     const std::string what = "step.receive('" + std::string(id) + "')";
     check_topic(topic, "the topic of " + what);
-    if (timeout.count() < 0) throw Error(what + ": the timeout is negative");
+    if (timeout.count() < 0)
+      throw Error(errc::invalid_argument, what + ": the timeout is negative");
     JournalEntry wait = new_entry(match, id, StepKind::receive);
     wait.output = {{"topic", topic}};
     if (timeout != std::chrono::milliseconds::max()) {

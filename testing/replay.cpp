@@ -20,12 +20,13 @@ void check(const Workflow& wf, detail::Store& store, const std::string& database
            const std::string& run_id) {
   std::optional<RunInfo> info = store.get_run(run_id, false);
   if (!info) {
-    throw Error("database '" + detail::shown_database(database) + "' holds no run '" + run_id +
-                "'");
+    throw NotFound("database '" + detail::shown_database(database) + "' holds no run '" + run_id +
+                   "'");
   }
   if (info->workflow != wf.name()) {
-    throw Error("run " + run_id + " in database '" + detail::shown_database(database) +
-                "' is a run of workflow '" + info->workflow + "', not of '" + wf.name() + "'");
+    throw Error(errc::invalid_argument,
+                "run " + run_id + " in database '" + detail::shown_database(database) +
+                    "' is a run of workflow '" + info->workflow + "', not of '" + wf.name() + "'");
   }
   const std::optional<Divergence> divergence = detail::check_replay(
       wf, *info, store.journal(run_id).value_or(std::vector<detail::JournalEntry>{}));
@@ -68,8 +69,8 @@ std::size_t replay_all(const Workflow& wf, const std::string& database,
   filter.limit = std::numeric_limits<std::size_t>::max();
   const std::vector<RunInfo> runs = store->list_runs(filter);
   if (runs.empty()) {
-    throw Error("database '" + detail::shown_database(database) + "' holds no run of workflow '" +
-                wf.name() + "'");
+    throw NotFound("database '" + detail::shown_database(database) +
+                   "' holds no run of workflow '" + wf.name() + "'");
   }
   for (auto run = runs.rbegin(); run != runs.rend(); ++run) {  // oldest first
     check(wf, *store, database, run->id);

@@ -179,7 +179,10 @@ struct TestRuntime::State {
         int& so_far = failed[{run_id, key}];
         if (failure->second.times < 0 || so_far < failure->second.times) {
           ++so_far;
-          throw Error(failure->second.message);
+          // The application's own failure, as TestRuntime::fail was given it: an Error with
+          // no code of durable's, as the step body would throw it.
+          const Error injected(failure->second.message);
+          throw injected;
         }
       }
     }
@@ -194,11 +197,12 @@ struct TestRuntime::State {
       std::lock_guard lock(mutex);
       if (!mocked_results.contains({run_id, key})) return;
     }
-    throw Error("step '" + key + "' of run " + run_id + ": the value of mock('" + key + "'), " +
-                detail::shortened_dump(value) + " (JSON " + value.type_name() +
-                "), does not convert to the step's result type " + std::string(type) + ": " +
-                error.what() + ". Give mock('" + key + "') a value that converts to " +
-                std::string(type));
+    throw Error(errc::type_mismatch,
+                "step '" + key + "' of run " + run_id + ": the value of mock('" + key + "'), " +
+                    detail::shortened_dump(value) + " (JSON " + value.type_name() +
+                    "), does not convert to the step's result type " + std::string(type) + ": " +
+                    error.what() + ". Give mock('" + key + "') a value that converts to " +
+                    std::string(type));
   }
 };
 
@@ -227,8 +231,9 @@ void TestRuntime::mock(std::string_view step_id, json output, MockOptions opts) 
 
 void TestRuntime::fail(std::string_view step_id, std::string message, int times) {
   if (times == 0 || times < -1) {
-    throw Error("TestRuntime::fail('" + std::string(step_id) +
-                "'): times must be -1 (always) or 1 or more, not " + std::to_string(times));
+    throw Error(errc::invalid_argument, "TestRuntime::fail('" + std::string(step_id) +
+                                            "'): times must be -1 (always) or 1 or more, not " +
+                                            std::to_string(times));
   }
   std::lock_guard lock(state_->mutex);
   state_->failures.insert_or_assign(std::string(step_id),
@@ -260,7 +265,8 @@ void TestRuntime::send_event(std::string_view name, json data) {
 }
 
 void TestRuntime::advance(std::chrono::milliseconds d) {
-  if (d.count() < 0) throw Error("TestRuntime::advance: the clock does not go back");
+  if (d.count() < 0)
+    throw Error(errc::invalid_argument, "TestRuntime::advance: the clock does not go back");
   state_->ticks += std::chrono::duration_cast<Clock::duration>(d).count();
   drive();
   check_mocks();
@@ -291,7 +297,7 @@ void TestRuntime::check_mocks() {
     if (mock.second.optional || state_->reached_set.contains(key)) continue;
     if (state_->reported.insert(key).second) unused.push_back(key);
   }
-  if (!unused.empty()) throw Error(unused_mocks_message(unused, state_->reached));
+  if (!unused.empty()) throw Error(errc::misuse, unused_mocks_message(unused, state_->reached));
 }
 
 void TestRuntime::save(const std::string& path) const {
@@ -326,7 +332,8 @@ class ScratchDir {
   ScratchDir() {
     std::string pattern =
         (std::filesystem::temp_directory_path() / "durable-testing-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw Error("durable::testing: cannot make a temp dir");
+    if (mkdtemp(pattern.data()) == nullptr)
+      throw Error(errc::database, "durable::testing: cannot make a temp dir");
     path_ = pattern;
   }
   ~ScratchDir() {

@@ -230,7 +230,8 @@ TEST_CASE("client calls on an unknown run id throw NotFound (on each store)") {
   CHECK_THROWS_AS(client.cancel("no-such-run"), NotFound);
   CHECK_THROWS_AS(client.retry("no-such-run"), NotFound);
   CHECK_THROWS_AS(client.wait("no-such-run", 10ms), NotFound);
-  CHECK(error_of([&] { client.get("no-such-run"); }) == "no run with id 'no-such-run'");
+  CHECK(error_of([&] { client.get("no-such-run"); }) ==
+        "[durable.not_found] no run with id 'no-such-run'");
 }
 
 TEST_CASE(
@@ -254,10 +255,12 @@ TEST_CASE(
     CHECK(event_error == error_of([&] { runtime.send_event("tick", bad); }));
   }
   CHECK(test::has(error_of([&] { client.start("greet", too_large); }), "max_output_bytes"));
-  CHECK(error_of([&] { client.send_event("", {}); }) == "an event needs a name");
+  CHECK(error_of([&] { client.send_event("", {}); }) ==
+        "[durable.invalid_argument] an event needs a name");
   CHECK(error_of([&] { client.send_event("", {}); }) ==
         error_of([&] { runtime.send_event("", {}); }));
-  CHECK(error_of([&] { client.start(""); }) == "a run needs a workflow name");
+  CHECK(error_of([&] { client.start(""); }) ==
+        "[durable.invalid_argument] a run needs a workflow name");
   CHECK_THROWS_AS(client.start(""), Error);
   CHECK(client.list().empty());
   CHECK_THROWS_AS(Client(":memory:"), Error);

@@ -201,7 +201,8 @@ TEST_CASE(
       ++caught;
       CHECK(e.info.step_id == "track-analytics");
       CHECK(e.info.message == "tracker down");
-      CHECK(std::string(e.what()).find("step 'track-analytics' failed after 1 attempt") == 0);
+      CHECK(std::string(e.what()).find(
+                "[durable.step_failed] step 'track-analytics' failed after 1 attempt") == 0);
     }
     step.run("welcome", [] {});
     return "done";

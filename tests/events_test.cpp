@@ -213,13 +213,14 @@ TEST_CASE("bad events and waits are clear errors and write nothing") {
   test::TempDir dir;
   test::ManualClock clock;
   auto runtime = test::runtime_on(dir.file("db"), clock);
-  CHECK_THROWS_WITH_AS(runtime->send_event(""), "an event needs a name", Error);
+  CHECK_THROWS_WITH_AS(runtime->send_event(""), "[durable.invalid_argument] an event needs a name",
+                       Error);
   CHECK_THROWS_WITH_AS(runtime->send_event("x", {{"bad", "\xff"}}),
                        doctest::Contains("cannot be stored"), Error);
   CHECK(count_rows(dir.file("db"), "SELECT count(*) FROM events") == 0);
   CHECK_THROWS_WITH_AS(
       runtime->add(Workflow("w", [](Step&, const json&) -> json { return 1; }, {.events = {""}})),
-      "workflow 'w' lists an empty event name", Error);
+      "[durable.invalid_argument] workflow 'w' lists an empty event name", Error);
 
   runtime->add(Workflow("bad_match", [](Step& step, const json&) -> json {
     return step.wait_for_event("w", "e", {.timeout = 1s, .match = json::array({1})}).has_value();
@@ -389,7 +390,7 @@ TEST_CASE("invoke of a workflow not added fails the parent with UnknownWorkflow 
   const RunInfo run = runtime.get(id);
   CHECK(run.status == Status::failed);
   CHECK(run.error->type == "durable::UnknownWorkflow");
-  CHECK(run.error->message.find("no workflow named 'nobody'") == 0);
+  CHECK(run.error->message.find("[durable.unknown_workflow] no workflow named 'nobody'") == 0);
 }
 
 TEST_CASE("a journaled invoke replayed as a run is NonDeterminism (on each store)") {

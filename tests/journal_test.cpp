@@ -175,7 +175,7 @@ TEST_CASE("a bad sleep string fails the run with the parser's message") {
   const Outcome outcome = invoke(run, wf);
   CHECK(outcome.kind == Outcome::Kind::failed);
   REQUIRE(outcome.error);
-  CHECK(outcome.error->message.find("'a while' is not a duration") == 0);
+  CHECK(outcome.error->message.find("[durable.invalid_argument] 'a while' is not a duration") == 0);
 }
 
 TEST_CASE("off the journal's order an id cannot spell another step's key") {

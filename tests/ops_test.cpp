@@ -401,6 +401,7 @@ TEST_CASE("http api: every endpoint answers, and bad requests get JSON 4xx (on e
   answer = http(port, "GET", "/v1/runs/nope");
   CHECK(answer.first == 404);
   CHECK(body_of(answer).at("error").at("code") == "not_found");
+  CHECK(body_of(answer).at("error").at("id") == "durable.not_found");  // docs/errors.md
   CHECK(body_of(http(port, "GET", "/v1/runs/" + f.completed + "/steps")).at("steps").size() == 2);
 
   const std::string start =
@@ -415,20 +416,26 @@ TEST_CASE("http api: every endpoint answers, and bad requests get JSON 4xx (on e
   CHECK(answer.first == 400);
   CHECK(body_of(answer).at("error").at("message").get<std::string>().find("not valid JSON") !=
         std::string::npos);
+  CHECK(body_of(answer).at("error").at("id") == "durable.bad_request");
   CHECK(http(port, "POST", "/v1/runs", "[1]").first == 400);
   CHECK(http(port, "POST", "/v1/runs", R"({"input":{}})").first == 400);
   answer = http(port, "POST", "/v1/runs", R"({"workflow":"nobody-has-it"})");
   CHECK(answer.first == 422);
   CHECK(body_of(answer).at("error").at("code") == "unknown_workflow");
+  CHECK(body_of(answer).at("error").at("id") == "durable.unknown_workflow");
   answer = http(port, "POST", "/v1/runs",
                 R"({"workflow":"signup","input":")" + std::string(70 * 1024, 'x') + "\"}");
   CHECK(answer.first == 413);
+  CHECK(!body_of(answer).at("error").contains("id"));  // the server's own refusal, not an Error
   CHECK(admin.list_runs({.workflow = "signup"}).at("total") == 2);  // nothing half-written
 
   CHECK(http(port, "POST", "/v1/runs/" + f.failed + "/retry").first == 200);
   answer = http(port, "POST", "/v1/runs/" + f.completed + "/retry");
   CHECK(answer.first == 409);
   CHECK(body_of(answer).at("error").at("code") == "conflict");
+  CHECK(body_of(answer).at("error").at("id") == "durable.conflict");
+  CHECK(body_of(answer).at("error").at("message").get<std::string>().starts_with(
+      "[durable.conflict] run "));
   CHECK(http(port, "POST", "/v1/runs/" + id + "/cancel").first == 200);
   CHECK(http(port, "POST", "/v1/runs/nope/cancel").first == 404);
   CHECK(http(port, "GET", "/v1/runs/" + f.failed + "/retry").first == 405);
@@ -748,8 +755,9 @@ TEST_CASE("durable command: the read commands work on a database this user may n
     std::filesystem::permissions(folder, perms::owner_read | perms::owner_exec);
     if (::geteuid() == 0) {
       if (shell("setpriv --bounding-set=-all true").first != 0) {
-        MESSAGE("skipped: root here may neither mount nor drop its capabilities (setpriv), so "
-                "nothing stops it writing the file");
+        MESSAGE(
+            "skipped: root here may neither mount nor drop its capabilities (setpriv), so "
+            "nothing stops it writing the file");
         return;
       }
       as = "setpriv --bounding-set=-all ";

@@ -32,16 +32,17 @@ TEST_CASE(
   test::TempDir dir;
   Runtime runtime({.database = test::database(dir, "db")});
   runtime.add(two_steps());
-  CHECK_THROWS_WITH_AS(runtime.start("tow"),
-                       "no workflow named 'tow' was added to this runtime (added: two)",
-                       UnknownWorkflow);
+  CHECK_THROWS_WITH_AS(
+      runtime.start("tow"),
+      "[durable.unknown_workflow] no workflow named 'tow' was added to this runtime (added: two)",
+      UnknownWorkflow);
   CHECK(runtime.list().empty());
 }
 
 TEST_CASE("an unknown run id is NotFound for get, steps, cancel, retry and wait (on each store)") {
   test::TempDir dir;
   Runtime runtime({.database = test::database(dir, "db")});
-  CHECK_THROWS_WITH_AS(runtime.get("nope"), "no run with id 'nope'", NotFound);
+  CHECK_THROWS_WITH_AS(runtime.get("nope"), "[durable.not_found] no run with id 'nope'", NotFound);
   CHECK_THROWS_AS(runtime.steps("nope"), NotFound);
   CHECK_THROWS_AS(runtime.cancel("nope"), NotFound);
   CHECK_THROWS_AS(runtime.retry("nope"), NotFound);
@@ -254,7 +255,9 @@ TEST_CASE("a started run is picked up by a wait in another thread (on each store
 TEST_CASE("adding two workflows with one name, or a nameless one, is refused") {
   Runtime runtime({.database = ":memory:"});
   runtime.add(two_steps());
-  CHECK_THROWS_WITH_AS(runtime.add(two_steps()), "a workflow named 'two' was already added", Error);
+  CHECK_THROWS_WITH_AS(runtime.add(two_steps()),
+                       "[durable.invalid_argument] a workflow named 'two' was already added",
+                       Error);
   CHECK_THROWS_AS(runtime.add(Workflow("", [](Step&, const json&) -> json { return 1; })), Error);
 }
 

@@ -154,7 +154,8 @@ TEST_CASE("a schedule can be replaced and removed before it fires (on each store
   clock.advance(5h);
   runtime->run_until_idle();
   CHECK(runs_of(*runtime) == 1);
-  CHECK_THROWS_WITH_AS(runtime->unschedule("s"), "no schedule with id 's'", NotFound);
+  CHECK_THROWS_WITH_AS(runtime->unschedule("s"), "[durable.not_found] no schedule with id 's'",
+                       NotFound);
 }
 
 TEST_CASE(
@@ -186,13 +187,15 @@ TEST_CASE("bad schedules are clear errors and store nothing (on each store)") {
   runtime->add(remind());
   CHECK_THROWS_AS(runtime->schedule("nope", {}, {.every = 1h}), UnknownWorkflow);
   CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {}),
-                       "schedule of 'remind': give either Schedule::every or Schedule::cron, not "
+                       "[durable.invalid_argument] schedule of 'remind': give either "
+                       "Schedule::every or Schedule::cron, not "
                        "neither",
                        Error);
   CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {.every = 1h, .cron = "* * * * *"}),
                        doctest::Contains("not both"), Error);
   CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {.every = -1h}),
-                       "schedule of 'remind': every must be positive", Error);
+                       "[durable.invalid_argument] schedule of 'remind': every must be positive",
+                       Error);
   CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {.every = 1h, .count = 0}),
                        doctest::Contains("count must be 1 or more"), Error);
   CHECK_THROWS_WITH_AS(runtime->schedule("remind", {}, {.cron = "0 25 * * *"}),

@@ -88,7 +88,7 @@ TEST_CASE(
     try {
       runtime.serve();
     } catch (const Error& e) {
-      second_refused = std::string(e.what()) == "this runtime is already serving";
+      second_refused = std::string(e.what()) == "[durable.misuse] this runtime is already serving";
     }
   }
   CHECK(second_refused);
@@ -176,7 +176,8 @@ TEST_CASE("a bad concurrency limit is refused") {
   Runtime runtime({.database = ":memory:"});
   CHECK_THROWS_WITH_AS(
       runtime.add(Workflow("w", [](Step&, const json&) -> json { return 1; }, {.concurrency = -1})),
-      "workflow 'w': concurrency must be 0 (no limit) or more, not -1", Error);
+      "[durable.invalid_argument] workflow 'w': concurrency must be 0 (no limit) or more, not -1",
+      Error);
 }
 
 TEST_CASE(

@@ -64,14 +64,16 @@ TEST_CASE(
   // A deploy inserts a step before the journaled ones and drops the sleep.
   int a_bodies = 0;
   auto runtime =
-      test::restart_with(db, clock, Workflow("flow", [&](Step& step, const json&) -> json {
-                           const int inserted = step.run("new", [] { return 100; });
-                           const int a = step.run("a", [&] {
-                             ++a_bodies;
-                             return -1;
-                           });
-                           return inserted + a + step.run("b", [] { return 2; });
-                         }),
+      test::restart_with(db, clock,
+                         Workflow("flow",
+                                  [&](Step& step, const json&) -> json {
+                                    const int inserted = step.run("new", [] { return 100; });
+                                    const int a = step.run("a", [&] {
+                                      ++a_bodies;
+                                      return -1;
+                                    });
+                                    return inserted + a + step.run("b", [] { return 2; });
+                                  }),
                          {.strict_replay = false});
   clock.advance(2h);
   runtime->run_until_idle();
@@ -97,12 +99,14 @@ TEST_CASE(
     REQUIRE(run.error.has_value());
     CHECK(run.error->type == "durable::Error");
     if (bad.empty()) {
-      CHECK(run.error->message == "a step id must not be empty");
+      CHECK(run.error->message == "[durable.invalid_argument] a step id must not be empty");
     } else if (bad == "tab\there") {
-      CHECK(run.error->message.find("step id 'tab\there' contains the control character 0x09") ==
-            0);
+      CHECK(run.error->message.find(
+                "[durable.invalid_argument] step id 'tab\there' contains the control character "
+                "0x09") == 0);
     } else {
-      CHECK(run.error->message.find("step id '" + bad + "' contains") == 0);
+      CHECK(run.error->message.find("[durable.invalid_argument] step id '" + bad + "' contains") ==
+            0);
       CHECK(run.error->message.find("reserves") != std::string::npos);
     }
     CHECK(runtime.steps(id).empty());
@@ -222,7 +226,7 @@ TEST_CASE(
   const RunInfo run = runtime->get(id);
   CHECK(run.status == Status::failed);
   REQUIRE(run.error);
-  CHECK(run.error->message.find("step 'fetch' of run " + id) == 0);
+  CHECK(run.error->message.find("[durable.type_mismatch] step 'fetch' of run " + id) == 0);
   CHECK(run.error->message.find("\"forty-two\" (JSON string)") != std::string::npos);
   CHECK(run.error->message.find("does not convert to the step's type int") != std::string::npos);
 }

@@ -241,8 +241,8 @@ TEST_CASE("a transaction refused on a busy database leaves no statement running"
   db->setBusyTimeout(0);
   const auto connection = detail::sqlite_connection(std::move(db));
   holder.exec("BEGIN IMMEDIATE");  // the write lock, held by another connection
-  CHECK_THROWS_WITH_AS(connection->begin(detail::sql::Sync::durable),
-                       doctest::Contains("locked"), detail::sql::Failure);
+  CHECK_THROWS_WITH_AS(connection->begin(detail::sql::Sync::durable), doctest::Contains("locked"),
+                       detail::sql::Failure);
   holder.exec("COMMIT");
   // VACUUM refuses to run while any statement of the connection is running.
   CHECK_NOTHROW(connection->execute("VACUUM INTO '" + dir.file("copy.db") + "'"));
@@ -460,11 +460,13 @@ TEST_CASE("a database path that cannot be opened, and impossible options, are cl
   RuntimeOptions no_lease;
   no_lease.database = ":memory:";
   no_lease.lease = std::chrono::milliseconds(0);
-  CHECK_THROWS_WITH_AS(Runtime{no_lease}, "RuntimeOptions::lease must be positive", Error);
+  CHECK_THROWS_WITH_AS(Runtime{no_lease}, "[durable.config] RuntimeOptions::lease must be positive",
+                       Error);
   RuntimeOptions no_poll;
   no_poll.database = ":memory:";
   no_poll.poll_interval = std::chrono::milliseconds(-1);
-  CHECK_THROWS_WITH_AS(Runtime{no_poll}, "RuntimeOptions::poll_interval must be positive", Error);
+  CHECK_THROWS_WITH_AS(Runtime{no_poll},
+                       "[durable.config] RuntimeOptions::poll_interval must be positive", Error);
   for (const int bad : {1, -1}) {
     RuntimeOptions quarantine;
     quarantine.database = ":memory:";

@@ -103,7 +103,8 @@ TEST_CASE("TestRuntime: fail() throws from a body for the given attempts, or alw
   CHECK(always.info.output == "gave up after 3: 503 from the payment provider");
   CHECK(always.executed.size() == 3);
   CHECK_THROWS_WITH_AS(kit.fail("call", "x", 0),
-                       "TestRuntime::fail('call'): times must be -1 (always) or 1 or more, not 0",
+                       "[durable.invalid_argument] TestRuntime::fail('call'): times must be -1 "
+                       "(always) or 1 or more, not 0",
                        Error);
 }
 
@@ -283,7 +284,8 @@ TEST_CASE("TestRuntime: a mock that no step reached is an error naming it and th
   kit.mock("charge", {{"id", "mocked"}});  // the step is "charge-card"
   CHECK_THROWS_WITH_AS(
       kit.run("checkout"),
-      "TestRuntime: mock('charge') (did you mean 'charge-card'?) matched no step: the runs ended "
+      "[durable.misuse] TestRuntime: mock('charge') (did you mean 'charge-card'?) matched no "
+      "step: the runs ended "
       "without reaching its journal key, and the real body of a step whose mock is misnamed "
       "runs. The steps the runs reached: charge-card, email. A mock names a journal key "
       "(\"charge\", \"charge#2\", \"outer/inner\", \"fetch[0]\"); one for a step a test may not "
@@ -340,7 +342,7 @@ TEST_CASE("TestRuntime: a mock whose value does not convert to the step's type s
   REQUIRE(result.info.error.has_value());
   const std::string& message = result.info.error->message;
   CAPTURE(message);
-  CHECK(message.starts_with("step 'count' of run " + result.info.id +
+  CHECK(message.starts_with("[durable.type_mismatch] step 'count' of run " + result.info.id +
                             ": the value of mock('count'), \"three\" (JSON string), does not "
                             "convert to the step's result type int: "));
   CHECK(message.ends_with(". Give mock('count') a value that converts to int"));

@@ -78,7 +78,7 @@ struct SqlStore::Candidate {
   int paused = kNotPaused;  // running: a pause asked for, which its dead owner never made
   std::optional<std::string> flow_key, rate_key;  // as stored (FlowGate)
   bool body_began = false;                        // runs.first_body_at is set
-  FlowGate::Stamp stamp;  // what the gate says to write with the claim
+  FlowGate::Stamp stamp;                          // what the gate says to write with the claim
 
   GatedRun gated() const { return {id, workflow, &input, flow_key, rate_key, body_began}; }
 };
@@ -188,7 +188,7 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
           } catch (const sql::Failure&) {
             throw;
           } catch (const Error& e) {  // rolled back with the whole claim
-            throw UndecodableRun(candidate.id, e.what());
+            throw UndecodableRun(candidate.id, std::string(message_of(e)));
           }
           claimed.runs.back().alone = candidate.crashes >= isolate_after(request);
         }
@@ -340,8 +340,7 @@ void SqlStore::quarantine(const Candidate& run, std::int64_t now_ms) {
 // A running run asked to pause whose owner died before it could: paused where the owner left
 // it, due at once when resumed, instead of being claimed.
 void SqlStore::pause_orphan(const Candidate& run, std::int64_t now_ms) {
-  StatusChange change{Move::pause_orphaned, run.id, Status::paused, now_ms, "",
-                      run.before};
+  StatusChange change{Move::pause_orphaned, run.id, Status::paused, now_ms, "", run.before};
   change.set("paused_from", std::string("pending")).set("due_at", now_ms).set_null("owner");
   if (!change_status(change)) bug("run " + run.id + " changed while its claim held it");
 }
@@ -409,8 +408,10 @@ bool SqlStore::release(const std::string& id, const std::string& owner, std::int
     // A run asked to pause is paused as it is handed back.
     std::optional<bool> pausing;
     {
-      sql::Query row(db(), "SELECT paused FROM runs WHERE id = ? AND status = 'running' AND "
-                           "owner = ?" + std::string(db().dialect().lock_row));
+      sql::Query row(db(),
+                     "SELECT paused FROM runs WHERE id = ? AND status = 'running' AND "
+                     "owner = ?" +
+                         std::string(db().dialect().lock_row));
       row.bind(1, id);
       row.bind(2, owner);
       if (row.next()) pausing = row.int64(0) != kNotPaused;

@@ -57,11 +57,12 @@ void refuse_keyword_value(const std::string& database) {
     uri += separator + key + "=" + value;
     separator = '&';
   }
-  throw Error("database '" + std::string(password ? "(a connection string with a password)"
-                                                  : database) +
-              "' is a libpq keyword/value connection string; durable takes PostgreSQL as a URI "
-              "starting postgresql:// (anything else is an SQLite file), here: " + uri +
-              " (percent-encode characters such as spaces, '@' or '/' inside a value)");
+  throw Error(errc::config,
+              "database '" +
+                  std::string(password ? "(a connection string with a password)" : database) +
+                  "' is a libpq keyword/value connection string; durable takes PostgreSQL as a URI "
+                  "starting postgresql:// (anything else is an SQLite file), here: " +
+                  uri + " (percent-encode characters such as spaces, '@' or '/' inside a value)");
 }
 
 }  // namespace

@@ -129,9 +129,9 @@ void SqlStore::delete_data_key(const std::string& owner) {
 
 std::vector<std::string> SqlStore::forget(const std::string& correlation_id, std::int64_t now_ms) {
   if (!payloads_ || !payloads_->encrypts()) {
-    throw Error(
-        "forget needs the encryption key file (RuntimeOptions::encryption_key_file, the "
-        "CLI's --key-file): without encryption there is no data key to destroy");
+    throw Error(errc::config,
+                "forget needs the encryption key file (RuntimeOptions::encryption_key_file, the "
+                "CLI's --key-file): without encryption there is no data key to destroy");
   }
   std::vector<std::string> cancelled = guarded([&] {
     sql::Transaction tx(db());

@@ -34,12 +34,12 @@ void SqlStore::restore() {
   broken_ = false;
 }
 
-void SqlStore::fail(const std::string& what) const {
-  throw Error("database '" + name_ + "': " + what);
+void SqlStore::fail(const std::string& what, ErrorCode code) const {
+  throw Error(code, "database '" + name_ + "': " + what);
 }
 
 void SqlStore::fail_with(const sql::Failure& e) const {
-  fail(std::string(e.what()) + sql::advice(e.fault()));
+  fail(std::string(e.what()) + sql::advice(e.fault()), sql::code_of(e.fault()));
 }
 
 // JSON text read back from the database. Text nested deeper than kMaxStoredDepth can only have
@@ -330,7 +330,7 @@ bool SqlStore::retry(const std::string& id, std::int64_t now_ms) {
 }
 
 std::int64_t SqlStore::requeue(const std::string& id, Status from, std::int64_t now_ms,
-                              std::string reason) {
+                               std::string reason) {
   sql::Query steps(db(),
                    "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, "
                    "updated_at = ? WHERE run_id = ? AND state = 'failed'");

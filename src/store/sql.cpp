@@ -28,6 +28,17 @@ void prepared(const std::string& text) {
   if (observer) observer(text);
 }
 
+ErrorCode code_of(Fault fault) {
+  switch (fault) {
+    case Fault::disk_full:
+      return errc::disk_full;
+    case Fault::busy:
+      return errc::busy;
+    default:
+      return errc::database;
+  }
+}
+
 std::string advice(Fault fault) {
   switch (fault) {
     case Fault::disk_full:

@@ -33,10 +33,14 @@ enum class Fault {
   ended,
 };
 
+/// The error code of a fault: "durable.disk_full", "durable.busy", or "durable.database".
+ErrorCode code_of(Fault fault);
+
 /// A database call failed. `what()` is the database's own words.
 class Failure : public Error {
  public:
-  Failure(Fault fault, const std::string& what) : Error(what), fault_(fault) {}
+  Failure(Fault fault, const std::string& what)
+      : Error(code_of(fault), what, AsGiven{}), fault_(fault) {}
   Fault fault() const { return fault_; }
 
  private:

@@ -203,7 +203,7 @@ class SqlStore : public Store {
  protected:
   sql::Connection& db() { return *db_; }
   const std::string& name() const { return name_; }
-  [[noreturn]] void fail(const std::string& what) const;
+  [[noreturn]] void fail(const std::string& what, ErrorCode code = errc::database) const;
   /// Closes the connection; only a destructor that must outlive it calls this.
   void close() { db_.reset(); }
 
@@ -287,8 +287,7 @@ class SqlStore : public Store {
   /// Queues a run again, due now: its failed steps with fresh attempts, its output and error
   /// cleared; `reason` goes into the history, "{}" in it replaced by the count of steps reset.
   /// `from`: its status, read with its row held.
-  std::int64_t requeue(const std::string& id, Status from, std::int64_t now_ms,
-                       std::string reason);
+  std::int64_t requeue(const std::string& id, Status from, std::int64_t now_ms, std::string reason);
 
   // starts.cpp
   /// What a new run's workflow makes of it (its rules in the workflows and paused_workflows

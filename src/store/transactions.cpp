@@ -84,7 +84,7 @@ class ApplicationSql final : public SqlSession {
       // write fails.
       if (e.fault() != sql::Fault::other && e.fault() != sql::Fault::busy) throw;
       failed_ = "database '" + *name_ + "': " + e.what();
-      if (e.fault() == sql::Fault::busy) throw Error(failed_);  // a lock or a timeout: retried
+      if (e.fault() == sql::Fault::busy) throw Error(errc::busy, failed_);  // retried
       throw NonRetryableError(failed_);
     }
   }

@@ -373,7 +373,7 @@ TEST_CASE("a port nothing listens on gives an error naming the host and port at 
   const std::string what = connect_error(uri);
   CHECK(seconds_since(start) < 30);
   INFO(what);
-  CHECK(what.starts_with("database '" + uri + "': "));
+  CHECK(what.starts_with("[durable.database] database '" + uri + "': "));
   CHECK(what.find("127.0.0.1") != std::string::npos);
   CHECK(what.find(port) != std::string::npos);
 }
@@ -397,7 +397,7 @@ TEST_CASE("a wrong password names the user and never shows the password") {
   const std::string what =
       connect_error("postgresql://durable_pw:not-the-secret-9f2@" + host_port_db());
   INFO(what);
-  CHECK(what.starts_with("database 'postgresql://durable_pw:***@127.0.0.1:"));
+  CHECK(what.starts_with("[durable.database] database 'postgresql://durable_pw:***@127.0.0.1:"));
   CHECK(what.find("durable_pw") != std::string::npos);
   CHECK(what.find("authentication failed") != std::string::npos);
   CHECK(what.find("not-the-secret-9f2") == std::string::npos);
@@ -415,11 +415,13 @@ TEST_CASE("a database that does not exist is named as such") {
 TEST_CASE("a URI with a typo gives a clear error and no password") {
   std::string what = connect_error("postgresql://127.0.0.1:notaport/db");
   INFO(what);
-  CHECK(what.starts_with("database 'postgresql://127.0.0.1:notaport/db': the URI is not valid"));
+  CHECK(what.starts_with(
+      "[durable.database] database 'postgresql://127.0.0.1:notaport/db': the URI is not valid"));
   CHECK(what.find("notaport") != std::string::npos);
 
   what = connect_error("postgresql://u:hunter2@127.0.0.1/db?connect_timout=2");
-  CHECK(what.starts_with("database 'postgresql://u:***@127.0.0.1/db?connect_timout=2': "));
+  CHECK(what.starts_with(
+      "[durable.config] database 'postgresql://u:***@127.0.0.1/db?connect_timout=2': "));
   CHECK(what.find("connect_timout") != std::string::npos);
   CHECK(what.find("hunter2") == std::string::npos);
 
