@@ -23,6 +23,7 @@
 
 #include "errors_internal.hpp"
 #include "journal.hpp"
+#include "run_model.hpp"
 
 namespace durable::detail {
 
@@ -30,59 +31,8 @@ namespace durable::detail {
 /// unknown); set by the step tools.
 std::string call_site();
 
-/// What one run is, as the engine needs it across its invocations.
-struct RunState {
-  std::string id, workflow, correlation_id;
-  /// The W3C traceparent the run joins (its caller's, or its parent's invoke step); empty: its
-  /// trace id is derived from its id.
-  std::string traceparent;
-  std::int64_t created_at_ms = 0;
-  json input;
-  int invocations = 0;  ///< invocations made so far, this one not included
-  Journal journal;
-  std::size_t next_seq = 0;  ///< the journal position the next new entry is written at
-  /// A write of the run came back Written::pausing: its runtime's next write at a step boundary
-  /// pauses it (the runtime's, not the engine's).
-  bool pausing = false;
-};
-
-struct TransactionStep;
-
-/// Thrown out of a transaction body when its host halted meanwhile (the crash sweep's crash):
-/// the store's transaction ends with nothing of it written, as if the process had died in it.
-struct Halted {};
-
-/// A journal entry to write: new, or an update of the entry with its key.
-struct EntryWrite {
-  JournalEntry entry;
-  bool is_new = true;
-  /// A Step::transaction: the store runs its body in the transaction that writes the entry, and
-  /// writes what it ends in instead of `entry`.
-  std::shared_ptr<TransactionStep> transaction{};
-  /// A nested step's write: the attempt of the body it is nested in (0: not nested), for its
-  /// span's parent. Not stored.
-  int outer_attempt = 0;
-};
-
-/// The body of a Step::transaction, as the store runs it: in a savepoint of the transaction that
-/// writes its entry, on the store's own connection (`session`).
-struct TransactionStep {
-  /// Runs the body; the entry of the step completed with its result. Throws what the body threw.
-  std::function<EntryWrite(SqlSession& session)> run;
-  /// The entry of the attempt that threw `error`, its writes rolled back.
-  std::function<EntryWrite(std::exception_ptr error)> failed;
-  /// What the store wrote, once it has (set again if the transaction ran again).
-  std::optional<JournalEntry> written;
-  /// Why its SQL ended the store's transaction, once it has: the write is made again with
-  /// this attempt failed, not run.
-  std::optional<std::string> ended;
-};
-
 /// A time in a history reason ("sleep 'nap' until 2026-11-27T09:00:00.000Z"): to the ms.
 std::string format_time(std::int64_t ms);
-
-/// A wake time that never comes: a wait with no timeout.
-inline constexpr std::int64_t kNever = INT64_MAX;
 
 /// What an invocation ended with: journal entries to write together with the run's change.
 struct Outcome {
@@ -399,14 +349,14 @@ class Invocation {
   ReplayCursor cursor_;
   std::deque<Pending> pending_;
   std::vector<Slot> slots_;
-  std::string_view last_key_;          // the step whose journaled result run() is converting
-  std::optional<Outcome> ending_;      // set when the runtime's unwinding began
-  bool swallowed_ = false;             // a step call came after the unwinding began
-  std::exception_ptr store_error_;     // set by store_failed(): execute() throws it
-  std::vector<EntryWrite> failed_;     // steps failed for good here, not yet in an outcome
-  std::optional<ErrorInfo> diverged_;  // NonDeterminism met: the run fails whatever follows
-  std::string diverged_site_;          // the call that met it
-  std::optional<NewCall> first_new_;   // replay_only: the first call past the journal
+  std::string_view last_key_;            // the step whose journaled result run() is converting
+  std::optional<Outcome> ending_;        // set when the runtime's unwinding began
+  bool swallowed_ = false;               // a step call came after the unwinding began
+  std::exception_ptr store_error_;       // set by store_failed(): execute() throws it
+  std::vector<EntryWrite> failed_;       // steps failed for good here, not yet in an outcome
+  std::optional<ErrorInfo> diverged_;    // NonDeterminism met: the run fails whatever follows
+  std::string diverged_site_;            // the call that met it
+  std::optional<NewCall> first_new_;     // replay_only: the first call past the journal
   std::optional<NewCall> parallel_new_;  // a new parallel step not yet checked (check_strict)
   std::map<std::string, bool, std::less<>> patches_;  // step.patched: each id's answer, by its
                                                       // first call in this invocation

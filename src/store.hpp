@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine.hpp"
 #include "payloads.hpp"
+#include "run_model.hpp"
 
 namespace durable::detail {
 
