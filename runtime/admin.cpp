@@ -136,9 +136,9 @@ Admin::~Admin() = default;
 
 std::unique_ptr<Admin::Connection> Admin::open_connection() const {
   auto connection = std::make_unique<Connection>();
-  connection->store = detail::open_store(
-      path_, durability_, read_only_ ? detail::Access::read_only : detail::Access::read_write);
-  connection->store->set_payloads(payloads_);
+  connection->store =
+      detail::open_store(path_, durability_, payloads_,
+                         read_only_ ? detail::Access::read_only : detail::Access::read_write);
   connection->queries = detail::open_ops_queries(path_);
   return connection;
 }

@@ -247,8 +247,7 @@ int purge_events(const std::string& database, const Answer& answer, const Comman
     throw UsageError("--older-than: " + std::string(durable::detail::message_of(e)));
   }
   require_database(database);
-  const auto store = durable::detail::open_store(database, durable::Durability::normal);
-  store->set_payloads(payloads());
+  const auto store = durable::detail::open_store(database, durable::Durability::normal, payloads());
   const std::int64_t before = durable::detail::to_ms(durable::Clock::now()) - older_than.count();
   constexpr std::size_t kBatch = 1000;  // one short write transaction each
   std::size_t deleted = 0;

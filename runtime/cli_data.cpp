@@ -31,8 +31,7 @@ json forget(const std::string& database, const std::string& correlation_id) {
     throw Error(errc::config,
                 "forget needs --key-file F: the encryption key file the database's runtime uses");
   }
-  const auto store = open_store(database, Durability::normal);
-  store->set_payloads(payloads());
+  const auto store = open_store(database, Durability::normal, payloads());
   const auto now =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
           .count();

@@ -96,11 +96,10 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   }
   // Read before the store opens: a bad key file fails the construction with nothing written.
   payloads_ = std::make_shared<const Payloads>(options_.codec, options_.encryption_key_file);
-  store_ = open_store(options_.database, options_.durability);
+  store_ = open_store(options_.database, options_.durability, payloads_);
   changes_ = std::make_shared<ChangeWatch>(
       [database = options_.database] { return open_change_feed(database); },
       options_.poll_interval);
-  store_->set_payloads(payloads_);
   store_->set_version(options_.version, options_.only_own_version);
   worker_.id = new_id();
   worker_.host = host_identity();
@@ -258,8 +257,7 @@ VerifyReport RuntimeCore::verify(const RunFilter& filter, const std::string& dat
   // connection sees: then the runtime's own, a run at a time.
   const bool own = database == options_.database &&
                    (options_.database.empty() || options_.database == ":memory:");
-  const std::unique_ptr<Store> reader = own ? nullptr : open_store_read_only(database);
-  if (reader) reader->set_payloads(payloads_);
+  const std::unique_ptr<Store> reader = own ? nullptr : open_store_read_only(database, payloads_);
   const auto read = [&](const auto& from_store) {
     if (reader) return from_store(*reader);
     std::lock_guard lock(store_mutex_);

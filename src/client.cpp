@@ -86,11 +86,9 @@ std::string checked_path(std::string database) {
 }  // namespace
 
 ClientCore::ClientCore(const std::string& database, std::shared_ptr<const Payloads> payloads)
-    : store_(open_store(checked_path(database), Durability::normal)),
+    : store_(open_store(checked_path(database), Durability::normal, std::move(payloads))),
       queries_(open_ops_queries(database)),
-      changes_([database] { return open_change_feed(database); }, RuntimeOptions{}.poll_interval) {
-  store_->set_payloads(std::move(payloads));
-}
+      changes_([database] { return open_change_feed(database); }, RuntimeOptions{}.poll_interval) {}
 
 std::string ClientCore::start(std::string_view workflow, const json& input,
                               const StartOptions& opts) {

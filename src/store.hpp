@@ -560,12 +560,16 @@ std::unique_ptr<WorkWatch> open_postgres_work_watch(const std::string& uri);
 bool is_postgres_uri(std::string_view database);
 /// The database as messages show it: a file path as given, a URI with its password masked.
 std::string shown_database(const std::string& database);
-/// The store RuntimeOptions::database names: PostgreSQL for such a URI, else an SQLite file.
+/// The store RuntimeOptions::database names, PostgreSQL for such a URI, else an SQLite file, with
+/// the payloads it encodes and decodes (Store::set_payloads; null: in the clear): one call, so
+/// that no store is opened without them.
 std::unique_ptr<Store> open_store(const std::string& database, Durability durability,
+                                  std::shared_ptr<const Payloads> payloads,
                                   Access access = Access::read_write);
 /// For reading only (testing::replay): open_sqlite_store_read_only for a file; on PostgreSQL,
 /// read-only transactions.
-std::unique_ptr<Store> open_store_read_only(const std::string& database);
+std::unique_ptr<Store> open_store_read_only(const std::string& database,
+                                            std::shared_ptr<const Payloads> payloads);
 
 /// A worker is live while its last heartbeat is less than this many of its leases old.
 inline constexpr std::int64_t kLiveLeases = 2;

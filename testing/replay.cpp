@@ -40,9 +40,7 @@ std::unique_ptr<detail::Store> open_recorded(const std::string& database,
                                              const RuntimeOptions& options) {
   auto payloads =
       std::make_shared<const detail::Payloads>(options.codec, options.encryption_key_file);
-  std::unique_ptr<detail::Store> store = detail::open_store_read_only(database);
-  store->set_payloads(std::move(payloads));
-  return store;
+  return detail::open_store_read_only(database, std::move(payloads));
 }
 
 }  // namespace

@@ -517,8 +517,7 @@ RunResult check_determinism(const Workflow& wf, json input, RuntimeOptions opts)
   if (result.info.error && result.info.error->type == "durable::NonDeterminism") {
     throw NonDeterminism(lint + "run " + result.info.id + " failed: " + result.info.error->message);
   }
-  const std::unique_ptr<detail::Store> copy = detail::open_store_read_only(file);
-  copy->set_payloads(payloads);
+  const std::unique_ptr<detail::Store> copy = detail::open_store_read_only(file, payloads);
   const std::optional<detail::RecordedRun> run = copy->recorded_run(result.info.id);
   if (!run) detail::bug("check_determinism: the run it made is not in its copy");
   for (int replay = 1; replay <= 2; ++replay) {

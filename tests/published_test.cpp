@@ -44,7 +44,7 @@ Workflow answer_workflow() {
 detail::PublishedValue stored_value(const std::string& db, const std::string& run,
                                     const std::string& key) {
   const detail::PublishedRead read =
-      detail::open_store(db, Durability::normal)->published(run, key);
+      detail::open_store(db, Durability::normal, nullptr)->published(run, key);
   REQUIRE(read.values.size() == 1);
   return read.values.front();
 }

@@ -14,15 +14,14 @@ using detail::Move;
 
 namespace {
 
-constexpr Status kAll[] = {Status::pending,   Status::sleeping, Status::waiting,
-                           Status::running,   Status::completed, Status::failed,
-                           Status::cancelled, Status::paused};
-constexpr Move kMoves[] = {
-    Move::start,      Move::claim,  Move::take_over,         Move::suspend,
-    Move::end,        Move::release, Move::yield,            Move::pause,
-    Move::pause_at_boundary, Move::pause_orphaned, Move::resume, Move::wake,
-    Move::cancel,     Move::expire, Move::quarantine,        Move::close,
-    Move::requeue};
+constexpr Status kAll[] = {Status::pending,   Status::sleeping, Status::waiting,   Status::running,
+                           Status::completed, Status::failed,   Status::cancelled, Status::paused};
+constexpr Move kMoves[] = {Move::start,          Move::claim,  Move::take_over,
+                           Move::suspend,        Move::end,    Move::release,
+                           Move::yield,          Move::pause,  Move::pause_at_boundary,
+                           Move::pause_orphaned, Move::resume, Move::wake,
+                           Move::cancel,         Move::expire, Move::quarantine,
+                           Move::close,          Move::requeue};
 
 // The moves that may take a run from `from` to `to`.
 std::vector<std::string_view> moves(std::optional<Status> from, Status to) {
@@ -35,8 +34,9 @@ std::vector<std::string_view> moves(std::optional<Status> from, Status to) {
 
 }  // namespace
 
-TEST_CASE("the lifecycle: a run that completed or was cancelled never changes again, a failed "
-          "one only by a retry or a close, and only its owner takes it out of running") {
+TEST_CASE(
+    "the lifecycle: a run that completed or was cancelled never changes again, a failed "
+    "one only by a retry or a close, and only its owner takes it out of running") {
   for (Status to : kAll) {
     CHECK(moves(Status::completed, to).empty());
     CHECK(moves(Status::cancelled, to).empty());
@@ -48,9 +48,8 @@ TEST_CASE("the lifecycle: a run that completed or was cancelled never changes ag
   for (Move move : kMoves) {
     const detail::MoveRule& row = detail::rule(move);
     if (!row.from.has(Status::running) || row.fenced) continue;
-    const bool outside = move == Move::cancel || move == Move::expire ||
-                         move == Move::quarantine || move == Move::take_over ||
-                         move == Move::pause_orphaned;
+    const bool outside = move == Move::cancel || move == Move::expire || move == Move::quarantine ||
+                         move == Move::take_over || move == Move::pause_orphaned;
     CHECK_MESSAGE(outside, row.name);
   }
   // A new run is pending, or paused with its workflow; nothing else makes one.
@@ -67,8 +66,9 @@ TEST_CASE("the lifecycle: a move it does not hold is durable's bug, named") {
     FAIL("an end of a pending run was let through");
   } catch (const Error& e) {
     CHECK(test::has(e.what(), "a bug in durable"));
-    CHECK(test::has(e.what(), "run r1: 'end' cannot take a run that is pending to completed "
-                              "(it takes running to completed or failed)"));
+    CHECK(test::has(e.what(),
+                    "run r1: 'end' cannot take a run that is pending to completed "
+                    "(it takes running to completed or failed)"));
   }
   CHECK_THROWS_AS(detail::check_move(Move::wake, Status::waiting, Status::running, "r1"), Error);
   CHECK_THROWS_AS(detail::check_move(Move::claim, std::nullopt, Status::running, "r1"), Error);
@@ -86,10 +86,12 @@ TEST_CASE("the lifecycle's status sets are the partial indexes' predicates, word
   CHECK(detail::kUnended.names() == "pending, sleeping, waiting, running or paused");
 }
 
-TEST_CASE("a run asked to pause and handed back by its owner is paused, and its history says "
-          "paused (on each store)") {
+TEST_CASE(
+    "a run asked to pause and handed back by its owner is paused, and its history says "
+    "paused (on each store)") {
   test::TempDir dir;
-  const auto store = detail::open_store(test::database(dir, "lifecycle.db"), Durability::normal);
+  const auto store =
+      detail::open_store(test::database(dir, "lifecycle.db"), Durability::normal, nullptr);
   store->create_run(test::new_run("r1"));
   detail::ClaimRequest request = test::claim_of_w("A", 2);
   REQUIRE(store->claim(request).runs.size() == 1);

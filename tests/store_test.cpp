@@ -344,7 +344,7 @@ TEST_CASE("a run with its history and steps is read in one transaction") {
     runtime.run_until_idle();
   }
   test::SyncCounter counter(dir.path().string());
-  const auto store = detail::open_store(file, Durability::normal);
+  const auto store = detail::open_store(file, Durability::normal, nullptr);
   CHECK(store->get_run(id, true));  // the schema's first reads
   const auto reads = [&counter, before = counter.transactions()] {
     return counter.transactions() - before;
@@ -368,7 +368,8 @@ TEST_CASE("a run with its history and steps is read in one transaction") {
 TEST_CASE(
     "a claim that takes fewer runs than it may tells when the next one is due (on each store)") {
   test::TempDir dir;
-  const auto store = detail::open_store(test::database(dir, "claims.db"), Durability::normal);
+  const auto store =
+      detail::open_store(test::database(dir, "claims.db"), Durability::normal, nullptr);
   for (const std::string id : {"r1", "r2"}) store->create_run(test::new_run(id));
   detail::ClaimRequest request;
   request.owner = "A";

@@ -116,7 +116,7 @@ TEST_CASE(
   using test::prometheus::parse;
   test::TempDir dir;
   const std::string db = test::database(dir, "dead.db");
-  const auto store = detail::open_store(db, Durability::normal);
+  const auto store = detail::open_store(db, Durability::normal, nullptr);
   const std::int64_t now = detail::to_ms(Clock::now());
   const std::int64_t hour_ago = now - 3'600'000;
   const std::string host = "gone-host boot:0 pid:[1]";  // no live runtime's host

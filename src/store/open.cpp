@@ -68,18 +68,24 @@ void refuse_keyword_value(const std::string& database) {
 }  // namespace
 
 std::unique_ptr<Store> open_store(const std::string& database, Durability durability,
-                                  Access access) {
+                                  std::shared_ptr<const Payloads> payloads, Access access) {
   refuse_keyword_value(database);
-  if (is_postgres_uri(database)) return open_postgres_store(database, durability, access);
-  return open_sqlite_store(database, durability, access);
+  std::unique_ptr<Store> store = is_postgres_uri(database)
+                                     ? open_postgres_store(database, durability, access)
+                                     : open_sqlite_store(database, durability, access);
+  store->set_payloads(std::move(payloads));
+  return store;
 }
 
-std::unique_ptr<Store> open_store_read_only(const std::string& database) {
+std::unique_ptr<Store> open_store_read_only(const std::string& database,
+                                            std::shared_ptr<const Payloads> payloads) {
   refuse_keyword_value(database);
-  if (is_postgres_uri(database)) {
-    return open_postgres_store(database, Durability::normal, Access::read_only);
-  }
-  return open_sqlite_store_read_only(database);
+  std::unique_ptr<Store> store =
+      is_postgres_uri(database)
+          ? open_postgres_store(database, Durability::normal, Access::read_only)
+          : open_sqlite_store_read_only(database);
+  store->set_payloads(std::move(payloads));
+  return store;
 }
 
 std::unique_ptr<WorkWatch> open_work_watch(const std::string& database) {

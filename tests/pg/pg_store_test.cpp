@@ -135,8 +135,8 @@ TEST_CASE(
 
 TEST_CASE("on PostgreSQL, a worker that lost its run to another cannot commit for it") {
   const std::string uri = test::fresh_database();
-  auto a = detail::open_store(uri, Durability::normal);
-  auto b = detail::open_store(uri, Durability::normal);
+  auto a = detail::open_store(uri, Durability::normal, nullptr);
+  auto b = detail::open_store(uri, Durability::normal, nullptr);
   a->create_run(new_run("r1"));
   detail::ClaimRequest request;
   request.owner = "A";
@@ -200,7 +200,7 @@ TEST_CASE(
 TEST_CASE(
     "on PostgreSQL, a dropped connection fails one call clearly, and the next one reconnects") {
   const std::string uri = test::fresh_database();
-  auto store = detail::open_store(uri, Durability::normal);
+  auto store = detail::open_store(uri, Durability::normal, nullptr);
   store->create_run(new_run("r1"));
   // The server ends every session of this database but the killer's own.
   auto killer = detail::pg::connect(uri);
