@@ -635,7 +635,7 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
       }
       if (refused) {
         write.status = Status::failed;
-        write.error = ErrorInfo{"durable::Error", *refused, {}, 0};
+        write.error = ErrorInfo{"durable::Error", with_id(errc::too_large, *refused), {}, 0};
         write.reason = *refused;
       } else {
         write.status = Status::completed;

@@ -309,7 +309,7 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
   write.now_ms = now_ms();
   write.status = Status::failed;
   write.reason = "run " + claim.run.id + ": " + *claim.unreadable;
-  write.error = ErrorInfo{"durable::Error", write.reason, {}, 0};
+  write.error = ErrorInfo{"durable::Error", with_id(errc::database, write.reason), {}, 0};
   write.clear_crashes = claim.crashes > 0;
   if (commit(write) != Written::refused) record(claim.run, nullptr, &write);
   return 0;

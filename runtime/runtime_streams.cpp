@@ -36,8 +36,9 @@ void RuntimeCore::RunHost::write_stream_now(const std::string& stream,
       return;
     case StreamWrite::closed:
       if (!value) return;  // closed already: closing again does nothing
-      throw NonRetryableError(call + " in a step body of run " + run_->id +
-                              ": the stream is closed; a closed stream takes no more values");
+      throw NonRetryableError(errc::conflict,
+                              call + " in a step body of run " + run_->id +
+                                  ": the stream is closed; a closed stream takes no more values");
     case StreamWrite::not_owner:
       throw Error(errc::lease_lost,
                   call + " in a step body of run " + run_->id +

@@ -125,11 +125,14 @@ Error open_error(const std::string& path, const SQLite::Exception& e, sqlite3* h
   std::error_code ignored;
   if (handle == nullptr && e.getErrorCode() == SQLITE_CANTOPEN && !parent.empty() &&
       !std::filesystem::is_directory(parent, ignored)) {
-    return Error("database '" + path + "': its directory '" + parent.string() +
-                 "' does not exist. Create it, or point RuntimeOptions::database (or --db) at a "
-                 "file in a directory that exists");
+    return Error(
+        errc::database,
+        "database '" + path + "': its directory '" + parent.string() +
+            "' does not exist. Create it, or point RuntimeOptions::database (or --db) at a "
+            "file in a directory that exists");
   }
-  return Error(open_error_message(path, e.getExtendedErrorCode(), system_errno, e.what()));
+  return Error(errc::database,
+               open_error_message(path, e.getExtendedErrorCode(), system_errno, e.what()));
 }
 
 // A file with no -wal beside it is read as immutable, so that nothing is created next to it (a

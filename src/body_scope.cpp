@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "body_scope.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
-
-#include <algorithm>
 #include <utility>
 
 #include "attempt.hpp"
@@ -38,16 +37,18 @@ BodyScope* BodyScope::current() { return t_scope; }
 
 void BodyScope::refuse(std::string_view tool, std::string_view id) const {
   if (transaction_) {
-    throw NonRetryableError(std::string(tool) + "('" + std::string(id) +
-                            "') was called inside the body of step.transaction '" +
-                            prefix_.substr(0, prefix_.size() - 1) +
-                            "', which runs inside the store's write: it may use its "
-                            "durable::Sql only");
+    throw NonRetryableError(errc::misuse,
+                            std::string(tool) + "('" + std::string(id) +
+                                "') was called inside the body of step.transaction '" +
+                                prefix_.substr(0, prefix_.size() - 1) +
+                                "', which runs inside the store's write: it may use its "
+                                "durable::Sql only");
   }
-  throw NonRetryableError(std::string(tool) + "('" + std::string(id) +
-                          "') was called inside the body of " +
-                          invocation_->step_label(prefix_.substr(0, prefix_.size() - 1)) +
-                          "; call it from the workflow function, between steps");
+  throw NonRetryableError(errc::misuse,
+                          std::string(tool) + "('" + std::string(id) +
+                              "') was called inside the body of " +
+                              invocation_->step_label(prefix_.substr(0, prefix_.size() - 1)) +
+                              "; call it from the workflow function, between steps");
 }
 
 const json* BodyScope::begin_run(std::string_view id, const StepOptions& opts) {
@@ -118,12 +119,11 @@ Invocation::Pending& BodyScope::add(std::string_view id, const StepOptions& opts
   const JournalEntry* entry = invocation_->run_->journal.find(p.key);
   if (entry == nullptr) return p;
   if (entry->kind != StepKind::run) {
-    invocation_->diverged_ =
-        ErrorInfo{"durable::NonDeterminism",
-                  invocation_->step_label(entry->key) + " was journaled as " + describe(*entry) +
-                      ", but the code now calls step.run with it" + at_call_site(),
-                  entry->key, 0};
-    throw NonDeterminism(invocation_->diverged_->message);
+    const NonDeterminism error(invocation_->step_label(entry->key) + " was journaled as " +
+                               describe(*entry) + ", but the code now calls step.run with it" +
+                               at_call_site());
+    invocation_->diverged_ = ErrorInfo{"durable::NonDeterminism", error.what(), entry->key, 0};
+    throw error;
   }
   if (entry->state == StepState::retrying) {
     if (entry->wake_at_ms && *entry->wake_at_ms > invocation_->now_ms_) {

@@ -110,7 +110,7 @@ Outcome Invocation::execute() {
     // Unwinding had begun and the workflow turned it into a return, another exception, or
     // another step call. What the ending steps did is kept; the run fails.
     outcome.kind = Outcome::Kind::failed;
-    outcome.error = ErrorInfo{"durable::Error", std::string(kSwallowed), {}, 0};
+    outcome.error = ErrorInfo{"durable::Error", with_id(errc::misuse, kSwallowed), {}, 0};
     outcome.entries = std::move(ending_->entries);
   }
   if (outcome.kind == Outcome::Kind::failed) {
@@ -178,14 +178,11 @@ void Invocation::check_strict_end(const json* output) {
 }
 
 void Invocation::diverge_strictly(const JournalEntry& missed, std::string what) {
-  diverged_site_ = call_site();
-  diverged_ = ErrorInfo{"durable::NonDeterminism",
-                        std::move(what) +
-                            " (strict replay: the code no longer makes the calls this run made). "
-                            "Restore the code the run began on, or put the change behind "
-                            "step.patched(); retry() resumes the run once fixed",
-                        missed.key, 0};
-  throw NonDeterminism(diverged_->message);
+  diverge_with(NonDeterminism(std::move(what) +
+                              " (strict replay: the code no longer makes the calls this run "
+                              "made). Restore the code the run began on, or put the change "
+                              "behind step.patched(); retry() resumes the run once fixed"),
+               missed.key);
 }
 
 void Invocation::end(Outcome outcome) {
@@ -237,15 +234,20 @@ void Invocation::before_step_call() {
 
 void Invocation::diverge(const JournalEntry& entry, std::string_view tool) {
   if (entry.kind == StepKind::patch) patch_id_taken(entry.key, tool);  // a step with its id
+  diverge_with(NonDeterminism(step_label(entry.key) + " was journaled as " + describe(entry) +
+                              ", but the code now calls " + std::string(tool) + " with that id" +
+                              at_call_site() +
+                              ". Give the new step another id, or restore the old code; retry() "
+                              "resumes the run once fixed"),
+               entry.key);
+}
+
+// The run met NonDeterminism: it fails whatever the code does next, with this error as thrown
+// (its message with its id).
+void Invocation::diverge_with(const NonDeterminism& error, std::string key) {
   diverged_site_ = call_site();
-  diverged_ = ErrorInfo{"durable::NonDeterminism",
-                        step_label(entry.key) + " was journaled as " + describe(entry) +
-                            ", but the code now calls " + std::string(tool) + " with that id" +
-                            at_call_site() +
-                            ". Give the new step another id, or restore the old "
-                            "code; retry() resumes the run once fixed",
-                        entry.key, 0};
-  throw NonDeterminism(diverged_->message);
+  diverged_ = ErrorInfo{"durable::NonDeterminism", error.what(), std::move(key), 0};
+  throw error;
 }
 
 const RetryPolicy& Invocation::policy_of(const StepOptions& opts) const {
@@ -590,7 +592,8 @@ EntryWrite Invocation::output_entry(const Pending& p, json output) {
   }
   if (refused) {
     entry.state = StepState::failed;
-    entry.error = ErrorInfo{"durable::NonRetryableError", *refused, p.key, p.attempt};
+    entry.error = ErrorInfo{"durable::NonRetryableError", with_id(errc::too_large, *refused), p.key,
+                            p.attempt};
   } else {
     entry.state = StepState::completed;
     entry.output = std::move(output);

@@ -286,6 +286,7 @@ class Invocation {
   // continue_as_new.
   void check_strict_end(const json* output);
   [[noreturn]] void diverge_strictly(const JournalEntry& missed, std::string what);
+  [[noreturn]] void diverge_with(const NonDeterminism& error, std::string key);
   // A new step call whose id a patch marker of this run holds: an Error (a patch's id is its own).
   void refuse_patch_id(std::string_view key, std::string_view tool) const;
   [[noreturn]] void patch_id_taken(std::string_view id, std::string_view tool) const;

@@ -27,7 +27,7 @@ constexpr std::array<std::string_view, 8> kStatusNames = {
 Error::Error(const std::string& what) : Error(errc::error, what, AsGiven{}) {}
 Error::Error(const char* what) : Error(errc::error, std::string(what), AsGiven{}) {}
 Error::Error(ErrorCode code, const std::string& what)
-    : std::runtime_error("[" + std::string(code.id()) + "] " + what), code_(code) {}
+    : std::runtime_error(detail::with_id(code, what)), code_(code) {}
 Error::Error(ErrorCode code, const std::string& what, AsGiven)
     : std::runtime_error(what), code_(code) {}
 
@@ -132,6 +132,15 @@ std::string human_bytes(std::size_t bytes) {
   return text;
 }
 
+namespace {
+// The one way an id prefixes a message: "[durable.not_found] no run with id 'x'".
+std::string prefix_of(std::string_view id) { return "[" + std::string(id) + "] "; }
+}  // namespace
+
+std::string with_id(ErrorCode code, std::string_view message) {
+  return prefix_of(code.id()) + std::string(message);
+}
+
 std::string_view error_id(std::string_view message) {
   constexpr std::string_view kOpen = "[durable.";
   if (!message.starts_with(kOpen)) return {};
@@ -144,14 +153,17 @@ std::string_view error_id(std::string_view message) {
   return word && id.size() > kOpen.size() - 1 ? id : std::string_view();
 }
 
+std::string_view without_id(std::string_view message) {
+  const std::string_view id = error_id(message);
+  if (!id.empty()) message.remove_prefix(prefix_of(id).size());
+  return message;
+}
+
 std::string_view message_of(const std::exception& error) {
   std::string_view what = error.what();
   if (const auto* coded = dynamic_cast<const Error*>(&error)) {
-    const std::string_view code = coded->code();
-    if (what.size() > code.size() + 3 && what[0] == '[' && what.substr(1, code.size()) == code &&
-        what.substr(code.size() + 1, 2) == "] ") {
-      what.remove_prefix(code.size() + 3);
-    }
+    const std::string prefix = prefix_of(coded->code());
+    if (what.starts_with(prefix)) what.remove_prefix(prefix.size());
   }
   return what;
 }

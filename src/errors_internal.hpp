@@ -37,6 +37,13 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 /// a message that wraps it under a code of its own.
 std::string_view message_of(const std::exception& error);
 
+/// "[durable.x] message": the one place a message gets its id, for an Error's what() and for
+/// the failures durable records without throwing (a run past its deadline, a quarantine).
+std::string with_id(ErrorCode code, std::string_view message);
+/// A journaled message without the id it begins with, if any: for a message that quotes
+/// another under an id of its own.
+std::string_view without_id(std::string_view message);
+
 /// The code a message of durable's begins with ("durable.timeout" of "[durable.timeout] step
 /// 'x' ..."), or empty: for the logs and the runbook, which see a journaled message, not an Error.
 std::string_view error_id(std::string_view message);

@@ -99,17 +99,14 @@ void Invocation::deprecate_patch(std::string_view id) {
   } else if (cursor_.take_marker(id) != nullptr || !cursor_.went_past()) {
     return;
   }
-  diverged_site_ = call_site();
-  diverged_ = ErrorInfo{"durable::NonDeterminism",
-                        "run " + run_->id + " went past step.deprecate_patch('" + std::string(id) +
-                            "')" + at_call_site() +
-                            " on code older than the patch, and that code is gone. Finish such "
-                            "runs on code that still calls step.patched('" +
-                            std::string(id) +
-                            "'), then deprecate it; retry() resumes the run once the code can "
-                            "replay it",
-                        std::string(id), 0};
-  throw NonDeterminism(diverged_->message);
+  diverge_with(NonDeterminism("run " + run_->id + " went past step.deprecate_patch('" +
+                              std::string(id) + "')" + at_call_site() +
+                              " on code older than the patch, and that code is gone. Finish such "
+                              "runs on code that still calls step.patched('" +
+                              std::string(id) +
+                              "'), then deprecate it; retry() resumes the run once the code can "
+                              "replay it"),
+               std::string(id));
 }
 
 // Ends the invocation, and the run, as completed with no output; the store creates the run that

@@ -32,7 +32,8 @@ void check(const Workflow& wf, detail::Store& store, const std::string& database
       wf, *info, store.journal(run_id).value_or(std::vector<detail::JournalEntry>{}));
   if (!divergence) return;
   throw NonDeterminism("replay of run " + run_id + " (workflow '" + wf.name() + "') from '" +
-                       detail::shown_database(database) + "': " + divergence->message);
+                       detail::shown_database(database) +
+                       "': " + std::string(detail::without_id(divergence->message)));
 }
 
 // The database for reading, its payloads decoded as `options` says.

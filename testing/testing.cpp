@@ -515,7 +515,8 @@ RunResult check_determinism(const Workflow& wf, json input, RuntimeOptions opts)
   }
   const std::string lint = "check_determinism of workflow '" + wf.name() + "': ";
   if (result.info.error && result.info.error->type == "durable::NonDeterminism") {
-    throw NonDeterminism(lint + "run " + result.info.id + " failed: " + result.info.error->message);
+    throw NonDeterminism(lint + "run " + result.info.id +
+                         " failed: " + std::string(detail::without_id(result.info.error->message)));
   }
   const std::unique_ptr<detail::Store> copy = detail::open_store_read_only(file, payloads);
   const std::optional<detail::RecordedRun> run = copy->recorded_run(result.info.id);
@@ -527,7 +528,7 @@ RunResult check_determinism(const Workflow& wf, json input, RuntimeOptions opts)
                          " parts from its journal" +
                          (divergence->step.empty() ? "" : " at step '" + divergence->step + "'") +
                          (divergence->where.empty() ? "" : " (" + divergence->where + ")") + ": " +
-                         divergence->message);
+                         std::string(detail::without_id(divergence->message)));
   }
   return result;
 }

@@ -43,7 +43,7 @@ file(GLOB_RECURSE files ${patterns})
 foreach(f IN LISTS files)
   file(READ "${f}" text)
   # The first argument of each throw: a code of errc, or `code`, a parameter that holds one.
-  string(REGEX MATCHALL "throw (durable::)?Error\\([ \n]*[^,)]*" throws "${text}")
+  string(REGEX MATCHALL "(throw|return) (durable::)?Error\\([ \n]*[^,)]*" throws "${text}")
   foreach(throw IN LISTS throws)
     if(NOT throw MATCHES "Error\\([ \n]*(errc::[a-z_]+|code)$")
       file(RELATIVE_PATH rel "${ROOT}" "${f}")

@@ -78,13 +78,13 @@ TEST_CASE("what durable throws has the id of what went wrong (on each store)") {
   CHECK(missing.code() == errc::not_found);
   CHECK(begins_with(missing.what(), "[durable.not_found] "));
 
-  const auto priority = error_thrown_by<Error>([&] { runtime.start("noop", {}, {.priority = 1 << 20}); });
+  const auto priority =
+      error_thrown_by<Error>([&] { runtime.start("noop", {}, {.priority = 1 << 20}); });
   CHECK(priority.code() == errc::invalid_argument);
   CHECK(begins_with(priority.what(), "[durable.invalid_argument] a run's priority is"));
 
-  const auto lease = error_thrown_by<Error>([&] {
-    Runtime wrong({.database = database, .lease = std::chrono::milliseconds(0)});
-  });
+  const auto lease = error_thrown_by<Error>(
+      [&] { Runtime wrong({.database = database, .lease = std::chrono::milliseconds(0)}); });
   CHECK(lease.code() == errc::config);
   CHECK(std::string(lease.what()) == "[durable.config] RuntimeOptions::lease must be positive");
 
@@ -131,4 +131,56 @@ TEST_CASE(
     CHECK(fields.at("error_id") == "durable.invalid_argument");
   }
   CHECK(logged);
+}
+
+TEST_CASE(
+    "failures durable records without throwing carry their id too: NonDeterminism after a "
+    "deploy, a run past its deadline, an output over its limit (on each store)") {
+  test::TempDir dir;
+  const std::string database = test::database(dir, "db");
+  test::ManualClock clock;
+  const auto reminder = [](bool renamed) {
+    return Workflow("remind", [renamed](Step& step, const json&) -> json {
+      if (renamed) {
+        step.run("nap", [] { return 1; });  // the deploy turned the sleep into a step
+      } else {
+        step.sleep("nap", std::chrono::hours(1));
+      }
+      return nullptr;
+    });
+  };
+  const std::string diverged = test::run_before_restart(database, clock, reminder(false));
+  auto runtime = test::runtime_on(database, clock);
+  runtime->add(reminder(true));
+  runtime->add(Workflow("slow", [](Step& step, const json&) -> json {
+    step.sleep("wait", std::chrono::hours(2));
+    return nullptr;
+  }));
+  const std::string late =
+      runtime->start("slow", {}, {.deadline = clock.now() + std::chrono::minutes(30)});
+  runtime->run_until_idle();
+  clock.advance(std::chrono::hours(1) + std::chrono::minutes(1));
+  runtime->run_until_idle();
+
+  ops::Admin admin(database);
+  const auto id_of = [&](const std::string& run_id) {
+    const RunInfo run = runtime->get(run_id);
+    CHECK(run.status == Status::failed);
+    REQUIRE(run.error);
+    CHECK(admin.show_run(run_id).at("runbook").at("error_id") ==
+          std::string(detail::error_id(run.error->message)));
+    return std::string(detail::error_id(run.error->message));
+  };
+  CHECK(id_of(diverged) == "durable.non_determinism");
+  CHECK(id_of(late) == "durable.timeout");
+
+  RuntimeOptions small = test::quiet(database);
+  small.max_output_bytes = 100;
+  Runtime limited(small);
+  limited.add(Workflow("big", [](Step&, const json&) -> json { return std::string(600, 'x'); }));
+  const std::string big = limited.start("big");
+  limited.run_until_idle();
+  const RunInfo run = limited.get(big);
+  REQUIRE(run.error);
+  CHECK(run.error->message.starts_with("[durable.too_large] the workflow of run " + big));
 }

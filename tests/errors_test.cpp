@@ -358,7 +358,7 @@ TEST_CASE(
   const RunInfo run = runtime.get(id);
   CHECK(run.status == Status::failed);
   REQUIRE(run.error);
-  CHECK(run.error->message.find("step 'blob' of run " + id +
+  CHECK(run.error->message.find("[durable.too_large] step 'blob' of run " + id +
                                 " returned 4.9 KiB; the limit is 1.0 KiB") == 0);
 }
 
@@ -381,7 +381,7 @@ TEST_CASE(
   const RunInfo run = runtime.get(id);
   CHECK(run.status == Status::failed);
   REQUIRE(run.error);
-  CHECK(run.error->message == "the workflow of run " + id +
+  CHECK(run.error->message == "[durable.too_large] the workflow of run " + id +
                                   " returned 302 bytes; the limit is 100 bytes "
                                   "(RuntimeOptions::max_output_bytes)");
   CHECK(run.output.is_null());

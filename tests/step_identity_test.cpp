@@ -248,8 +248,9 @@ TEST_CASE(
   CHECK(steps[0].attempts == 1);  // not retried: calling it again would fail the same way
   REQUIRE(steps[0].error);
   CHECK(steps[0].error->message ==
-        "step.sleep('inner-nap') was called inside the body of step 'outer' of run " + id +
-            "; call it from the workflow function, between steps");
+        "[durable.misuse] step.sleep('inner-nap') was called inside the body of step 'outer' of "
+        "run " +
+            id + "; call it from the workflow function, between steps");
 }
 
 TEST_CASE(

@@ -529,7 +529,8 @@ TEST_CASE("a database on a read-only file system is reported as not writable, no
     FAIL("a read-write open of a file on a read-only mount succeeded");
   } catch (const Error& e) {
     const std::string what = e.what();
-    CHECK(what.find("database '" + path + "': cannot open or write the file") == 0);
+    CHECK(what.find("[durable.database] database '" + path + "': cannot open or write the file") ==
+          0);
     CHECK(what.find("Read-only file system") != std::string::npos);  // the errno, EROFS
     CHECK(what.find("corrupt") == std::string::npos);
   }
@@ -594,7 +595,8 @@ TEST_CASE("a database another user owns is reported as not writable, and reads s
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   INFO(report);
-  CHECK(report.find("database '" + path + "': cannot open or write the file") == 0);
+  CHECK(report.find("[durable.database] database '" + path + "': cannot open or write the file") ==
+        0);
   CHECK(report.find("Permission denied") != std::string::npos);  // the errno, EACCES
   CHECK(report.find("corrupt") == std::string::npos);
   CHECK(report.substr(report.rfind('\n') + 1) == "read");

@@ -90,6 +90,8 @@ inline constexpr ErrorCode codec{"durable.codec"};
 inline constexpr ErrorCode encryption{"durable.encryption"};
 /// The HTTP server cannot listen where it was asked to.
 inline constexpr ErrorCode listen{"durable.listen"};
+/// A run whose workers died too often holding it (RuntimeOptions::quarantine_after).
+inline constexpr ErrorCode quarantined{"durable.quarantined"};
 /// A bug in durable, not in the application: please report it.
 inline constexpr ErrorCode bug{"durable.bug"};
 }  // namespace errc
@@ -97,6 +99,8 @@ inline constexpr ErrorCode bug{"durable.bug"};
 /// Throw from a step body to fail the step at once, with no further attempts.
 struct NonRetryableError : Error {
   explicit NonRetryableError(const std::string& what) : Error(errc::non_retryable, what, {}) {}
+  /// One with an id of its own: what() is "[code] what".
+  NonRetryableError(ErrorCode code, const std::string& what) : Error(code, what) {}
 };
 
 /// Throw from a step body to fail this attempt and make the next one no sooner than `after`.

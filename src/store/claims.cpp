@@ -327,7 +327,7 @@ void SqlStore::quarantine(const Candidate& run, std::int64_t now_ms) {
       " times in a row before the run could journal anything (a crash in its workflow code or a "
       "step body: a segmentation fault, an abort, a stack overflow, the out-of-memory killer). "
       "Find the cause in the workers' logs or core dumps, deploy a fix, then retry the run";
-  const ErrorInfo error{"durable::Quarantined", message, {}, 0};
+  const ErrorInfo error{"durable::Quarantined", with_id(errc::quarantined, message), {}, 0};
   StatusChange change{Move::quarantine, run.id, Status::failed, now_ms, message, run.before};
   change.set_null("owner")
       .set_null("due_at")

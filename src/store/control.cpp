@@ -86,9 +86,10 @@ void SqlStore::resume_in(const std::string& id, std::int64_t now_ms, const std::
   StatusChange change{Move::resume, id, to, now_ms, reason, Status::paused};
   change.set("paused", std::int64_t{kNotPaused})
       .set_null("paused_from")
-      .set_sql("due_at = CASE WHEN due_at IS NULL AND paused_from = 'pending' THEN ? ELSE "
-               "due_at END",
-               now_ms);
+      .set_sql(
+          "due_at = CASE WHEN due_at IS NULL AND paused_from = 'pending' THEN ? ELSE "
+          "due_at END",
+          now_ms);
   if (change_status(change)) announce_work();
 }
 
@@ -199,7 +200,7 @@ std::vector<std::string> SqlStore::expire(std::int64_t now_ms, std::size_t limit
     for (const auto& [id, status, deadline] : due) {
       const std::string message = "run " + id + " passed its deadline (" + utc_text(deadline) +
                                   ") while " + status + "; it was failed there";
-      const ErrorInfo error{"durable::TimeoutError", message, {}, 0};
+      const ErrorInfo error{"durable::TimeoutError", with_id(errc::timeout, message), {}, 0};
       if (end_in(id, Status::failed, error, now_ms, message)) failed.push_back(id);
     }
     tx.commit();
