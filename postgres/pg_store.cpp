@@ -24,8 +24,9 @@ namespace {
 constexpr const char* kTables[] = {"runs",  "steps",    "history",   "workers",  "events",
                                    "waits", "triggers", "schedules", "workflows"};
 
-[[noreturn]] void fail(const pg::PgConnection& db, const std::string& what) {
-  throw Error(errc::database, "database '" + db.shown_uri() + "': " + what);
+[[noreturn]] void fail(const pg::PgConnection& db, const std::string& what,
+                       ErrorCode code = errc::database) {
+  throw Error(code, "database '" + db.shown_uri() + "': " + what);
 }
 
 std::int64_t single(sql::Connection& db, const std::string& text) {
@@ -116,10 +117,12 @@ std::int64_t schema_version(pg::PgConnection& db) {
 
 void refuse_newer(pg::PgConnection& db, std::int64_t version) {
   if (version <= pg::kPgSchemaVersion) return;
-  fail(db, "schema '" + single_text(db, "SELECT current_schema()") +
-               "' was written by a newer durable (schema version " + std::to_string(version) +
-               "; this build knows up to " + std::to_string(pg::kPgSchemaVersion) +
-               "); it was left untouched. Upgrade durable to use it");
+  fail(db,
+       "schema '" + single_text(db, "SELECT current_schema()") +
+           "' was written by a newer durable (schema version " + std::to_string(version) +
+           "; this build knows up to " + std::to_string(pg::kPgSchemaVersion) +
+           "); it was left untouched. Upgrade durable to use it",
+       errc::schema);
 }
 
 // A reader migrates nothing: it takes durable's tables as they are, of this build's version.
@@ -131,10 +134,12 @@ void check_readable(pg::PgConnection& db) {
   const std::int64_t version = schema_version(db);
   refuse_newer(db, version);
   if (version < pg::kPgSchemaVersion) {
-    fail(db, "schema '" + schema + "' is of schema version " + std::to_string(version) +
-                 ", older than this build's " + std::to_string(pg::kPgSchemaVersion) +
-                 "; a read-only open migrates nothing: start a worker of this build (or run a "
-                 "durable command that writes) once to migrate it");
+    fail(db,
+         "schema '" + schema + "' is of schema version " + std::to_string(version) +
+             ", older than this build's " + std::to_string(pg::kPgSchemaVersion) +
+             "; a read-only open migrates nothing: start a worker of this build (or run a "
+             "durable command that writes) once to migrate it",
+         errc::schema);
   }
 }
 
@@ -194,7 +199,7 @@ std::unique_ptr<pg::PgConnection> session(const std::string& uri, Durability dur
     db->execute("SET idle_in_transaction_session_timeout = '5s'");
     if (access == Access::read_only) db->execute("SET default_transaction_read_only = on");
   } catch (const sql::Failure& e) {
-    fail(*db, e.what() + sql::advice(e.fault()));
+    fail(*db, e.what() + sql::advice(e.fault()), sql::code_of(e.fault()));
   }
   return db;
 }
@@ -210,8 +215,8 @@ class PgStore final : public SqlStore {
 
   void copy_to(const std::string& path) override {
     fail("a copy to '" + path +
-         "' is made of SQLite files only; back a PostgreSQL database up "
-         "with pg_dump");
+             "' is made of SQLite files only; back a PostgreSQL database up with pg_dump",
+         errc::invalid_argument);
   }
 
   int synchronous() override {
@@ -249,7 +254,7 @@ class PgWorkWatch final : public WorkWatch {
     try {
       db_->listen("durable_work");
     } catch (const sql::Failure& e) {
-      fail(*db_, e.what() + sql::advice(e.fault()));
+      fail(*db_, e.what() + sql::advice(e.fault()), sql::code_of(e.fault()));
     }
   }
 
@@ -257,7 +262,7 @@ class PgWorkWatch final : public WorkWatch {
     try {
       return db_->wait_for_notification(timeout);
     } catch (const sql::Failure& e) {
-      fail(*db_, e.what() + sql::advice(e.fault()));
+      fail(*db_, e.what() + sql::advice(e.fault()), sql::code_of(e.fault()));
     }
   }
 
@@ -273,7 +278,7 @@ class PgChangeFeed final : public ChangeFeed {
     try {
       db_->listen("durable_change");
     } catch (const sql::Failure& e) {
-      fail(*db_, e.what() + sql::advice(e.fault()));
+      fail(*db_, e.what() + sql::advice(e.fault()), sql::code_of(e.fault()));
     }
   }
   bool polls() const override { return false; }
@@ -283,7 +288,7 @@ class PgChangeFeed final : public ChangeFeed {
       changes.topics = db_->wait_for_payloads(timeout);
       return changes;
     } catch (const sql::Failure& e) {
-      fail(*db_, e.what() + sql::advice(e.fault()));
+      fail(*db_, e.what() + sql::advice(e.fault()), sql::code_of(e.fault()));
     }
   }
 

@@ -28,8 +28,9 @@ namespace {
 // How long a connection waits for another one's lock before "database is locked".
 constexpr std::chrono::milliseconds kBusyTimeout{10'000};
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw Error(errc::database, "database '" + path + "': " + what);
+[[noreturn]] void fail(const std::string& path, const std::string& what,
+                       ErrorCode code = errc::database) {
+  throw Error(code, "database '" + path + "': " + what);
 }
 
 // The schema version of a file that is durable's (0: empty), or an error saying whose it is.
@@ -46,9 +47,11 @@ std::int64_t check_file(SQLite::Database& db, const std::string& path) {
              "another file");
   }
   if (version > kSchemaVersion) {
-    fail(path, "written by a newer durable (schema version " + std::to_string(version) +
-                   "; this build knows up to " + std::to_string(kSchemaVersion) +
-                   "); it was left untouched. Upgrade durable to open it");
+    fail(path,
+         "written by a newer durable (schema version " + std::to_string(version) +
+             "; this build knows up to " + std::to_string(kSchemaVersion) +
+             "); it was left untouched. Upgrade durable to open it",
+         errc::schema);
   }
   return version;
 }

@@ -16,7 +16,8 @@ auto OpsQueries::guarded(F&& body) {
     return body();
   } catch (const sql::Failure& e) {
     if (e.fault() == sql::Fault::connection) db_.reset();
-    throw Error(errc::database, std::string("database query failed: ") + e.what());
+    const ErrorCode code = sql::code_of(e.fault());
+    throw Error(code, std::string("database query failed: ") + e.what());
   }
 }
 

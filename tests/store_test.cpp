@@ -109,6 +109,11 @@ TEST_CASE("a database written by a newer schema is refused with the versions nam
                                           std::to_string(detail::kSchemaVersion + 1))
                                              .c_str()),
                        Error);
+  try {
+    Runtime runtime({.database = path});
+  } catch (const Error& refused) {
+    CHECK(refused.code() == "durable.schema");  // what a runbook keys on
+  }
 }
 
 TEST_CASE("an older durable database is migrated forward on open, keeping its runs") {

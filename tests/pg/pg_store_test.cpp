@@ -195,6 +195,11 @@ TEST_CASE(
   admin->execute("UPDATE durable.durable_schema_version SET version = 99");
   CHECK_THROWS_WITH_AS(Runtime(on(uri)),
                        doctest::Contains("written by a newer durable (schema version 99"), Error);
+  try {
+    Runtime runtime(on(uri));
+  } catch (const Error& refused) {
+    CHECK(refused.code() == "durable.schema");  // what a runbook keys on
+  }
 }
 
 TEST_CASE(
