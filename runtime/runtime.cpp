@@ -182,7 +182,10 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
   // Stored form first: it refuses a value nested too deep before anything copies it.
   const NewRun run = new_run(workflow, input, opts, now_ms(), options_.max_output_bytes);
   wf->check_input(input);
-  const std::string id = starts_.create(run);
+  Writer::Request request;
+  request.starts = {&run};
+  writer_.write(request);
+  const std::string& id = request.ids.front();
   if (run.deadline_ms > 0 || wf->options().deadline.count() > 0) {
     std::lock_guard lock(store_mutex_);
     forget_next_deadline();
@@ -345,47 +348,52 @@ void RuntimeCore::beat() {
   std::unique_lock lock(heartbeat_mutex_);
   while (!stopping_) {
     lock.unlock();
-    {
-      std::lock_guard store_lock(store_mutex_);
-      // A failed write (a busy or full disk, a lost connection) is logged, since no caller
-      // hears of it, and tried again at the next beat; meanwhile the commit of each step still
-      // checks that the run is ours, and a worker seen less than kLiveLeases leases ago still
-      // counts as live.
-      const auto failed = [this](const std::exception& e, const char* what) {
-        logger_.write(LogLevel::warn, "runtime.heartbeat_failed",
-                      std::string("cannot ") + what + "; trying again at the next beat",
-                      {{"error", e.what()}}, now_ms());
-      };
-      try {
-        // A halted runtime (the crash sweep's crash) is as dead as a killed one: it goes unseen.
-        if (!halted_) {
-          store_->touch_worker(worker_, now_ms(), options_.lease.count(),
-                               counters_json(counters()));
-        }
-      } catch (const std::exception& e) {
-        failed(e, "mark this worker seen");
-      }
-      try {
-        // The rows of workers long dead, whichever host they ran on (the constructor forgets
-        // only this host's), once a lease: their silence is measured in leases too.
-        if (!halted_ && now_ms() >= next_forget_ms_) {
-          next_forget_ms_ = now_ms() + options_.lease.count();
-          store_->forget_dead_workers(now_ms());
-        }
-      } catch (const std::exception& e) {
-        failed(e, "forget the workers that stopped beating");
-      }
-      try {
-        if (!executing_.empty()) {
-          const std::vector<std::string> ids(executing_.begin(), executing_.end());
-          store_->renew_leases(worker_.id, ids, now_ms() + options_.lease.count());
-        }
-      } catch (const std::exception& e) {
-        failed(e, "renew the leases of the runs this worker executes");
-      }
-    }
+    beat_once();
     lock.lock();
     heartbeat_wake_.wait_for(lock, options_.lease / 3, [this] { return stopping_; });
+  }
+}
+
+// A failed write (a busy or full disk, a lost connection) is logged, since no caller hears of
+// it, and tried again at the next beat; meanwhile the commit of each step still checks that the
+// run is ours, and a worker seen less than kLiveLeases leases ago still counts as live.
+void RuntimeCore::beat_once() {
+  const auto failed = [this](const std::exception& e, const char* what) {
+    logger_.write(LogLevel::warn, "runtime.heartbeat_failed",
+                  std::string("cannot ") + what + "; trying again at the next beat",
+                  {{"error", e.what()}}, now_ms());
+  };
+  Beat beat;
+  {
+    std::lock_guard store_lock(store_mutex_);  // guards executing_ too
+    beat.held.assign(executing_.begin(), executing_.end());
+  }
+  // A halted runtime (the crash sweep's crash) is as dead as a killed one: it goes unseen.
+  if (!halted_) beat.worker = &worker_;
+  beat.owner = worker_.id;
+  beat.now_ms = now_ms();
+  beat.lease_ms = options_.lease.count();
+  beat.counters = counters_json(counters());
+  beat.until_ms = beat.now_ms + beat.lease_ms;
+  try {
+    if (beat.worker != nullptr || !beat.held.empty()) {
+      Writer::Request request;
+      request.beats = {&beat};
+      writer_.write(request);
+    }
+  } catch (const std::exception& e) {
+    failed(e, "mark this worker seen and renew the leases of the runs it executes");
+  }
+  try {
+    // The rows of workers long dead, whichever host they ran on (the constructor forgets only
+    // this host's), once a lease: their silence is measured in leases too.
+    if (!halted_ && now_ms() >= next_forget_ms_) {
+      next_forget_ms_ = now_ms() + options_.lease.count();
+      std::lock_guard store_lock(store_mutex_);
+      store_->forget_dead_workers(now_ms());
+    }
+  } catch (const std::exception& e) {
+    failed(e, "forget the workers that stopped beating");
   }
 }
 
@@ -460,7 +468,7 @@ void RuntimeCore::RunHost::write_transaction(const EntryWrite& entry, const Writ
 }
 
 bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
-  return core_->step_writes_.write(*run_, entry);
+  return core_->write_entry(*run_, entry);
 }
 
 void RuntimeCore::RunHost::write_ended(const EntryWrite& entry, const WriteDone& done) {
@@ -558,8 +566,10 @@ void RuntimeCore::RunHost::save_progress(const std::string& key, int attempt,
   if (core_->halted_) return;  // the crash sweep's crash: nothing more is written
   const std::string text = storable_text(progress, "the progress of step '" + key + "'",
                                          core_->options_.max_output_bytes);
-  std::lock_guard lock(core_->store_mutex_);
-  core_->store_->save_progress(run_->id, core_->worker_.id, key, attempt, text, core_->now_ms());
+  const ProgressWrite write{run_->id, core_->worker_.id, key, attempt, text, core_->now_ms()};
+  Writer::Request request;
+  request.progress = {&write};
+  core_->writer_.write(request);
 }
 
 std::optional<json> RuntimeCore::RunHost::load_progress(const std::string& key) {

@@ -21,9 +21,9 @@
 #include "fiber_scheduler.hpp"
 #include "log.hpp"
 #include "otlp_exporter.hpp"
-#include "start_batch.hpp"
 #include "step_pool.hpp"
 #include "store.hpp"
+#include "writer.hpp"
 
 namespace durable::detail {
 
@@ -182,6 +182,7 @@ class RuntimeCore {
   void report_quarantined(const std::string& id);
   void start_heartbeat();
   void beat();
+  void beat_once();
   void watch_for_work();
   Written commit(const RunWrite& write);
   // Fails the runs past their deadlines (runtime/run_control.cpp); returns how many.
@@ -209,17 +210,9 @@ class RuntimeCore {
   std::shared_ptr<const Workflow> find_workflow(std::string_view name);
   [[noreturn]] void unknown_workflow(std::string_view name);
 
-  // Journal entries written apart from an invocation's outcome (a nested step, a parallel body
-  // that ended): placed at the run's next journal positions when their transaction begins.
-  struct EntriesWrite {
-    RunState* run;
-    std::vector<EntryWrite> entries;
-    RunWrite write;
-  };
-  // Commits `writes` and then the batch in one transaction (store_mutex_ held); whether each
-  // was written, in that order. A run's journal position moves past its entries written.
-  std::vector<Written> commit_with(std::vector<const RunWrite*> writes,
-                                   const std::vector<EntriesWrite*>& batch);
+  // A nested step's entry (or a body's that ended away from a loop), written at once through
+  // the writer with whatever else is queued; whether it was written.
+  bool write_entry(RunState& run, const EntryWrite& entry);
   // One was written: it is counted and logged. A failure to log is returned, not thrown: the
   // entries are in the store all the same.
   std::exception_ptr wrote(EntriesWrite& w);
@@ -323,28 +316,6 @@ class RuntimeCore {
 
   class Admission;  // the worker loop's claims (runtime/runtime_loop.cpp)
 
-  // Journal entries written from the step threads (a parallel body that ended, a nested step):
-  // those that arrive while a transaction is in flight go together in the next one.
-  class StepWrites {
-   public:
-    explicit StepWrites(RuntimeCore& core) : core_(&core) {}
-    bool write(RunState& run, const EntryWrite& entry);
-
-   private:
-    struct Pending {
-      EntriesWrite write;
-      bool done = false, written = false;
-      std::exception_ptr error;
-    };
-    void commit(std::vector<Pending*>& batch);
-    RuntimeCore* core_;
-    std::mutex mutex_;
-    std::condition_variable done_;
-    std::vector<Pending*> queue_;
-    bool leader_ = false;  // a thread is committing a batch
-  };
-  StepWrites step_writes_{*this};
-
   static constexpr std::size_t kClaimBatch = 64;  // runs claimed per transaction
   static constexpr std::int64_t kMinPause = 10;   // ms: the shortest sleep of wait()
   // A run that held its claim this long gives its turn up at a step boundary to a run due
@@ -373,10 +344,12 @@ class RuntimeCore {
   std::unique_ptr<Store> store_;
   std::shared_ptr<ChangeWatch> changes_;      // see changes()
   std::shared_ptr<const Payloads> payloads_;  // options_.codec and encryption_key_file
-  // Starts made on several threads at once share a transaction (and its sync).
-  StartBatch starts_{[this](const std::vector<const NewRun*>& runs) {
+  // The one writer of this runtime's runs (runtime/writer.hpp): starts, invocations' outcomes,
+  // journal entries, step bodies' stream values and progress, and beats, from any thread; those
+  // that come together commit in one transaction.
+  Writer writer_{[this](const std::vector<Writer::Request*>& group) {
     std::lock_guard lock(store_mutex_);
-    return store_->create_runs(runs);
+    commit_group(*store_, {worker_.id, now_ms(), &halted_}, group);
   }};
   std::mt19937_64 random_{std::random_device{}()};
   std::int64_t next_owner_scan_ms_ = 0;

@@ -420,21 +420,16 @@ bool RuntimeCore::CommitGroup::flush() {
     queued.swap(queued_);
   }
   if (waiting_.empty() && queued.empty()) return false;
-  std::vector<const RunWrite*> writes;
-  for (const Waiter* w : waiting_) writes.push_back(w->write);
+  Writer::Request request;
+  for (const Waiter* w : waiting_) request.writes.push_back(w->write);
+  for (Queued& q : queued) request.entries.push_back(&q.write);
   std::exception_ptr error;
-  std::vector<Written> written;
   try {
-    if (!core_->halted_) {
-      std::lock_guard lock(core_->store_mutex_);
-      std::vector<EntriesWrite*> batch;
-      for (Queued& q : queued) batch.push_back(&q.write);
-      written = core_->commit_with(std::move(writes), batch);
-    }
+    core_->writer_.write(request);
   } catch (...) {
-    if (!core_->halted_) error = std::current_exception();
+    error = std::current_exception();
   }
-  // Halted (before, or inside the transaction): nothing was written.
+  std::vector<Written>& written = request.written;
   written.resize(waiting_.size() + queued.size(), Written::refused);
   for (std::size_t i = 0; i < waiting_.size(); ++i) {
     Waiter& w = *waiting_[i];
@@ -509,85 +504,22 @@ Written RuntimeCore::commit(const RunWrite& write) {
       scheduler->working() > 1) {
     return t_group->wait(write);
   }
-  Written written = Written::refused;
-  {
-    std::lock_guard lock(store_mutex_);
-    written = store_->commit(write);
-  }
+  Writer::Request request;
+  request.writes = {&write};
+  writer_.write(request);
+  const Written written = request.written.front();
   if (written != Written::refused) committed(write.run_id, write.entries, ends_run(write));
   return written;
 }
 
-bool RuntimeCore::StepWrites::write(RunState& run, const EntryWrite& entry) {
-  Pending me{{&run, {entry}, {}}, false, false, nullptr};
-  std::unique_lock lock(mutex_);
-  queue_.push_back(&me);
-  while (!me.done) {
-    if (leader_) {
-      done_.wait(lock);
-      continue;
-    }
-    // No transaction in flight: this thread commits what has queued up, its own included.
-    leader_ = true;
-    std::vector<Pending*> batch = std::move(queue_);
-    queue_.clear();
-    lock.unlock();
-    commit(batch);
-    lock.lock();
-    for (Pending* p : batch) p->done = true;
-    leader_ = false;
-    done_.notify_all();
-  }
-  if (me.error) std::rethrow_exception(me.error);
-  return me.written;
-}
-
-void RuntimeCore::StepWrites::commit(std::vector<Pending*>& batch) {
-  try {
-    std::lock_guard lock(core_->store_mutex_);
-    if (core_->halted_) return;
-    std::vector<EntriesWrite*> writes;
-    for (Pending* p : batch) writes.push_back(&p->write);
-    const std::vector<Written> written = core_->commit_with({}, writes);
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      batch[i]->written = written[i] != Written::refused;
-    }
-  } catch (...) {
-    // Halted inside the transaction (a transaction body's crash): nothing was written.
-    if (!core_->halted_) {
-      for (Pending* p : batch) p->error = std::current_exception();
-    }
-    return;
-  }
-  for (Pending* p : batch) {
-    if (p->written) p->error = core_->wrote(p->write);
-  }
-}
-
-std::vector<Written> RuntimeCore::commit_with(std::vector<const RunWrite*> writes,
-                                              const std::vector<EntriesWrite*>& batch) {
-  std::map<const RunState*, std::size_t> seq;  // the next position of each run in the batch
-  for (EntriesWrite* e : batch) {
-    RunWrite& w = e->write;
-    w.run_id = e->run->id;
-    w.owner = worker_.id;
-    w.entries = &e->entries;
-    w.now_ms = now_ms();
-    auto [it, fresh] = seq.try_emplace(e->run, e->run->next_seq);
-    w.first_seq = it->second;
-    it->second += w.new_entries();
-    writes.push_back(&w);
-  }
-  const std::vector<Written> written = store_->commit_all(writes);
-  const std::size_t from = writes.size() - batch.size();
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (written[from + i] != Written::refused) {
-      batch[i]->run->next_seq += batch[i]->write.new_entries();
-    }
-    // The run's fiber, once its bodies are back, pauses it (drive()).
-    if (written[from + i] == Written::pausing) batch[i]->run->pausing = true;
-  }
-  return written;
+bool RuntimeCore::write_entry(RunState& run, const EntryWrite& entry) {
+  EntriesWrite write{&run, {entry}, {}};
+  Writer::Request request;
+  request.entries = {&write};
+  writer_.write(request);
+  if (request.written.front() == Written::refused) return false;
+  if (std::exception_ptr error = wrote(write)) std::rethrow_exception(error);
+  return true;
 }
 
 void RuntimeCore::adopt(RunState& run, std::vector<EntryWrite>& entries) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runs' streams in the runtime: Runtime::read_stream, and a step body's writes to its run's
-// streams, made at once in a transaction of their own (docs/messaging.md).
+// streams, written through the runtime's one writer (runtime/writer.hpp, docs/messaging.md).
 
 #include "runtime_core.hpp"
 #include "stream_reads.hpp"
@@ -22,12 +22,12 @@ StreamRead RuntimeCore::read_stream(std::string_view run_id, std::string_view st
 void RuntimeCore::RunHost::write_stream_now(const std::string& stream,
                                             const std::optional<std::string>& value) {
   if (core_->halted_) return;  // the crash sweep's crash: nothing more is written
-  StreamWrite written = StreamWrite::written;
-  {
-    std::lock_guard lock(core_->store_mutex_);
-    written =
-        core_->store_->write_stream(run_->id, core_->worker_.id, stream, value, core_->now_ms());
-  }
+  const StreamValue write{run_->id, core_->worker_.id, stream, value, core_->now_ms()};
+  Writer::Request request;
+  request.stream_values = {&write};
+  core_->writer_.write(request);
+  const StreamWrite written = request.streamed.front();
+  if (core_->halted_) return;  // crashed meanwhile: the body's write is nothing to it now
   const std::string call =
       std::string(value ? "step.write_stream" : "step.close_stream") + "('" + stream + "')";
   switch (written) {

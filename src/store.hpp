@@ -256,11 +256,59 @@ struct RunWrite {
   std::optional<NewRun> successor;
 };
 
+/// A step body's write to its run's stream (Step::write_stream): `value` as JSON text, or none
+/// to close the stream. Made only while the run is running under `owner`.
+struct StreamValue {
+  std::string run_id, owner, stream;
+  std::optional<std::string> value;
+  std::int64_t now_ms = 0;
+};
+
+/// The progress a step body reported (StepContext::heartbeat), as JSON text: kept as the last of
+/// its step while the run is running under `owner`.
+struct ProgressWrite {
+  std::string run_id, owner, key;
+  int attempt = 0;
+  std::string progress;
+  std::int64_t now_ms = 0;
+};
+
 /// A process that claims runs: lets another process on the same host tell that it died.
 struct Worker {
   std::string id, host;
   std::int64_t pid = 0, start_ticks = 0;
   std::int64_t started_at_ms = 0;  ///< when it registered (workers.started_at)
+};
+
+/// A worker's beat: it is seen at now_ms (Store::touch_worker), unless no worker is given, and
+/// the leases of the runs it holds, where they are still running under it, move to until_ms.
+struct Beat {
+  const Worker* worker = nullptr;
+  std::string owner;  ///< whose leases move: the worker's id
+  std::int64_t now_ms = 0, lease_ms = 0;
+  std::string counters;  ///< JSON text; empty: none
+  std::vector<std::string> held;
+  std::int64_t until_ms = 0;
+};
+
+/// What one transaction writes for a runtime (group commit): the runs it starts, its runs'
+/// writes, its step bodies' stream values and progress, and its beats.
+struct WriteGroup {
+  std::vector<const NewRun*> starts;
+  std::vector<const RunWrite*> writes;
+  std::vector<const StreamValue*> stream_values;
+  std::vector<const ProgressWrite*> progress;
+  std::vector<const Beat*> beats;
+};
+
+/// How a WriteGroup came out, in its order: the id of each start (an idempotency key that names
+/// an earlier run gives that run's id), how each write came out, what became of each stream
+/// value, and whether each progress was kept.
+struct GroupWritten {
+  std::vector<std::string> ids;
+  std::vector<Written> written;
+  std::vector<StreamWrite> streamed;
+  std::vector<bool> saved;
 };
 
 /// A run, its state history and its journal.
@@ -275,8 +323,6 @@ class Store {
 
   /// Inserts the run, or returns the id of the run of the same workflow and idempotency key.
   virtual std::string create_run(const NewRun& run) = 0;
-  /// create_run() of each, in one transaction: all are written or none.
-  virtual std::vector<std::string> create_runs(const std::vector<const NewRun*>& runs) = 0;
   virtual std::optional<RunInfo> get_run(const std::string& id, bool with_history) = 0;
   virtual std::vector<RunInfo> list_runs(const RunFilter& filter) = 0;
   /// The journal of a run in write order; nullopt for an unknown run.
@@ -302,9 +348,12 @@ class Store {
   /// Writes atomically. Written::refused, writing nothing, when the run is no longer running
   /// under this owner (cancelled, or taken over after its lease lapsed).
   virtual Written commit(const RunWrite& write) = 0;
-  /// Writes several runs' changes in one transaction (group commit); each as commit() would,
-  /// with its own ownership check. Returns how each came out.
-  virtual std::vector<Written> commit_all(const std::vector<const RunWrite*>& writes) = 0;
+  /// Writes the group in one transaction (group commit): each start as create_run() would, each
+  /// run write as commit() would, each stream value and progress only while its run is running
+  /// under its owner, each beat as touch_worker() and a renewal of its leases. A throw writes
+  /// nothing; a write refused writes nothing of its own and the others go on. The group is as
+  /// durable as the most durable of its parts: a start's, a run's write's, a beat's.
+  virtual GroupWritten write_group(const WriteGroup& group) = 0;
   /// The earliest due time of a claimable run of these workflows, leaving out `executing`.
   virtual std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                                const std::vector<std::string>& executing) = 0;
@@ -317,9 +366,6 @@ class Store {
   /// reason goes into its history; empty, no history row is written (a run yielding its turn).
   virtual bool release(const std::string& id, const std::string& owner, std::int64_t now_ms,
                        const std::string& reason) = 0;
-  /// Moves the lease expiry of these runs, where they are still running under `owner`.
-  virtual void renew_leases(const std::string& owner, const std::vector<std::string>& ids,
-                            std::int64_t until_ms) = 0;
 
   /// Cancels the run, or closes it when it failed (cancelled, its error kept); `reason`, when
   /// given, goes into the state history. Returns its status before, read in the same transaction
@@ -397,11 +443,6 @@ class Store {
                                  std::int64_t from, std::size_t limit) = 0;
   /// The run's streams by name; nullopt for an unknown run.
   virtual std::optional<std::vector<StreamSummary>> streams_of(const std::string& run_id) = 0;
-  /// A step body's write (`value`, JSON text) or close (nullopt) of the run's stream, in a
-  /// transaction of its own, made only while the run is running under `owner`.
-  virtual StreamWrite write_stream(const std::string& run_id, const std::string& owner,
-                                   const std::string& name, const std::optional<std::string>& value,
-                                   std::int64_t now_ms) = 0;
   /// The sequence number of the last event stored (0: none).
   virtual std::int64_t event_horizon() = 0;
   /// Records that a worker has this workflow (operators see runs of names no worker knows), and
@@ -426,11 +467,6 @@ class Store {
 
   virtual Backlog backlog(std::int64_t now_ms) = 0;
 
-  /// Keeps `progress` (JSON text) as the last a body of the step reported, if the run is
-  /// running under `owner`; whether it was kept.
-  virtual bool save_progress(const std::string& run_id, const std::string& owner,
-                             const std::string& key, int attempt, const std::string& progress,
-                             std::int64_t now_ms) = 0;
   /// The progress last kept for the step, if any.
   virtual std::optional<StepProgress> progress(const std::string& run_id,
                                                const std::string& key) = 0;
@@ -484,8 +520,9 @@ class Store {
   virtual std::vector<std::string> forget(const std::string& correlation_id,
                                           std::int64_t now_ms) = 0;
 
-  /// Run writes committed so far by commit() and commit_all(), one per transaction; for the
-  /// tests of group commit.
+  /// Transactions that wrote a run's write, committed so far by commit() and write_group() (a
+  /// group whose run writes were all refused, or that had none, not counted); for the tests of
+  /// group commit.
   virtual std::size_t write_transactions() const = 0;
 };
 

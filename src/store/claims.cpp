@@ -433,24 +433,18 @@ bool SqlStore::release(const std::string& id, const std::string& owner, std::int
   });
 }
 
+// Inside the group's transaction: relaxed, as a claim, when alone in it (a renewal lost to a
+// power cut went with the worker that made it).
 void SqlStore::renew_leases(const std::string& owner, const std::vector<std::string>& ids,
                             std::int64_t until_ms) {
   if (ids.empty()) return;
-  guarded([&] {
-    // Relaxed, as a claim: a renewal lost to a power cut went with the worker that made it.
-    sql::Transaction tx(db(), sql::Sync::relaxed);
-    {
-      sql::Query renew(db(),
-                       "UPDATE runs SET due_at = ? WHERE status = 'running' AND owner = ? AND id "
-                       "IN (" +
-                           sql::placeholders(ids.size()) + ")");
-      renew.bind(1, until_ms);
-      renew.bind(2, owner);
-      bind_all(renew, 3, ids);
-      renew.run();
-    }
-    tx.commit();
-  });
+  sql::Query renew(db(),
+                   "UPDATE runs SET due_at = ? WHERE status = 'running' AND owner = ? AND id IN (" +
+                       sql::placeholders(ids.size()) + ")");
+  renew.bind(1, until_ms);
+  renew.bind(2, owner);
+  bind_all(renew, 3, ids);
+  renew.run();
 }
 
 std::optional<std::int64_t> SqlStore::next_due(const std::vector<std::string>& workflows,

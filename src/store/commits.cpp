@@ -3,6 +3,8 @@
 // ownership (written only while the run is `running` under the writer), alone or with other
 // runs' writes (group commit); and reading a journal back.
 
+#include <algorithm>
+
 #include "errors_internal.hpp"
 #include "serialization.hpp"
 #include "store/sql_store.hpp"
@@ -46,16 +48,42 @@ Written SqlStore::commit(const RunWrite& w) {
   });
 }
 
-std::vector<Written> SqlStore::commit_all(const std::vector<const RunWrite*>& writes) {
+namespace {
+// A group is as durable as the most durable of its parts: a start is acknowledged to its caller;
+// a run's writes are its journal; a beat only says that its worker lives.
+sql::Sync sync_of(const WriteGroup& group) {
+  if (!group.starts.empty()) return sql::Sync::durable;
+  const bool journal =
+      !group.writes.empty() || !group.stream_values.empty() || !group.progress.empty();
+  return journal ? sql::Sync::journal : sql::Sync::relaxed;
+}
+}  // namespace
+
+GroupWritten SqlStore::write_group(const WriteGroup& group) {
   return guarded([&] {
-    std::vector<Written> written;
-    written.reserve(writes.size());
-    sql::Transaction tx(db(), sql::Sync::journal);
-    for (const RunWrite* w : writes) written.push_back(apply(*w));
+    GroupWritten out;
+    sql::Transaction tx(db(), sync_of(group));
+    for (const NewRun* run : group.starts) out.ids.push_back(insert_run(*run));
+    for (const RunWrite* w : group.writes) out.written.push_back(apply(*w));
+    for (const StreamValue* v : group.stream_values) out.streamed.push_back(write_stream(*v));
+    for (const ProgressWrite* p : group.progress) out.saved.push_back(save_progress(*p));
+    for (const Beat* b : group.beats) {
+      if (b->worker != nullptr) touch(*b->worker, b->now_ms, b->lease_ms, b->counters);
+      renew_leases(b->owner, b->held, b->until_ms);
+    }
     tx.commit();
-    ++write_transactions_;
-    return written;
+    const auto took = [](Written w) { return w != Written::refused; };
+    if (std::any_of(out.written.begin(), out.written.end(), took)) ++write_transactions_;
+    return out;
   });
+}
+
+bool SqlStore::held_by(const std::string& run_id, const std::string& owner) {
+  sql::Query owned(db(), "SELECT 1 FROM runs WHERE id = ? AND owner = ? AND status = 'running'" +
+                             std::string(db().dialect().lock_row));
+  owned.bind(1, run_id);
+  owned.bind(2, owner);
+  return owned.next();
 }
 
 // Writes one run's change inside the caller's transaction, if the run is still running under

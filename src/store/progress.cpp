@@ -6,34 +6,21 @@
 
 namespace durable::detail {
 
-bool SqlStore::save_progress(const std::string& run_id, const std::string& owner,
-                             const std::string& key, int attempt, const std::string& progress,
-                             std::int64_t now_ms) {
-  return guarded([&] {
-    sql::Transaction tx(db(), sql::Sync::journal);
-    {
-      // Only the run's owner writes: not a body its runtime gave up on after losing the run.
-      sql::Query owned(db(),
-                       "SELECT 1 FROM runs WHERE id = ? AND owner = ? AND status = "
-                       "'running'" +
-                           std::string(db().dialect().lock_row));
-      owned.bind(1, run_id);
-      owned.bind(2, owner);
-      if (!owned.next()) return false;
-    }
-    sql::Query upsert(db(),
-                      "INSERT INTO step_progress (run_id, step_key, attempt, progress, at) "
-                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, step_key) DO UPDATE SET "
-                      "attempt = excluded.attempt, progress = excluded.progress, at = excluded.at");
-    upsert.bind(1, run_id);
-    upsert.bind(2, key);
-    upsert.bind(3, static_cast<std::int64_t>(attempt));
-    upsert.bind(4, encoded({run_id, "", step_slot(key, "progress")}, progress));
-    upsert.bind(5, now_ms);
-    upsert.run();
-    tx.commit();
-    return true;
-  });
+// Inside the group's transaction. Only the run's owner writes: not a body its runtime gave up
+// on after losing the run.
+bool SqlStore::save_progress(const ProgressWrite& p) {
+  if (!held_by(p.run_id, p.owner)) return false;
+  sql::Query upsert(db(),
+                    "INSERT INTO step_progress (run_id, step_key, attempt, progress, at) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, step_key) DO UPDATE SET "
+                    "attempt = excluded.attempt, progress = excluded.progress, at = excluded.at");
+  upsert.bind(1, p.run_id);
+  upsert.bind(2, p.key);
+  upsert.bind(3, static_cast<std::int64_t>(p.attempt));
+  upsert.bind(4, encoded({p.run_id, "", step_slot(p.key, "progress")}, p.progress));
+  upsert.bind(5, p.now_ms);
+  upsert.run();
+  return true;
 }
 
 StepProgress SqlStore::read_progress(sql::Query& q, const std::string& run_id) {

@@ -63,17 +63,6 @@ std::string SqlStore::create_run(const NewRun& run) {
   });
 }
 
-std::vector<std::string> SqlStore::create_runs(const std::vector<const NewRun*>& runs) {
-  return guarded([&] {
-    sql::Transaction tx(db());
-    std::vector<std::string> ids;
-    ids.reserve(runs.size());
-    for (const NewRun* run : runs) ids.push_back(insert_run(*run));
-    tx.commit();
-    return ids;
-  });
-}
-
 bool SqlStore::run_exists(const std::string& id) {
   if (!findable(id)) return false;
   sql::Query query(db(), "SELECT 1 FROM runs WHERE id = ?");

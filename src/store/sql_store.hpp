@@ -113,7 +113,6 @@ class SqlStore : public Store {
   SqlStore(std::unique_ptr<sql::Connection> db, std::string name);
 
   std::string create_run(const NewRun& run) override;
-  std::vector<std::string> create_runs(const std::vector<const NewRun*>& runs) override;
   std::optional<RunInfo> get_run(const std::string& id, bool with_history) override;
   std::vector<RunInfo> list_runs(const RunFilter& filter) override;
   std::vector<std::string> run_ids(const RunFilter& filter,
@@ -125,7 +124,7 @@ class SqlStore : public Store {
 
   Claimed claim(const ClaimRequest& request) override;
   Written commit(const RunWrite& write) override;
-  std::vector<Written> commit_all(const std::vector<const RunWrite*>& writes) override;
+  GroupWritten write_group(const WriteGroup& group) override;
   std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                        const std::vector<std::string>& executing) override;
   std::size_t due_count(const std::vector<std::string>& workflows,
@@ -133,8 +132,6 @@ class SqlStore : public Store {
                         std::size_t limit) override;
   bool release(const std::string& id, const std::string& owner, std::int64_t now_ms,
                const std::string& reason) override;
-  void renew_leases(const std::string& owner, const std::vector<std::string>& ids,
-                    std::int64_t until_ms) override;
   std::optional<Status> cancel(const std::string& id, std::int64_t now_ms,
                                const std::string& reason) override;
   bool retry(const std::string& id, std::int64_t now_ms) override;
@@ -162,9 +159,6 @@ class SqlStore : public Store {
   StreamRows read_stream(const std::string& run_id, const std::string& name, std::int64_t from,
                          std::size_t limit) override;
   std::optional<std::vector<StreamSummary>> streams_of(const std::string& run_id) override;
-  StreamWrite write_stream(const std::string& run_id, const std::string& owner,
-                           const std::string& name, const std::optional<std::string>& value,
-                           std::int64_t now_ms) override;
   std::int64_t event_horizon() override;
   void register_workflow(const std::string& workflow, const std::vector<std::string>& events,
                          const std::string& flow, std::int64_t now_ms) override;
@@ -179,8 +173,6 @@ class SqlStore : public Store {
       const std::function<std::optional<std::int64_t>(const ScheduleRow&, std::int64_t)>& next)
       override;
   Backlog backlog(std::int64_t now_ms) override;
-  bool save_progress(const std::string& run_id, const std::string& owner, const std::string& key,
-                     int attempt, const std::string& progress, std::int64_t now_ms) override;
   std::optional<StepProgress> progress(const std::string& run_id, const std::string& key) override;
   std::vector<StepProgress> progress_of(const std::string& run_id) override;
 
@@ -333,8 +325,18 @@ class SqlStore : public Store {
   std::optional<std::int64_t> earliest_due(const std::vector<std::string>& workflows,
                                            const std::vector<std::string>& excluded);
 
+  // progress.cpp
+  bool save_progress(const ProgressWrite& progress);
+  // workers.cpp, claims.cpp: a worker seen, and the leases of the runs it holds.
+  void touch(const Worker& worker, std::int64_t now_ms, std::int64_t lease_ms,
+             const std::string& counters);
+  void renew_leases(const std::string& owner, const std::vector<std::string>& ids,
+                    std::int64_t until_ms);
   // commits.cpp
   Written apply(const RunWrite& write);
+  /// The fence of a step body's own writes (stream values, progress): whether the run is still
+  /// running under `owner`, its row locked until the transaction ends.
+  bool held_by(const std::string& run_id, const std::string& owner);
   /// The status a run that is paused at a write goes back to on resume, and the write of it.
   void pause_at_write(const RunWrite& write, bool woke);
   bool side_effects(const RunWrite& write, const EntryWrite& entry);
@@ -372,6 +374,7 @@ class SqlStore : public Store {
   // the stream was closed before.
   bool append_stream(const std::string& run_id, const std::string& name,
                      const std::optional<std::string>& value, std::int64_t now_ms);
+  StreamWrite write_stream(const StreamValue& value);
   /// Whether the run has ended (completed, failed or cancelled); nullopt for an unknown run.
   std::optional<bool> run_has_ended(const std::string& run_id);
 

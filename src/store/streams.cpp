@@ -2,8 +2,8 @@
 // Streams (Step::write_stream): the values a run appends, each at the next offset, and whether
 // the run closed the stream. A workflow function's write is applied in the transaction that
 // journals its entry, so a replay, which writes no new entry, appends nothing; a step body's is
-// a transaction of its own, made while the run is still its writer's. Each change is announced
-// to the change feeds that listen (PostgreSQL) as "RUN_ID/NAME".
+// written in the runtime's group commit, made while the run is still its writer's. Each change is
+// announced to the change feeds that listen (PostgreSQL) as "RUN_ID/NAME".
 
 #include "run_requests.hpp"
 #include "store/sql_store.hpp"
@@ -59,25 +59,12 @@ bool SqlStore::append_stream(const std::string& run_id, const std::string& name,
   return true;
 }
 
-StreamWrite SqlStore::write_stream(const std::string& run_id, const std::string& owner,
-                                   const std::string& name, const std::optional<std::string>& value,
-                                   std::int64_t now_ms) {
-  return guarded([&] {
-    sql::Transaction tx(db(), sql::Sync::journal);
-    {
-      // Only the run's writer: not a body its runtime gave up on, nor one of a run that ended.
-      sql::Query owned(db(),
-                       "SELECT 1 FROM runs WHERE id = ? AND owner = ? AND status = "
-                       "'running'" +
-                           std::string(db().dialect().lock_row));
-      owned.bind(1, run_id);
-      owned.bind(2, owner);
-      if (!owned.next()) return StreamWrite::not_owner;
-    }
-    if (!append_stream(run_id, name, value, now_ms)) return StreamWrite::closed;
-    tx.commit();
-    return StreamWrite::written;
-  });
+// Inside the group's transaction. Only the run's writer: not a body its runtime gave up on, nor
+// one of a run that ended.
+StreamWrite SqlStore::write_stream(const StreamValue& v) {
+  if (!held_by(v.run_id, v.owner)) return StreamWrite::not_owner;
+  if (!append_stream(v.run_id, v.stream, v.value, v.now_ms)) return StreamWrite::closed;
+  return StreamWrite::written;
 }
 
 StreamRows SqlStore::read_stream(const std::string& run_id, const std::string& name,

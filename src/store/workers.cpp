@@ -28,22 +28,24 @@ void SqlStore::touch_worker(const Worker& worker, std::int64_t now_ms, std::int6
   guarded([&] {
     // Relaxed: when a power cut loses it, the worker that was seen is gone as well.
     sql::Transaction tx(db(), sql::Sync::relaxed);
-    {
-      sql::Query touch(db(),
-                       "UPDATE workers SET seen_at = ?, lease_ms = ?, counters = ? WHERE id = ?");
-      touch.bind(1, now_ms);
-      touch.bind(2, lease_ms);
-      touch.bind_text_or_null(3, counters);
-      touch.bind(4, worker.id);
-      if (touch.run() == 0) {
-        // The row is gone: another worker forgot this one while it was stalled past
-        // kForgetLeases, and it is live again.
-        put_worker(worker, worker.started_at_ms != 0 ? worker.started_at_ms : now_ms, now_ms,
-                   lease_ms, counters);
-      }
-    }
+    touch(worker, now_ms, lease_ms, counters);
     tx.commit();
   });
+}
+
+void SqlStore::touch(const Worker& worker, std::int64_t now_ms, std::int64_t lease_ms,
+                     const std::string& counters) {
+  sql::Query seen(db(), "UPDATE workers SET seen_at = ?, lease_ms = ?, counters = ? WHERE id = ?");
+  seen.bind(1, now_ms);
+  seen.bind(2, lease_ms);
+  seen.bind_text_or_null(3, counters);
+  seen.bind(4, worker.id);
+  if (seen.run() == 0) {
+    // The row is gone: another worker forgot this one while it was stalled past kForgetLeases,
+    // and it is live again.
+    put_worker(worker, worker.started_at_ms != 0 ? worker.started_at_ms : now_ms, now_ms, lease_ms,
+               counters);
+  }
 }
 
 void SqlStore::put_worker(const Worker& worker, std::int64_t started_at_ms, std::int64_t seen_at_ms,
