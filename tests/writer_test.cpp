@@ -323,7 +323,7 @@ TEST_CASE(
 TEST_CASE("stream values that parallel step bodies write at the same moment share commits") {
   test::TempDir dir;
   test::SyncCounter counter(dir.path().string());  // transactions counted at SQLite's VFS
-  constexpr int kBodies = 8, kValues = 25;
+  static constexpr int kBodies = 8, kValues = 25;
   Runtime runtime({.database = (dir.path() / "fan.db").string(),
                    .threads = kBodies,
                    .durability = Durability::full,
