@@ -12,9 +12,8 @@ namespace durable::detail {
 
 std::string RuntimeCore::fork(std::string_view run_id, std::string_view from_step) {
   NewRun fork = new_fork(run_id, now_ms());
-  {
-    std::lock_guard lock(store_mutex_);
-    if (!store_->fork(fork, std::string(from_step))) throw no_such_run(run_id);
+  if (!writer_.alone([&](Store& store) { return store.fork(fork, std::string(from_step)); })) {
+    throw no_such_run(run_id);
   }
   logger_.write(LogLevel::info, "run.forked", fork.reason,
                 {{"run_id", fork.id}, {"forked_from", run_id}, {"step", from_step}}, now_ms());
@@ -26,14 +25,11 @@ void RuntimeCore::resolve(std::string_view run_id, std::string_view step_key, js
                           const std::string& reason) {
   const std::string key(step_key);
   const std::string text = resolution_text(run_id, key, output, options_.max_output_bytes);
-  {
-    std::lock_guard lock(store_mutex_);
-    const auto check = [&](const RecordedRun& run) { check_resolution(run, key, output); };
-    if (!store_->resolve(std::string(run_id), key, text, utf8_or_replaced(reason), now_ms(),
-                         check)) {
-      throw no_such_run(run_id);
-    }
-  }
+  const auto check = [&](const RecordedRun& run) { check_resolution(run, key, output); };
+  const bool found = writer_.alone([&](Store& store) {
+    return store.resolve(std::string(run_id), key, text, utf8_or_replaced(reason), now_ms(), check);
+  });
+  if (!found) throw no_such_run(run_id);
   logger_.write(LogLevel::info, "run.resolved", "a failed step was resolved by hand",
                 {{"run_id", run_id}, {"step", key}, {"reason", utf8_or_replaced(reason)}},
                 now_ms());

@@ -12,11 +12,8 @@
 namespace durable::detail {
 
 void RuntimeCore::pause(std::string_view run_id) {
-  std::optional<Status> before;
-  {
-    std::lock_guard lock(store_mutex_);
-    before = store_->pause(std::string(run_id), now_ms());
-  }
+  const std::optional<Status> before =
+      writer_.alone([&](Store& store) { return store.pause(std::string(run_id), now_ms()); });
   if (!before) throw no_such_run(run_id);
   logger_.write(LogLevel::info, "run.pause",
                 *before == Status::running ? "pause asked for: the run pauses at its next step"
@@ -25,11 +22,8 @@ void RuntimeCore::pause(std::string_view run_id) {
 }
 
 void RuntimeCore::resume(std::string_view run_id) {
-  std::optional<Status> before;
-  {
-    std::lock_guard lock(store_mutex_);
-    before = store_->resume(std::string(run_id), now_ms());
-  }
+  const std::optional<Status> before =
+      writer_.alone([&](Store& store) { return store.resume(std::string(run_id), now_ms()); });
   if (!before) throw no_such_run(run_id);
   logger_.write(LogLevel::info, "run.resumed", "run resumed", {{"run_id", std::string(run_id)}},
                 now_ms());
@@ -39,11 +33,8 @@ void RuntimeCore::resume(std::string_view run_id) {
 std::size_t RuntimeCore::pause_workflow(std::string_view workflow) {
   if (workflow.empty()) throw Error(errc::invalid_argument, "pause_workflow needs a workflow name");
   check_utf8(workflow, "the workflow name");
-  std::size_t paused = 0;
-  {
-    std::lock_guard lock(store_mutex_);
-    paused = store_->pause_workflow(std::string(workflow), now_ms());
-  }
+  const std::size_t paused = writer_.alone(
+      [&](Store& store) { return store.pause_workflow(std::string(workflow), now_ms()); });
   logger_.write(LogLevel::info, "workflow.paused",
                 "workflow paused with " + std::to_string(paused) + " run(s)",
                 {{"workflow", std::string(workflow)}}, now_ms());
@@ -54,11 +45,8 @@ std::size_t RuntimeCore::resume_workflow(std::string_view workflow) {
   if (workflow.empty())
     throw Error(errc::invalid_argument, "resume_workflow needs a workflow name");
   check_utf8(workflow, "the workflow name");
-  std::size_t resumed = 0;
-  {
-    std::lock_guard lock(store_mutex_);
-    resumed = store_->resume_workflow(std::string(workflow), now_ms());
-  }
+  const std::size_t resumed = writer_.alone(
+      [&](Store& store) { return store.resume_workflow(std::string(workflow), now_ms()); });
   logger_.write(LogLevel::info, "workflow.resumed",
                 "workflow resumed with " + std::to_string(resumed) + " run(s)",
                 {{"workflow", std::string(workflow)}}, now_ms());
@@ -80,14 +68,16 @@ std::size_t RuntimeCore::expire_deadlines() {
   // In batches, so that a flood of runs past their deadline holds no write lock for long.
   constexpr std::size_t kBatch = 100;
   const std::int64_t now = now_ms();
-  std::vector<std::string> failed;
   {
     std::lock_guard lock(store_mutex_);
     const std::optional<std::int64_t> next = next_deadline();
-    if (!next || *next > now) return 0;  // the write transaction only when one is due
-    failed = store_->expire(now, kBatch);
-    forget_next_deadline();
+    if (!next || *next > now) return 0;  // a write only when one is due
   }
+  const std::vector<std::string> failed = writer_.alone([&](Store& store) {
+    std::vector<std::string> expired = store.expire(now, kBatch);
+    forget_next_deadline();  // under the store's lock, as the writer holds it
+    return expired;
+  });
   counters_.runs_failed += failed.size();
   for (const std::string& id : failed) {
     logger_.write(LogLevel::warn, "run.deadline", "run failed: it passed its deadline",
@@ -97,12 +87,9 @@ std::size_t RuntimeCore::expire_deadlines() {
   return failed.size();
 }
 
-// The runtime's store, for a bulk action: its lock taken and released around each batch.
+// The runtime's store, for a bulk action: each batch a write of its own through the writer.
 WithStore RuntimeCore::bulk_store() {
-  return [this](const std::function<void(Store&)>& use) {
-    std::lock_guard lock(store_mutex_);
-    use(*store_);
-  };
+  return [this](const std::function<void(Store&)>& use) { writer_.alone(use); };
 }
 
 std::size_t RuntimeCore::count(const RunFilter& filter) {
@@ -135,11 +122,9 @@ std::chrono::milliseconds RuntimeCore::purge_expired_runs() {
   try {
     constexpr std::size_t kBatch = 500;
     for (int round = 0; round < kRounds; ++round) {
-      std::size_t n = 0;
-      {
-        std::lock_guard lock(store_mutex_);  // released between batches
-        n = store_->delete_runs(store_->ended_before(now - retention, kBatch));
-      }
+      const std::size_t n = writer_.alone([&](Store& store) {  // the store let go between batches
+        return store.delete_runs(store.ended_before(now - retention, kBatch));
+      });
       deleted += n;
       more = n == kBatch;
       if (!more) break;
@@ -158,11 +143,8 @@ std::chrono::milliseconds RuntimeCore::purge_expired_runs() {
 }
 
 void RuntimeCore::forget(std::string_view correlation_id) {
-  std::vector<std::string> cancelled;
-  {
-    std::lock_guard lock(store_mutex_);
-    cancelled = store_->forget(std::string(correlation_id), now_ms());
-  }
+  const std::vector<std::string> cancelled = writer_.alone(
+      [&](Store& store) { return store.forget(std::string(correlation_id), now_ms()); });
   logger_.write(LogLevel::info, "data.forgotten",
                 "the data key of correlation id " + std::string(correlation_id) +
                     " was destroyed; its payloads read as forgotten",

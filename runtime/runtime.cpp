@@ -100,17 +100,20 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   changes_ = std::make_shared<ChangeWatch>(
       [database = options_.database] { return open_change_feed(database); },
       options_.poll_interval);
-  store_->set_version(options_.version, options_.only_own_version);
+  writer_.alone(
+      [&](Store& store) { store.set_version(options_.version, options_.only_own_version); });
   worker_.id = new_id();
   worker_.host = host_identity();
   worker_.pid = ::getpid();
   worker_.start_ticks = process_start_ticks(worker_.pid);
   worker_.started_at_ms = now_ms();
-  store_->register_worker(worker_, worker_.started_at_ms);
-  // Forget the workers of processes on this host that are gone and own nothing any more.
-  for (const Worker& worker : store_->workers_on(worker_.host)) {
-    if (worker.id != worker_.id && !process_alive(worker)) store_->remove_idle_worker(worker.id);
-  }
+  writer_.alone([&](Store& store) {
+    store.register_worker(worker_, worker_.started_at_ms);
+    // Forget the workers of processes on this host that are gone and own nothing any more.
+    for (const Worker& worker : store.workers_on(worker_.host)) {
+      if (worker.id != worker_.id && !process_alive(worker)) store.remove_idle_worker(worker.id);
+    }
+  });
 }
 
 RuntimeCore::~RuntimeCore() {
@@ -124,7 +127,7 @@ RuntimeCore::~RuntimeCore() {
   // What is queued goes now, while the logger its failures are reported to still exists.
   exporter_.reset();
   try {
-    store_->remove_idle_worker(worker_.id);
+    writer_.alone([&](Store& store) { store.remove_idle_worker(worker_.id); });
   } catch (...) {
     // Closing must not throw; a leftover row is pruned by the next runtime on this host.
   }
@@ -151,8 +154,7 @@ void RuntimeCore::add(Workflow wf) {
       throw Error(errc::invalid_argument, "a workflow named '" + name + "' was already added");
     }
   }
-  std::lock_guard lock(store_mutex_);
-  store_->register_workflow(name, events, flow, now_ms());
+  writer_.alone([&](Store& store) { store.register_workflow(name, events, flow, now_ms()); });
 }
 
 std::shared_ptr<const Workflow> RuntimeCore::find_workflow(std::string_view name) {
@@ -213,11 +215,7 @@ std::optional<json> RuntimeCore::published(std::string_view run_id, std::string_
 
 void RuntimeCore::send_event(std::string_view name, json data) {
   const NewEvent event = new_event(name, data, now_ms(), options_.max_output_bytes);
-  Published published;
-  {
-    std::lock_guard lock(store_mutex_);
-    published = store_->publish(event);
-  }
+  const Published published = writer_.alone([&](Store& store) { return store.publish(event); });
   ++counters_.events_sent;
   counters_.runs_started += published.started.size();
   logger_.write(LogLevel::info, "event.sent",
@@ -229,11 +227,7 @@ void RuntimeCore::send_event(std::string_view name, json data) {
 
 void RuntimeCore::send(std::string_view run_id, std::string_view topic, json message) {
   const NewMessage m = new_message(run_id, topic, message, now_ms(), options_.max_output_bytes);
-  Sent sent = Sent::no_run;
-  {
-    std::lock_guard lock(store_mutex_);
-    sent = store_->send_message(m);
-  }
+  const Sent sent = writer_.alone([&](Store& store) { return store.send_message(m); });
   message_sent(sent, m);
   logger_.write(LogLevel::info, "message.sent",
                 sent == Sent::delivered ? "message stored and received" : "message stored",
@@ -294,11 +288,9 @@ std::vector<StepInfo> RuntimeCore::steps(std::string_view run_id) {
 }
 
 void RuntimeCore::cancel(std::string_view run_id, const std::string& reason) {
-  {
-    std::lock_guard lock(store_mutex_);
-    if (!store_->cancel(std::string(run_id), now_ms(), reason)) {
-      throw no_such_run(run_id);
-    }
+  if (!writer_.alone(
+          [&](Store& store) { return store.cancel(std::string(run_id), now_ms(), reason); })) {
+    throw no_such_run(run_id);
   }
   logger_.write(LogLevel::info, "run.cancelled", "cancel requested", {{"run_id", run_id}},
                 now_ms());
@@ -307,11 +299,8 @@ void RuntimeCore::cancel(std::string_view run_id, const std::string& reason) {
 }
 
 void RuntimeCore::retry(std::string_view run_id) {
-  {
-    std::lock_guard lock(store_mutex_);
-    if (!store_->retry(std::string(run_id), now_ms())) {
-      throw no_such_run(run_id);
-    }
+  if (!writer_.alone([&](Store& store) { return store.retry(std::string(run_id), now_ms()); })) {
+    throw no_such_run(run_id);
   }
   logger_.write(LogLevel::info, "run.retried", "retry requested: queued again",
                 {{"run_id", run_id}}, now_ms());
@@ -389,8 +378,7 @@ void RuntimeCore::beat_once() {
     // this host's), once a lease: their silence is measured in leases too.
     if (!halted_ && now_ms() >= next_forget_ms_) {
       next_forget_ms_ = now_ms() + options_.lease.count();
-      std::lock_guard store_lock(store_mutex_);
-      store_->forget_dead_workers(now_ms());
+      writer_.alone([&](Store& store) { return store.forget_dead_workers(now_ms()); });
     }
   } catch (const std::exception& e) {
     failed(e, "forget the workers that stopped beating");
@@ -539,9 +527,10 @@ void RuntimeCore::RunHost::hand_over(Outcome& outcome) {
   if (core_->conclude(*claim_, outcome, yielded_)) {
     // It would go on here at once: it is let go instead, for the next claim (here or in
     // another process) to go on with while this invocation waits for its abandoned body.
-    std::lock_guard lock(core_->store_mutex_);
-    core_->store_->release(run_->id, core_->worker_.id, core_->now_ms(),
+    core_->writer_.alone([&](Store& store) {
+      return store.release(run_->id, core_->worker_.id, core_->now_ms(),
                            "let go: a step attempt abandoned at its timeout still runs here");
+    });
   }
   (*let_go_)();
 }

@@ -340,7 +340,9 @@ class RuntimeCore {
   std::function<Clock::time_point()> now_;
   Worker worker_;
 
-  std::mutex store_mutex_;  // guards store_ and random_
+  // Guards store_ and random_: the reads take it; every write goes through writer_, which takes
+  // it while it commits.
+  std::mutex store_mutex_;
   std::unique_ptr<Store> store_;
   std::shared_ptr<ChangeWatch> changes_;      // see changes()
   std::shared_ptr<const Payloads> payloads_;  // options_.codec and encryption_key_file

@@ -111,8 +111,13 @@ class RuntimeCore::Admission {
     return !claimed.runs.empty();
   }
 
+  // A write of its own: the claim reads and moves executing_ under the store's lock, which the
+  // writer holds while it runs it.
   Claimed claim(std::size_t limit) {
-    std::lock_guard lock(core_->store_mutex_);
+    return core_->writer_.alone([&](Store& store) { return claim_in(store, limit); });
+  }
+
+  Claimed claim_in(Store& store, std::size_t limit) {
     ClaimRequest request;
     request.owner = core_->worker_.id;
     request.workflows = names_;
@@ -129,7 +134,7 @@ class RuntimeCore::Admission {
     for (std::size_t pass = 0; pass <= kClaimBatch; ++pass) {
       request.set_aside = core_->set_aside();
       try {
-        claimed = core_->store_->claim(request);
+        claimed = store.claim(request);
         break;
       } catch (const UndecodableRun& run) {
         core_->set_aside(run);
@@ -286,12 +291,9 @@ bool RuntimeCore::should_yield(Turn& turn) {
 // be claimed again after the runs due before it.
 void RuntimeCore::hand_back(const RunState& run, bool yielding) {
   if (!yielding && !stopping()) return;
-  bool released = false;
-  {
-    std::lock_guard lock(store_mutex_);
-    released = store_->release(run.id, worker_.id, now_ms(),
-                               yielding ? "" : "handed back: its runtime was stopped");
-  }
+  const std::string reason = yielding ? "" : "handed back: its runtime was stopped";
+  const bool released = writer_.alone(
+      [&](Store& store) { return store.release(run.id, worker_.id, now_ms(), reason); });
   if (released && !yielding) {
     logger_.write(LogLevel::info, "run.handed_back", "handed back at a step boundary on stop",
                   run_fields(run), now_ms());

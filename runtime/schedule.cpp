@@ -74,12 +74,10 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
                {"count", when.count ? json(*when.count) : json()},
                {"first", when.first ? json(to_ms(*when.first)) : json()}};
   row.spec = spec.dump();
-  bool written = false;
-  {
-    std::lock_guard lock(store_mutex_);
-    written = store_->put_schedule(row, now);
-    forget_next_fire();
-  }
+  const bool written = writer_.alone([&](Store& store) {
+    forget_next_fire();  // under the store's lock, as the writer holds it
+    return store.put_schedule(row, now);
+  });
   if (written) {
     logger_.write(LogLevel::info, "schedule.stored", "schedule stored",
                   {{"schedule", row.id}, {"workflow", row.workflow}}, now);
@@ -94,11 +92,11 @@ std::vector<ScheduleInfo> RuntimeCore::schedules() {
 }
 
 void RuntimeCore::unschedule(std::string_view id) {
-  std::lock_guard lock(store_mutex_);
-  forget_next_fire();
-  if (!store_->remove_schedule(std::string(id))) {
-    throw NotFound("no schedule with id '" + std::string(id) + "'");
-  }
+  const bool removed = writer_.alone([&](Store& store) {
+    forget_next_fire();  // under the store's lock, as the writer holds it
+    return store.remove_schedule(std::string(id));
+  });
+  if (!removed) throw NotFound("no schedule with id '" + std::string(id) + "'");
 }
 
 std::optional<std::int64_t> RuntimeCore::next_fire() {
@@ -108,14 +106,16 @@ std::optional<std::int64_t> RuntimeCore::next_fire() {
 
 std::size_t RuntimeCore::fire_schedules() {
   const std::int64_t now = now_ms();
-  std::vector<std::string> started;
   {
     std::lock_guard lock(store_mutex_);
     const std::optional<std::int64_t> next = next_fire();
-    if (!next || *next > now) return 0;  // the write transaction only when one is due
-    started = store_->fire_schedules(now, next_slot);
-    forget_next_fire();
+    if (!next || *next > now) return 0;  // a write only when one is due
   }
+  const std::vector<std::string> started = writer_.alone([&](Store& store) {
+    std::vector<std::string> fired = store.fire_schedules(now, next_slot);
+    forget_next_fire();  // under the store's lock, as the writer holds it
+    return fired;
+  });
   counters_.schedule_fires += started.size();
   counters_.runs_started += started.size();
   for (const std::string& id : started) {

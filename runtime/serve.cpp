@@ -79,17 +79,14 @@ class ErrorBackoff {
 // Deletes events older than event_retention, a batch per transaction; once a minute, or at
 // once on the next round while more of that age are left. Store::purge_events keeps what a
 // waiting run may need.
-void purge_batches(Store& store, std::mutex& store_mutex, std::int64_t retention_ms,
-                   std::int64_t now_ms, std::int64_t& next_purge_ms, Logger& logger) {
+void purge_batches(const WithStore& store, std::int64_t retention_ms, std::int64_t now_ms,
+                   std::int64_t& next_purge_ms, Logger& logger) {
   std::size_t deleted = 0;
   bool more = false;
   for (int batch = 0; batch < kPurgeBatchesPerRound; ++batch) {
     std::size_t n = 0;
-    {
-      // Released between batches: the runs' own writes go first.
-      std::lock_guard lock(store_mutex);
-      n = store.purge_events(now_ms - retention_ms, kPurgeBatch);
-    }
+    // A write of its own each: the runs' own writes queued meanwhile go between batches.
+    store([&](Store& s) { n = s.purge_events(now_ms - retention_ms, kPurgeBatch); });
     deleted += n;
     more = n == kPurgeBatch;
     if (!more) break;
@@ -104,11 +101,11 @@ void purge_batches(Store& store, std::mutex& store_mutex, std::int64_t retention
 
 // As purge_batches, when the retention asks for it. A failure is logged and tried again at the
 // next time: housekeeping only, the runs go on.
-void purge_old_events(Store& store, std::mutex& store_mutex, std::int64_t retention_ms,
-                      std::int64_t now_ms, std::int64_t& next_purge_ms, Logger& logger) {
+void purge_old_events(const WithStore& store, std::int64_t retention_ms, std::int64_t now_ms,
+                      std::int64_t& next_purge_ms, Logger& logger) {
   if (retention_ms <= 0 || now_ms < next_purge_ms) return;
   try {
-    purge_batches(store, store_mutex, retention_ms, now_ms, next_purge_ms, logger);
+    purge_batches(store, retention_ms, now_ms, next_purge_ms, logger);
   } catch (const std::exception& e) {
     logger.write(LogLevel::warn, "serve.purge_error", e.what(), json::object(), now_ms);
     next_purge_ms = now_ms + kPurgeEveryMs;
@@ -288,8 +285,8 @@ void RuntimeCore::serve() {
       return again_in(backoff.failed(logger_, e.what(), now_ms()));
     }
     backoff.succeeded(logger_, now_ms());
-    purge_old_events(*store_, store_mutex_, options_.event_retention.count(), now_ms(),
-                     next_purge_ms, logger_);
+    purge_old_events(bulk_store(), options_.event_retention.count(), now_ms(), next_purge_ms,
+                     logger_);
     auto pause = options_.poll_interval;
     if (due) {
       // A run due now that could not be claimed (its workflow at its concurrency limit, or

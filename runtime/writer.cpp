@@ -2,6 +2,7 @@
 #include "writer.hpp"
 
 #include <map>
+#include <utility>
 
 namespace durable::detail {
 
@@ -23,24 +24,33 @@ std::size_t Writer::waiting() {
   return queue_.size();
 }
 
-// Commits every queued request in one transaction, the lock released meanwhile, and wakes their
-// callers. Those who queued while it committed wake too, and one of them leads the next group.
+// Commits every queued request, the lock released meanwhile, and wakes their callers: in the
+// order they came, those that may share a transaction together, and each that must be alone by
+// itself. Those who queued while it committed wake too, and one of them leads the next group.
 void Writer::lead(std::unique_lock<std::mutex>& lock) {
-  std::vector<Request*> group;
-  group.swap(queue_);
+  std::vector<Request*> queued;
+  queued.swap(queue_);
   leading_ = true;
   lock.unlock();
-  std::exception_ptr error;
-  try {
-    commit_(group);
-  } catch (...) {
-    error = std::current_exception();
+  const auto commit = [this](const std::vector<Request*>& group) {
+    try {
+      commit_(group);
+    } catch (...) {
+      for (Request* r : group) r->error = std::current_exception();
+    }
+  };
+  std::vector<Request*> together;
+  for (Request* r : queued) {
+    if (!r->alone) {
+      together.push_back(r);
+      continue;
+    }
+    if (!together.empty()) commit(std::exchange(together, {}));
+    commit({r});
   }
+  if (!together.empty()) commit(together);
   lock.lock();
-  for (Request* r : group) {
-    if (error) r->error = error;
-    r->done = true;
-  }
+  for (Request* r : queued) r->done = true;
   leading_ = false;
   committed_.notify_all();
 }
@@ -101,12 +111,11 @@ void hand_out_results(const GroupWritten& out, const std::vector<Writer::Request
   }
   for (Writer::Request* r : group) {
     for (EntriesWrite* e : r->entries) {
-      std::vector<Written> one;
-      take(one, out.written, written, 1, Written::refused);
-      r->written.push_back(one.front());
-      if (one.front() != Written::refused) e->run->next_seq += e->write.new_entries();
+      take(r->written, out.written, written, 1, Written::refused);
+      const Written w = r->written.back();
+      if (w != Written::refused) e->run->next_seq += e->write.new_entries();
       // The run's fiber, once its bodies are back, pauses it (drive()).
-      if (one.front() == Written::pausing) e->run->pausing = true;
+      if (w == Written::pausing) e->run->pausing = true;
     }
   }
 }
@@ -120,6 +129,10 @@ bool is_empty(const WriteGroup& g) {
 
 void commit_group(Store& store, const GroupContext& context,
                   const std::vector<Writer::Request*>& group) {
+  if (group.size() == 1 && group.front()->alone) {
+    group.front()->alone(store);
+    return;
+  }
   const WriteGroup all = gather_group(context, group);
   GroupWritten out;
   try {

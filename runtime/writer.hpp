@@ -2,14 +2,15 @@
 #pragma once
 // The one writer of a runtime's runs. Every start, every invocation's outcome, every journal
 // entry written apart from one (a nested step, a parallel body that ended), every stream value
-// and progress a step body writes, and the heartbeat's renewals go through one queue. Writes that
-// come while a transaction is in flight wait together, and the first of them commits them all in
-// the next one, the others' included (leveldb's group commit: one transaction, and under
-// Durability::full one sync, for the whole group). A lone write commits at once. The fence that
-// keeps a run's writes to its owner is the store's, once per write. What can refuse one write (a
-// run no longer held, a closed stream) is its result, not a throw; a throw is the database's
-// failure (a full disk, a lost connection) and, as in leveldb, every caller of the group is told
-// it: nothing of the group was written.
+// and progress a step body writes, and the heartbeat's renewals go through one queue; so do the
+// writes that are transactions of their own (claims, releases, operators' changes), each alone
+// in its turn. Writes that come while a transaction is in flight wait together, and the first of
+// them commits them all in the next one, the others' included (leveldb's group commit: one
+// transaction, and under Durability::full one sync, for the whole group). A lone write commits
+// at once. The fence that keeps a run's writes to its owner is the store's, once per write. What
+// can refuse one write (a run no longer held, a closed stream) is its result, not a throw; a
+// throw is the database's failure (a full disk, a lost connection) and, as in leveldb, every
+// caller of the group is told it: nothing of the group was written.
 
 #include <atomic>
 #include <condition_variable>
@@ -17,7 +18,9 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "run_model.hpp"
@@ -43,6 +46,9 @@ class Writer {
     std::vector<const StreamValue*> stream_values;
     std::vector<const ProgressWrite*> progress;
     std::vector<const Beat*> beats;
+    /// A write of its own (a claim, a release, an operator's change: a store call that is its
+    /// own transaction): run alone, in its turn in the queue, with nothing else in the request.
+    std::function<void(Store&)> alone;
     std::vector<std::string> ids;       ///< of the starts, in order
     std::vector<Written> written;       ///< of the writes, then of the entries, in order
     std::vector<StreamWrite> streamed;  ///< of the stream values, in order
@@ -50,14 +56,29 @@ class Writer {
     std::exception_ptr error;           ///< what failed the request: nothing of it was written
     bool done = false;
   };
-  /// Commits a group in one transaction, filling in each request's ids and written; a throw
-  /// fails every request of the group.
+  /// Commits a group in one transaction, filling in each request's ids and written, or runs a
+  /// group of one request that is `alone`; a throw fails every request of the group.
   using Commit = std::function<void(const std::vector<Request*>& group)>;
 
   explicit Writer(Commit commit) : commit_(std::move(commit)) {}
 
   /// Returns once the request's group committed; rethrows what failed it.
   void write(Request& request);
+  /// Runs `write(store)` alone, in its turn, and returns what it returned; rethrows its throw.
+  template <class F>
+  std::invoke_result_t<F, Store&> alone(F&& write_alone) {
+    using Result = std::invoke_result_t<F, Store&>;
+    Request request;
+    if constexpr (std::is_void_v<Result>) {
+      request.alone = [&write_alone](Store& store) { write_alone(store); };
+      write(request);
+    } else {
+      std::optional<Result> result;
+      request.alone = [&](Store& store) { result.emplace(write_alone(store)); };
+      write(request);
+      return std::move(*result);
+    }
+  }
   /// Requests queued for the next transaction (for tests).
   std::size_t waiting();
 

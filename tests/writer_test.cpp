@@ -48,6 +48,7 @@ struct Recorder {
         ids.push_back(w->run_id);
         r->written.push_back(detail::Written::yes);
       }
+      if (r->alone) ids.push_back("alone");
     }
     groups.push_back(ids);
   }
@@ -125,6 +126,64 @@ TEST_CASE("starts and run writes made while a group commits share the next trans
   CHECK(recorder.groups[0] == std::vector<std::string>{"first"});
   CHECK(std::set<std::string>(recorder.groups[1].begin(), recorder.groups[1].end()).size() ==
         kLate);
+}
+
+TEST_CASE(
+    "a write that must be alone runs by itself in its turn, between the groups before and "
+    "after it") {
+  Recorder recorder;
+  std::atomic<bool> committing{false};
+  Writer* self = nullptr;
+  Writer writer([&](const std::vector<Writer::Request*>& group) {
+    if (recorder.groups.empty()) {
+      committing = true;
+      REQUIRE(queued(*self, 5));
+    }
+    recorder(group);
+  });
+  self = &writer;
+  std::thread first([&] {
+    detail::RunWrite write;
+    write.run_id = "first";
+    Writer::Request request;
+    request.writes = {&write};
+    writer.write(request);
+  });
+  while (!committing) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Queued one after the other while the first commits: a, b, an alone write, c, another.
+  std::vector<detail::RunWrite> writes(3);
+  std::vector<Writer::Request> requests(5);
+  writes[0].run_id = "a";
+  writes[1].run_id = "b";
+  writes[2].run_id = "c";
+  requests[0].writes = {&writes[0]};
+  requests[1].writes = {&writes[1]};
+  requests[2].alone = [](detail::Store&) {};
+  requests[3].writes = {&writes[2]};
+  requests[4].alone = [](detail::Store&) {};
+  std::vector<std::thread> late;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    REQUIRE(queued(writer, i));  // in this order
+    late.emplace_back([&writer, &requests, i] { writer.write(requests[i]); });
+  }
+  first.join();
+  for (std::thread& t : late) t.join();
+  using Group = std::vector<std::string>;
+  CHECK(recorder.groups == std::vector<Group>{{"first"}, {"a", "b"}, {"alone"}, {"c"}, {"alone"}});
+}
+
+TEST_CASE("an alone write returns what its store call returned, or throws what it threw") {
+  HeldRun held("alone.db");
+  const std::atomic<bool> halted{false};
+  Writer writer([&](const std::vector<Writer::Request*>& group) {
+    detail::commit_group(*held.store, {"A", 2, &halted}, group);
+  });
+  CHECK(writer.alone([](detail::Store& store) { return store.create_run(test::new_run("r2")); }) ==
+        "r2");
+  CHECK(writer.alone([](detail::Store& store) { return store.release("r1", "A", 3, ""); }));
+  CHECK_THROWS_WITH_AS(writer.alone([](detail::Store&) -> int { throw Error("refused"); }),
+                       "refused", Error);
+  CHECK(held.store->get_run("r1", false)->status == Status::pending);  // released
 }
 
 TEST_CASE("a group's failed transaction fails every request in it, and the next one commits") {
