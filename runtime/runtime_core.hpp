@@ -197,12 +197,17 @@ class RuntimeCore {
   std::optional<std::int64_t> next_fire();
   /// The next fire time is read again at the next look (store_mutex_ held).
   void forget_next_fire() { next_fire_.forget(); }
+  /// When a run, a schedule's fire or a deadline is due next, if any is (runtime/serve.cpp).
+  std::optional<std::int64_t> next_anything_due();
   // Logs the backlog signals when a threshold is crossed (runtime/serve.cpp).
   void check_backlog();
   // serve() was asked to stop: runs are handed back at their next step boundary.
   bool stopping() const { return serving_.load() && stop_requested_.load(); }
   // Counts and logs what a commit wrote for a run.
   void record(const RunState& run, const std::vector<EntryWrite>* entries, const RunWrite* write);
+  void record_entry(const RunState& run, const EntryWrite& w, std::int64_t now);
+  void record_status(const RunState& run, const RunWrite& write, std::int64_t now);
+  json step_fields(const RunState& run, const JournalEntry& e) const;
   // Entries a commit wrote join the run's journal in memory (their text dropped: the journal
   // keeps the parsed value only); `entries` is left empty.
   static void adopt(RunState& run, std::vector<EntryWrite>& entries);
@@ -315,6 +320,18 @@ class RuntimeCore {
   };
 
   class Admission;  // the worker loop's claims (runtime/runtime_loop.cpp)
+  // While serve() runs: its wake-up and the admin API's address, forgotten as it returns.
+  class Served {
+   public:
+    Served(RuntimeCore& core, std::function<void()> wake);
+    ~Served();
+    Served(const Served&) = delete;
+    Served& operator=(const Served&) = delete;
+    void set_url(std::string url) const;
+
+   private:
+    RuntimeCore& core_;
+  };
 
   static constexpr std::size_t kClaimBatch = 64;  // runs claimed per transaction
   static constexpr std::int64_t kMinPause = 10;   // ms: the shortest sleep of wait()

@@ -10,8 +10,12 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "api.hpp"
@@ -112,6 +116,104 @@ void purge_old_events(const WithStore& store, std::int64_t retention_ms, std::in
   }
 }
 
+// The pause before serve()'s next round: until the next due time, at most poll_interval. A
+// run due now that could not be claimed (its workflow at its concurrency limit, or another
+// process got there first) is looked at again `soon`, not in a spin.
+std::chrono::milliseconds pause_before(std::optional<std::int64_t> due, std::int64_t now_ms,
+                                       std::chrono::milliseconds poll_interval,
+                                       std::chrono::milliseconds soon) {
+  if (!due) return poll_interval;
+  const std::int64_t until = *due - now_ms;
+  return std::min(poll_interval, until > 0 ? std::chrono::milliseconds(until) : soon);
+}
+
+// SIGINT and SIGTERM, watched on a thread of their own while serve() runs, so that a stop is
+// seen while a batch of runs executes on the serving thread. The first stops gracefully; a
+// second one, while the step bodies finish, exits at once (what was journaled stays; the bodies
+// cut short run again, as after a crash).
+class SignalWatch {
+ public:
+  SignalWatch(Logger& logger, std::function<std::int64_t()> now_ms,
+              std::function<bool()> stopping, std::function<void()> stop)
+      : logger_(logger),
+        now_ms_(std::move(now_ms)),
+        stopping_(std::move(stopping)),
+        stop_(std::move(stop)) {
+    watch();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~SignalWatch() {
+    io_.stop();
+    thread_.join();
+  }
+  SignalWatch(const SignalWatch&) = delete;
+  SignalWatch& operator=(const SignalWatch&) = delete;
+
+ private:
+  void watch() {
+    signals_.async_wait([this](const boost::system::error_code& error, int number) {
+      if (!error) caught(number);
+    });
+  }
+
+  void caught(int number) {
+    const std::string name = number == SIGINT ? "SIGINT" : "SIGTERM";
+    if (stopping_()) {
+      logger_.write(LogLevel::warn, "serve.signal", name + " again: exiting at once",
+                    json::object(), now_ms_());
+      std::_Exit(128 + number);
+    }
+    logger_.write(LogLevel::info, "serve.signal",
+                  name + ": finishing the step bodies that run, then handing their runs back",
+                  json::object(), now_ms_());
+    stop_();
+    watch();
+  }
+
+  Logger& logger_;
+  std::function<std::int64_t()> now_ms_;
+  std::function<bool()> stopping_;
+  std::function<void()> stop_;
+  asio::io_context io_;
+  asio::signal_set signals_{io_, SIGINT, SIGTERM};
+  std::thread thread_;
+};
+
+// serve()'s retention (RuntimeOptions::retention) on a thread of its own: a steady stream of
+// work keeps serve()'s loop from ever idling, and a purge batch there would hold every run up
+// meanwhile. A round returns the pause before the next; the destructor stops it.
+class Janitor {
+ public:
+  explicit Janitor(std::function<std::chrono::milliseconds()> round)
+      : thread_([this, round = std::move(round)] { loop(round); }) {}
+  ~Janitor() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  Janitor(const Janitor&) = delete;
+  Janitor& operator=(const Janitor&) = delete;
+
+ private:
+  void loop(const std::function<std::chrono::milliseconds()>& round) {
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      lock.unlock();
+      const std::chrono::milliseconds pause = round();
+      lock.lock();
+      wake_.wait_for(lock, pause, [this] { return stop_; });
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the members it uses exist
+};
+
 // The admin HTTP API and dashboard of serve(), when RuntimeOptions::http asks for them: on
 // threads of their own, on an Admin of its own (its writes wake this runtime).
 struct HttpServing {
@@ -154,93 +256,16 @@ void RuntimeCore::serve() {
       core->stop_requested_ = false;
     }
   } done{this};
-
-  asio::io_context signal_io;
-  asio::signal_set signals(signal_io, SIGINT, SIGTERM);
-  // The first signal stops gracefully; a second one, while the step bodies finish, exits at
-  // once (what was journaled stays; the bodies cut short run again, as after a crash).
-  std::function<void(const boost::system::error_code&, int)> on_signal =
-      [&](const boost::system::error_code& error, int number) {
-        if (error) return;
-        const std::string name = number == SIGINT ? "SIGINT" : "SIGTERM";
-        if (stop_requested_) {
-          logger_.write(LogLevel::warn, "serve.signal", name + " again: exiting at once",
-                        json::object(), now_ms());
-          std::_Exit(128 + number);
-        }
-        logger_.write(LogLevel::info, "serve.signal",
-                      name + ": finishing the step bodies that run, then handing their runs back",
-                      json::object(), now_ms());
-        stop();
-        signals.async_wait(on_signal);
-      };
-  signals.async_wait(on_signal);
-  std::thread signal_thread([&signal_io] { signal_io.run(); });
-  struct JoinSignals {
-    asio::io_context* io;
-    std::thread* thread;
-    ~JoinSignals() {
-      io->stop();
-      thread->join();
-    }
-  } join_signals{&signal_io, &signal_thread};
-
-  // Retention on a thread of its own: a steady stream of work keeps the loop below from ever
-  // idling, and a purge batch there would hold every run up meanwhile.
-  std::mutex janitor_mutex;
-  std::condition_variable janitor_wake;
-  bool janitor_stop = false;
-  std::thread janitor;
-  if (options_.retention.count() > 0) {
-    janitor = std::thread([&] {
-      std::unique_lock lock(janitor_mutex);
-      while (!janitor_stop) {
-        lock.unlock();
-        const std::chrono::milliseconds pause = purge_expired_runs();
-        lock.lock();
-        janitor_wake.wait_for(lock, pause, [&] { return janitor_stop; });
-      }
-    });
-  }
-  struct StopJanitor {
-    std::mutex* mutex;
-    std::condition_variable* wake;
-    bool* stop;
-    std::thread* thread;
-    ~StopJanitor() {
-      {
-        std::lock_guard lock(*mutex);
-        *stop = true;
-      }
-      wake->notify_all();
-      if (thread->joinable()) thread->join();
-    }
-  } stop_janitor{&janitor_mutex, &janitor_wake, &janitor_stop, &janitor};
+  const SignalWatch signals(logger_, [this] { return now_ms(); },
+                            [this] { return stop_requested_.load(); }, [this] { stop(); });
+  std::optional<Janitor> janitor;
+  if (options_.retention.count() > 0) janitor.emplace([this] { return purge_expired_runs(); });
 
   asio::io_context io;
   asio::steady_timer timer(io);
-  {
-    std::lock_guard lock(serve_mutex_);
-    // A start, event, cancel or stop in this process: look for work now, not at the timer.
-    serve_wake_ = [&io, &timer] { asio::post(io, [&timer] { timer.cancel(); }); };
-  }
-  // Declared after io and timer, so destroyed before them: no wake is posted to a dead loop.
-  struct ForgetWake {
-    RuntimeCore* core;
-    ~ForgetWake() {
-      std::lock_guard lock(core->serve_mutex_);
-      core->serve_wake_ = nullptr;
-    }
-  } forget_wake{this};
-  // The admin HTTP API and dashboard, when asked for: on threads of their own, while this
-  // serves. Declared after forget_wake, so stopped before the wake-up is forgotten.
-  struct ForgetUrl {
-    RuntimeCore* core;
-    ~ForgetUrl() {
-      std::lock_guard lock(core->serve_mutex_);
-      core->http_url_.clear();
-    }
-  } forget_url{this};
+  // A start, event, cancel or stop in this process: look for work now, not at the timer.
+  // Declared after io and timer, so that no wake is posted to a dead loop.
+  const Served served(*this, [&io, &timer] { asio::post(io, [&timer] { timer.cancel(); }); });
   const HttpServing serving = serve_http(
       options_, [this] { notify_waiters(); }, [this] { return now_(); },
       [this](const RecordedRun& run, const std::string& step, const json& output) {
@@ -248,10 +273,7 @@ void RuntimeCore::serve() {
       },
       changes_);
   const std::unique_ptr<ops::HttpServer>& http = serving.server;
-  if (http) {
-    std::lock_guard lock(serve_mutex_);
-    http_url_ = http->url();
-  }
+  if (http) served.set_url(http->url());
   logger_.write(LogLevel::info, "serve.started", "serving",
                 {{"worker", worker_.id}, {"http", http ? http->url() : ""}}, now_ms());
 
@@ -275,30 +297,47 @@ void RuntimeCore::serve() {
       check_backlog();
       if (stop_requested_) return io.stop();
       if (wake_generation() != seen) return asio::post(io, pump);  // woken while it ran
-      const std::vector<std::string> names = workflow_names();
-      std::lock_guard lock(store_mutex_);
-      due = store_->next_due(names, {executing_.begin(), executing_.end()});
-      for (const std::optional<std::int64_t> next : {next_fire(), next_deadline()}) {
-        if (next) due = due ? std::min(*due, *next) : next;
-      }
+      due = next_anything_due();
     } catch (const std::exception& e) {
       return again_in(backoff.failed(logger_, e.what(), now_ms()));
     }
     backoff.succeeded(logger_, now_ms());
     purge_old_events(bulk_store(), options_.event_retention.count(), now_ms(), next_purge_ms,
                      logger_);
-    auto pause = options_.poll_interval;
-    if (due) {
-      // A run due now that could not be claimed (its workflow at its concurrency limit, or
-      // another process got there first) is looked at again soon, not in a spin.
-      const std::int64_t until = *due - now_ms();
-      pause = std::min(pause, std::chrono::milliseconds(until > 0 ? until : 5 * kMinPause));
-    }
-    again_in(pause);
+    again_in(pause_before(due, now_ms(), options_.poll_interval,
+                          std::chrono::milliseconds(5 * kMinPause)));
   };
   asio::post(io, pump);
   io.run();
   logger_.write(LogLevel::info, "serve.stopped", "stopped", {{"worker", worker_.id}}, now_ms());
+}
+
+// When a run, a schedule's fire or a deadline is due next, if any is.
+std::optional<std::int64_t> RuntimeCore::next_anything_due() {
+  const std::vector<std::string> names = workflow_names();
+  std::lock_guard lock(store_mutex_);
+  std::optional<std::int64_t> due = store_->next_due(names, {executing_.begin(), executing_.end()});
+  for (const std::optional<std::int64_t> next : {next_fire(), next_deadline()}) {
+    if (next) due = due ? std::min(*due, *next) : next;
+  }
+  return due;
+}
+
+// While serving: serve()'s wake-up and the admin API's address, forgotten as serve() returns.
+RuntimeCore::Served::Served(RuntimeCore& core, std::function<void()> wake) : core_(core) {
+  std::lock_guard lock(core_.serve_mutex_);
+  core_.serve_wake_ = std::move(wake);
+}
+
+RuntimeCore::Served::~Served() {
+  std::lock_guard lock(core_.serve_mutex_);
+  core_.serve_wake_ = nullptr;
+  core_.http_url_.clear();
+}
+
+void RuntimeCore::Served::set_url(std::string url) const {
+  std::lock_guard lock(core_.serve_mutex_);
+  core_.http_url_ = std::move(url);
 }
 
 void RuntimeCore::stop() {
