@@ -53,75 +53,65 @@ void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* ent
       logger_.write(LogLevel::warn, "trace.span_failed", e.what(), run_fields(run), now);
     }
   }
-  // The fields are made only for a line that is written: this runs for every step.
-  const auto fields_of = [&](const JournalEntry* e) {
-    json fields = run_fields(run);
-    if (e != nullptr) {
-      fields["step"] = e->key;
-      fields["kind"] = to_string(e->kind);
-      if (e->state == StepState::retrying || e->state == StepState::failed) {
-        fields["attempt"] = e->attempts;
-        if (e->error) add_error(fields, *e->error, quotes_errors());
-      }
-    }
-    return fields;
-  };
-  const auto log = [&](LogLevel level, std::string_view event, std::string_view message,
-                       const JournalEntry* e) {
-    if (logger_.enabled(level)) logger_.write(level, event, message, fields_of(e), now);
-  };
   if (entries != nullptr) {
-    for (const EntryWrite& w : *entries) {
-      const JournalEntry& e = w.entry;
-      if (w.is_new) ++counters_.steps;
-      if (e.kind == StepKind::invoke && e.state == StepState::waiting) ++counters_.runs_started;
-      switch (e.state) {
-        case StepState::retrying:
-          ++counters_.retries;
-          log(LogLevel::warn, "step.retrying", "attempt failed; will be retried", &e);
-          break;
-        case StepState::failed:
-          log(LogLevel::error, "step.failed", "step failed for good", &e);
-          break;
-        default:
-          if (e.kind == StepKind::send) {
-            ++counters_.events_sent;
-            if (logger_.enabled(LogLevel::info)) {
-              json fields = fields_of(&e);
-              fields["event_name"] = e.output.value("name", "");
-              logger_.write(LogLevel::info, "event.sent", "event sent by a step", fields, now);
-            }
-          } else if (logger_.enabled(LogLevel::debug)) {
-            log(LogLevel::debug, "step." + std::string(to_string(e.state)), "journaled", &e);
-          }
-      }
+    for (const EntryWrite& w : *entries) record_entry(run, w, now);
+  }
+  if (write != nullptr && write->status) record_status(run, *write, now);
+}
+
+// The fields of a step's log line. They are made only for a line that is written: record()
+// runs for every step.
+json RuntimeCore::step_fields(const RunState& run, const JournalEntry& e) const {
+  json fields = run_fields(run);
+  fields["step"] = e.key;
+  fields["kind"] = to_string(e.kind);
+  if (e.state == StepState::retrying || e.state == StepState::failed) {
+    fields["attempt"] = e.attempts;
+    if (e.error) add_error(fields, *e.error, quotes_errors());
+  }
+  return fields;
+}
+
+void RuntimeCore::record_entry(const RunState& run, const EntryWrite& w, std::int64_t now) {
+  const JournalEntry& e = w.entry;
+  if (w.is_new) ++counters_.steps;
+  if (e.kind == StepKind::invoke && e.state == StepState::waiting) ++counters_.runs_started;
+  const auto log = [&](LogLevel level, std::string_view event, std::string_view message) {
+    if (logger_.enabled(level)) logger_.write(level, event, message, step_fields(run, e), now);
+  };
+  if (e.state == StepState::retrying) {
+    ++counters_.retries;
+    log(LogLevel::warn, "step.retrying", "attempt failed; will be retried");
+  } else if (e.state == StepState::failed) {
+    log(LogLevel::error, "step.failed", "step failed for good");
+  } else if (e.kind == StepKind::send) {
+    ++counters_.events_sent;
+    if (logger_.enabled(LogLevel::info)) {
+      json fields = step_fields(run, e);
+      fields["event_name"] = e.output.value("name", "");
+      logger_.write(LogLevel::info, "event.sent", "event sent by a step", fields, now);
     }
+  } else if (logger_.enabled(LogLevel::debug)) {
+    log(LogLevel::debug, "step." + std::string(to_string(e.state)), "journaled");
   }
-  if (write == nullptr || !write->status) return;
-  switch (*write->status) {
-    case Status::completed:
-      ++counters_.runs_completed;
-      if (write->successor) ++counters_.runs_started;  // step.continue_as_new
-      if (logger_.enabled(LogLevel::info)) {
-        json fields = fields_of(nullptr);
-        if (write->successor) fields["continued_as"] = write->successor->id;
-        logger_.write(LogLevel::info, "run.completed", write->reason, fields, now);
-      }
-      break;
-    case Status::failed:
-      ++counters_.runs_failed;
-      if (logger_.enabled(LogLevel::error)) {
-        json fields = fields_of(nullptr);
-        if (write->error) add_error(fields, *write->error, quotes_errors());
-        logger_.write(LogLevel::error, "run.failed", write->reason, fields, now);
-      }
-      break;
-    default:
-      if (logger_.enabled(LogLevel::debug)) {
-        log(LogLevel::debug, "run." + std::string(to_string(*write->status)), write->reason,
-            nullptr);
-      }
+}
+
+void RuntimeCore::record_status(const RunState& run, const RunWrite& write, std::int64_t now) {
+  const Status status = *write.status;
+  if (status == Status::completed) {
+    ++counters_.runs_completed;
+    if (write.successor) ++counters_.runs_started;  // step.continue_as_new
+  } else if (status == Status::failed) {
+    ++counters_.runs_failed;
   }
+  const LogLevel level = status == Status::completed ? LogLevel::info
+                         : status == Status::failed  ? LogLevel::error
+                                                     : LogLevel::debug;
+  if (!logger_.enabled(level)) return;
+  json fields = run_fields(run);
+  if (status == Status::completed && write.successor) fields["continued_as"] = write.successor->id;
+  if (status == Status::failed && write.error) add_error(fields, *write.error, quotes_errors());
+  logger_.write(level, "run." + std::string(to_string(status)), write.reason, fields, now);
 }
 
 void RuntimeCore::report_quarantined(const std::string& id) {
