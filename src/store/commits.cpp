@@ -91,84 +91,22 @@ bool SqlStore::held_by(const std::string& run_id, const std::string& owner) {
 // write at a step boundary that does not end the run: its entries are written, and the run,
 // instead of going on, is paused where the write would have left it.
 Written SqlStore::apply(const RunWrite& w) {
-  bool has_parent = false;  // read with the owner: a run without one has no parent to answer
-  bool pausing = false;
-  bool gated = false;  // rate-limited, and no step body of it had begun (FlowGate)
-  {
-    sql::Query owner(db(),
-                     "SELECT status, coalesce(owner, ''), CASE WHEN parent_id IS NULL THEN 0 "
-                     "ELSE 1 END, paused, CASE WHEN rate_key IS NOT NULL AND first_body_at IS "
-                     "NULL THEN 1 ELSE 0 END FROM runs WHERE id = ?" +
-                         std::string(db().dialect().lock_row));
-    owner.bind(1, w.run_id);
-    if (!owner.next() || owner.text(0) != "running" || owner.text(1) != w.owner) {
-      return Written::refused;
-    }
-    has_parent = owner.int64(2) != 0;
-    pausing = owner.int64(3) != kNotPaused;
-    gated = owner.int64(4) != 0;
-  }
-  bool woke = false;  // a wait written here was completed at once by an earlier event
+  const std::optional<HeldRun> held = held_for(w);
+  if (!held) return Written::refused;
   if (w.clear_crashes) {
     sql::Query clear(db(), "UPDATE runs SET crashes = 0 WHERE id = ?");
     clear.bind(1, w.run_id);
     clear.run();
   }
-  if (w.entries != nullptr) {
-    std::size_t seq = w.first_seq;
-    std::optional<std::int64_t> first_body;  // the earliest begin of a body written here
-    const auto note_body = [&first_body](const JournalEntry& e) {
-      if (e.kind != StepKind::run || !e.started_at_ms) return;
-      first_body = first_body ? std::min(*first_body, *e.started_at_ms) : *e.started_at_ms;
-    };
-    for (const EntryWrite& e : *w.entries) {
-      if (e.transaction) {  // Step::transaction: its body decides the entry, here
-        const EntryWrite ran = run_transaction(e);
-        write_entry(w, ran, ran.is_new ? seq++ : 0);
-        woke = side_effects(w, ran) || woke;
-        note_body(ran.entry);
-        continue;
-      }
-      write_entry(w, e, e.is_new ? seq++ : 0);
-      woke = side_effects(w, e) || woke;
-      note_body(e.entry);
-    }
-    if (gated && first_body) note_first_body(w.run_id, *first_body);
-  }
+  const bool woke = w.entries != nullptr && write_entries(w, held->gated);
   const bool ends = w.status && ended(*w.status);
-  if (pausing && !ends) {
+  if (held->pausing && !ends) {
     if (!w.boundary) return Written::pausing;
     pause_at_write(w, woke);
     return Written::paused;
   }
   if (w.status) {
-    const bool keeps_due = (*w.status == Status::sleeping || *w.status == Status::waiting) &&
-                           w.due_ms != kNever;
-    StatusChange change{ends ? Move::end : Move::suspend, w.run_id, *w.status,
-                        w.now_ms, w.reason, Status::running, w.owner};
-    change.set("due_at", keeps_due ? std::optional(w.due_ms) : std::nullopt)
-        .set_null("owner")
-        .set("invocations", w.invocations)
-        .set("paused", std::int64_t{kNotPaused});
-    if (w.output) {
-      change.set("output", encoded({w.run_id, "", "output"}, *w.output));
-    } else {
-      change.set_null("output");
-    }
-    if (w.error) {
-      change.set("error", error_stored({w.run_id, "", "error"}, *w.error));
-    } else {
-      change.set_null("error");
-    }
-    if (!change_status(change)) bug("run " + w.run_id + " changed under its owner's write");
-    if (*w.status == Status::waiting && (woke || !still_waiting(w.run_id))) {
-      wake(w.run_id, w.now_ms, "what it waited for came while the wait was being journaled");
-    }
-    if (w.successor) {
-      continue_as(w.run_id, *w.successor);
-    } else if (has_parent && (*w.status == Status::completed || *w.status == Status::failed)) {
-      resolve_parent(w.run_id, *w.status, w.output, w.error, w.now_ms);
-    }
+    move_run(w, woke, held->has_parent);
   } else if (w.renew_lease) {
     sql::Query renew(db(),
                      "UPDATE runs SET due_at = ?, invocations = ?, updated_at = ? WHERE id = ?");
@@ -179,6 +117,75 @@ Written SqlStore::apply(const RunWrite& w) {
     renew.run();
   }
   return Written::yes;
+}
+
+// The row of a run a write is for, locked until the transaction ends, if the run is still
+// running under the writer.
+std::optional<SqlStore::HeldRun> SqlStore::held_for(const RunWrite& w) {
+  sql::Query owner(db(),
+                   "SELECT status, coalesce(owner, ''), CASE WHEN parent_id IS NULL THEN 0 "
+                   "ELSE 1 END, paused, CASE WHEN rate_key IS NOT NULL AND first_body_at IS "
+                   "NULL THEN 1 ELSE 0 END FROM runs WHERE id = ?" +
+                       std::string(db().dialect().lock_row));
+  owner.bind(1, w.run_id);
+  if (!owner.next() || owner.text(0) != "running" || owner.text(1) != w.owner) {
+    return std::nullopt;
+  }
+  return HeldRun{owner.int64(2) != 0, owner.int64(3) != kNotPaused, owner.int64(4) != 0};
+}
+
+// Writes a run write's entries, a Step::transaction's run here; returns whether a wait written
+// among them was completed at once by an earlier event.
+bool SqlStore::write_entries(const RunWrite& w, bool gated) {
+  bool woke = false;
+  std::size_t seq = w.first_seq;
+  std::optional<std::int64_t> first_body;  // the earliest begin of a body written here
+  for (const EntryWrite& given : *w.entries) {
+    std::optional<EntryWrite> ran;  // Step::transaction: its body decides the entry, here
+    if (given.transaction) ran = run_transaction(given);
+    const EntryWrite& e = ran ? *ran : given;
+    write_entry(w, e, e.is_new ? seq++ : 0);
+    woke = side_effects(w, e) || woke;
+    if (e.entry.kind == StepKind::run && e.entry.started_at_ms) {
+      const std::int64_t began = *e.entry.started_at_ms;
+      first_body = first_body ? std::min(*first_body, began) : began;
+    }
+  }
+  if (gated && first_body) note_first_body(w.run_id, *first_body);
+  return woke;
+}
+
+// A write that ends or suspends its run (w.status): the run's row, a wait completed meanwhile,
+// and its successor or its parent.
+void SqlStore::move_run(const RunWrite& w, bool woke, bool has_parent) {
+  const bool ends = ended(*w.status);
+  const bool keeps_due =
+      (*w.status == Status::sleeping || *w.status == Status::waiting) && w.due_ms != kNever;
+  StatusChange change{ends ? Move::end : Move::suspend, w.run_id, *w.status,
+                      w.now_ms, w.reason, Status::running, w.owner};
+  change.set("due_at", keeps_due ? std::optional(w.due_ms) : std::nullopt)
+      .set_null("owner")
+      .set("invocations", w.invocations)
+      .set("paused", std::int64_t{kNotPaused});
+  if (w.output) {
+    change.set("output", encoded({w.run_id, "", "output"}, *w.output));
+  } else {
+    change.set_null("output");
+  }
+  if (w.error) {
+    change.set("error", error_stored({w.run_id, "", "error"}, *w.error));
+  } else {
+    change.set_null("error");
+  }
+  if (!change_status(change)) bug("run " + w.run_id + " changed under its owner's write");
+  if (*w.status == Status::waiting && (woke || !still_waiting(w.run_id))) {
+    wake(w.run_id, w.now_ms, "what it waited for came while the wait was being journaled");
+  }
+  if (w.successor) {
+    continue_as(w.run_id, *w.successor);
+  } else if (has_parent && (*w.status == Status::completed || *w.status == Status::failed)) {
+    resolve_parent(w.run_id, *w.status, w.output, w.error, w.now_ms);
+  }
 }
 
 // A rate-limited run's first step body began at `at_ms` (its entry's started_at): from the

@@ -334,6 +334,14 @@ class SqlStore : public Store {
                     std::int64_t until_ms);
   // commits.cpp
   Written apply(const RunWrite& write);
+  struct HeldRun {
+    bool has_parent;  // read with the owner: a run without one has no parent to answer
+    bool pausing;     // a pause was asked for while it ran
+    bool gated;       // rate-limited, and no step body of it had begun (FlowGate)
+  };
+  std::optional<HeldRun> held_for(const RunWrite& write);
+  bool write_entries(const RunWrite& write, bool gated);
+  void move_run(const RunWrite& write, bool woke, bool has_parent);
   /// The fence of a step body's own writes (stream values, progress): whether the run is still
   /// running under `owner`, its row locked until the transaction ends.
   bool held_by(const std::string& run_id, const std::string& owner);
