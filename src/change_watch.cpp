@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <memory>
+#include <optional>
 
 #include "store.hpp"
 
@@ -162,91 +164,143 @@ void ChangeWatch::start_thread() {
   thread_ = std::thread([this] { run_thread(); });
 }
 
-// The watch's thread: completes the async waits past their deadlines, and reads the feed (opened
-// here, so that a watch no one waits on opens no connection) while anyone waits.
+// The watch thread's reading of the database's feed, with no lock held. The feed is opened on
+// that thread while anyone waits (a watch no one waits on opens no connection), and again a
+// poll interval after it failed; while it is away, every waiter reads again once a poll
+// interval.
+class ChangeWatch::FeedReader {
+ public:
+  using Changes = ChangeFeed::Changes;
+  using Clock = std::chrono::steady_clock;
+
+  FeedReader(const FeedOpener& open, std::chrono::milliseconds poll)
+      : open_(open), poll_(poll), next_poll_(Clock::now() + poll) {}
+
+  // Opens the feed when there is none and it is time to try, or reads a LISTEN feed's
+  // notifications until `until` (a slice at most). Nothing when the feed polls or is away.
+  std::optional<Changes> open_or_listen(Deadline until) {
+    const auto now = Clock::now();
+    if (!feed_ && open_ && now >= next_open_) {
+      try {
+        feed_ = open_();
+      } catch (const std::exception&) {
+        return failed();  // the database is away: waits poll until it is back
+      }
+      // What changed before the feed began is not in it (a baseline taken now, a LISTEN from
+      // now on): the waiters read again.
+      if (feed_) return Changes{true, {}};
+    }
+    if (!feed_ || feed_->polls()) return std::nullopt;
+    const auto slice =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::min(until, now + kFeedSlice) - now);
+    try {
+      return feed_->next(std::max(slice, std::chrono::milliseconds(1)));
+    } catch (const std::exception&) {
+      return failed();
+    }
+  }
+
+  // A polling feed, or none, is looked at every poll interval.
+  Deadline next_poll() const { return next_poll_; }
+  // Whether that time has come; if so, the next is a poll interval from now.
+  bool poll_due() {
+    const auto now = Clock::now();
+    if (now < next_poll_) return false;
+    next_poll_ = now + poll_;
+    return true;
+  }
+  Changes poll() {
+    if (!feed_) return Changes{open_ != nullptr, {}};  // no feed for now: every waiter polls
+    try {
+      return feed_->next({});
+    } catch (const std::exception&) {
+      return failed();
+    }
+  }
+
+  // After an idle time: the looks keep their beat, not restarted by the wait that ended it. A
+  // change made just after a wait began is then seen within a poll interval, half of one on
+  // average.
+  void keep_beat() {
+    const auto now = Clock::now();
+    if (next_poll_ <= now) next_poll_ += ((now - next_poll_) / poll_ + 1) * poll_;
+  }
+
+ private:
+  Changes failed() {
+    feed_.reset();
+    next_open_ = Clock::now() + poll_;
+    return Changes{true, {}};
+  }
+
+  const FeedOpener& open_;
+  std::chrono::milliseconds poll_;
+  std::unique_ptr<ChangeFeed> feed_;
+  Deadline next_open_ = Clock::now();
+  Deadline next_poll_;
+};
+
+// The watch's thread: completes the async waits past their deadlines, and reads the feed while
+// anyone waits.
 void ChangeWatch::run_thread() {
-  using std::chrono::steady_clock;
-  std::unique_ptr<ChangeFeed> feed;
-  auto next_open = steady_clock::now();
-  auto next_poll = steady_clock::now() + poll_;
+  FeedReader reader(open_feed_, poll_);
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     if (waiters_.empty()) {
       wake_thread_.wait(lock, [&] { return stopping_ || !waiters_.empty(); });
-      // The looks keep their beat, not restarted by the wait that ended the idle time: a change
-      // made just after a wait began is then seen within a poll interval, half of one on average.
-      const auto now = steady_clock::now();
-      if (next_poll <= now) next_poll += ((now - next_poll) / poll_ + 1) * poll_;
+      reader.keep_beat();
       continue;
     }
-    const auto now = steady_clock::now();
-    Callbacks expired;
-    take(expired, [&](const Waiter& w) { return w.deadline <= now; });
-    auto earliest = steady_clock::time_point::max();
-    for (const Handle& waiter : waiters_) earliest = std::min(earliest, waiter->deadline);
-    ChangeFeed::Changes changes;
-    bool failed = false;
-    lock.unlock();
-    call(expired, false);
-    bool opened = false;
-    if (!feed && open_feed_ && now >= next_open) {
-      try {
-        feed = open_feed_();
-        // What changed before the feed began is not in it (a baseline taken now, a LISTEN
-        // from now on): the waiters read again.
-        opened = feed != nullptr;
-      } catch (const std::exception&) {
-        failed = true;  // the database is away: waits poll until it is back
-      }
-    }
-    const bool listens = feed && !feed->polls() && !opened;
-    if (listens) {
-      const auto slice = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::min(earliest, now + kFeedSlice) - now);
-      try {
-        changes = feed->next(std::max(slice, std::chrono::milliseconds(1)));
-      } catch (const std::exception&) {
-        failed = true;
-      }
-    }
-    lock.lock();
-    if (opened) {
-      changes.anything = true;
-    } else if (!listens && !failed) {
-      // A polling feed, or none: look every poll interval; a new waiter or a stop wakes this
-      // early, to look at the deadlines again.
-      wake_thread_.wait_until(lock, std::min(earliest, next_poll));
-      if (stopping_ || steady_clock::now() < next_poll) continue;
-      next_poll = steady_clock::now() + poll_;
-      if (feed) {
-        lock.unlock();
-        try {
-          changes = feed->next({});
-        } catch (const std::exception&) {
-          failed = true;
-        }
-        lock.lock();
-      } else {
-        changes.anything = open_feed_ != nullptr;  // no feed for now: every waiter polls
-      }
-    }
-    if (failed) {
-      feed.reset();
-      next_open = steady_clock::now() + poll_;
-      changes.anything = true;
-    }
-    Callbacks due;
-    if (changes.anything) {
-      wake({}, due);
-    } else {
-      for (const std::string& changed : changes.topics) wake(changed, due);
-    }
-    if (!due.empty()) {
-      lock.unlock();
-      call(due, true);
-      lock.lock();
+    const Deadline earliest = expire(lock);
+    if (const std::optional<ChangeFeed::Changes> changes = look(lock, reader, earliest)) {
+      announce(lock, *changes);
     }
   }
+}
+
+// Calls back the waiters past their deadlines, the lock let go meanwhile; returns the earliest
+// deadline of those left.
+ChangeWatch::Deadline ChangeWatch::expire(std::unique_lock<std::mutex>& lock) {
+  const auto now = std::chrono::steady_clock::now();
+  Callbacks expired;
+  take(expired, [&](const Waiter& w) { return w.deadline <= now; });
+  auto earliest = Deadline::max();
+  for (const Handle& waiter : waiters_) earliest = std::min(earliest, waiter->deadline);
+  lock.unlock();
+  call(expired, false);
+  lock.lock();
+  return earliest;
+}
+
+// One look for changes: the feed opened now, a LISTEN feed's notifications, or the look of a
+// polling feed (or of none) once its poll interval has passed; a new waiter or a stop wakes
+// that wait early, to look at the deadlines again. Nothing when there was no look.
+std::optional<ChangeFeed::Changes> ChangeWatch::look(std::unique_lock<std::mutex>& lock,
+                                                     FeedReader& reader, Deadline earliest) {
+  lock.unlock();
+  std::optional<ChangeFeed::Changes> seen = reader.open_or_listen(earliest);
+  lock.lock();
+  if (seen) return seen;
+  wake_thread_.wait_until(lock, std::min(earliest, reader.next_poll()));
+  if (stopping_ || !reader.poll_due()) return std::nullopt;
+  lock.unlock();
+  seen = reader.poll();
+  lock.lock();
+  return seen;
+}
+
+// Wakes the waiters of what changed, their callbacks called with the lock let go.
+void ChangeWatch::announce(std::unique_lock<std::mutex>& lock, const ChangeFeed::Changes& changes) {
+  Callbacks due;
+  if (changes.anything) {
+    wake({}, due);
+  } else {
+    for (const std::string& changed : changes.topics) wake(changed, due);
+  }
+  if (due.empty()) return;
+  lock.unlock();
+  call(due, true);
+  lock.lock();
 }
 
 }  // namespace durable::detail

@@ -34,14 +34,15 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
-namespace durable::detail {
+#include "change_feed.hpp"
 
-class ChangeFeed;
+namespace durable::detail {
 
 class ChangeWatch {
  public:
@@ -90,8 +91,13 @@ class ChangeWatch {
   }
 
  private:
+  class FeedReader;
   void start_thread();
   void run_thread();
+  Deadline expire(std::unique_lock<std::mutex>& lock);
+  std::optional<ChangeFeed::Changes> look(std::unique_lock<std::mutex>& lock, FeedReader& reader,
+                                          Deadline earliest);
+  void announce(std::unique_lock<std::mutex>& lock, const ChangeFeed::Changes& changes);
   /// Wakes the waiters of `topic`, or all of them when it is empty (lock held); the callbacks
   /// to call once the lock is let go are added to `due`.
   using Callbacks = std::vector<std::function<void(bool)>>;
