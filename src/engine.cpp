@@ -341,6 +341,20 @@ const json* Invocation::await(std::size_t slot) {
   return &s.entry->output;
 }
 
+// What a wait point's bodies came to: the outcome to journal, and what waits for a later round.
+struct Invocation::Round {
+  Outcome outcome{Outcome::Kind::step_done, {}, {}, {}, 0, {}, {}};
+  std::optional<std::int64_t> wake;        // the earliest time something waits for
+  std::optional<std::int64_t> retry_wake;  // the earliest retry this round wrote, and why
+  std::string retry_reason;
+  bool lost = false;       // a nested step's write was refused
+  bool journaled = false;  // something beside failures for good is to be journaled
+  std::deque<Pending> again;  // retries and held-back bodies, for a resident invocation
+  std::vector<std::pair<std::size_t, std::string>> completed;  // slot, key
+
+  void wake_at(std::int64_t t) { wake = wake ? std::min(*wake, t) : t; }
+};
+
 // A wait point: every pending body that is due runs now, concurrently. Whatever completed or
 // must be retried is journaled. Under every_step that ends the invocation (false, ending_ set);
 // resident (under on_recovery) the workflow goes on in place, after waiting out a short backoff.
@@ -353,118 +367,129 @@ bool Invocation::settle() {
     check_strict(call);
   }
   while (!pending_.empty()) {
-    const auto due = static_cast<std::size_t>(
-        std::count_if(pending_.begin(), pending_.end(),
-                      [this](const Pending& p) { return p.due_ms <= now_ms_; }));
-    const bool each_when_ended = config_->write_as_ended && due > 1;
-    std::vector<std::function<void()>> bodies;
-    for (Pending& p : pending_) {
-      if (p.due_ms > now_ms_ || p.transaction) continue;
-      bodies.emplace_back([this, &p, each_when_ended] {
-        run_body(p);
-        if (each_when_ended) write_ended(p);
-      });
-    }
-    if (!bodies.empty()) {
-      host_->run_bodies(bodies);
-      now_ms_ = host_->now_ms();  // the bodies took time
-    }
-    for (Pending& p : pending_) {
-      if (p.due_ms <= now_ms_ && p.transaction && !any_abandoned()) write_transaction(p);
-    }
-    bool written = false;
-    for (const Pending& p : pending_) {
-      if (p.write_error) {  // the store failed
-        linger();           // not out of here while an abandoned body may use these frames
-        store_failed(p.write_error);
-      }
-      written = written || p.written;
-    }
-    // Entries the step threads journaled are this invocation's own from here on: the calls
-    // after them (a failure caught, the same id used again) number past them.
-    if (written) cursor_.absorb_appended();
-
-    Outcome outcome;
-    outcome.kind = Outcome::Kind::step_done;
-    std::optional<std::int64_t> wake;
-    const auto wake_at = [&wake](std::int64_t t) { wake = wake ? std::min(*wake, t) : t; };
-    bool lost = false, journaled = false;
-    std::optional<std::int64_t> retry_wake;  // the earliest retry this round wrote, and why
-    std::string retry_reason;
-    std::deque<Pending> again;  // retries and held-back bodies, for a resident invocation
-    std::vector<std::pair<std::size_t, std::string>> completed;  // slot, key
-    for (Pending& p : pending_) {
-      lost = lost || p.lost;
-      if (!p.result) {  // not due yet, or held back by a nested retry
-        wake_at(p.postponed_until.value_or(p.due_ms));
-        p.postponed_until.reset();
-        again.push_back(std::move(p));
-        continue;
-      }
-      EntryWrite write = std::move(*p.result);
-      p.result.reset();
-      const JournalEntry& e = write.entry;
-      if (e.state == StepState::failed) {
-        slots_[p.slot].failure = e.error;
-        if (!p.written) failed_.push_back(std::move(write));
-        continue;
-      }
-      journaled = true;
-      if (e.state == StepState::retrying) {
-        if (!retry_wake || *e.wake_at_ms < *retry_wake) {
-          retry_wake = e.wake_at_ms;
-          retry_reason = retry_text(e, p.options);
-        }
-        wake_at(*e.wake_at_ms);
-        Pending& retry = again.emplace_back(std::move(p));
-        retry.written = false;
-        retry.attempt = e.attempts + 1;
-        retry.due_ms = *e.wake_at_ms;
-        retry.is_new = false;
-      } else {
-        completed.emplace_back(p.slot, e.key);
-      }
-      if (!p.written) outcome.entries.push_back(std::move(write));
-    }
-    pending_.clear();
+    run_due();
+    Round round = fold();
     // A body abandoned at its timeout still runs on frames this invocation must keep: whatever
     // it ends in is handed over before it unwinds (and nothing goes on in place).
     const bool abandoned = any_abandoned();
-    if (lost) {
+    if (round.lost) {
       Outcome gone{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused", {}};
       if (abandoned) return hand_over(std::move(gone));
       end(std::move(gone));
     }
     // Only failures: StepFailed reaches the workflow now.
-    if (!journaled && !wake && !abandoned) return true;
-    for (EntryWrite& f : failed_) outcome.entries.push_back(std::move(f));
+    if (!round.journaled && !round.wake && !abandoned) return true;
+    for (EntryWrite& f : failed_) round.outcome.entries.push_back(std::move(f));
     failed_.clear();
-    if (wake) {
-      outcome.kind = Outcome::Kind::sleep;
-      outcome.wake_at_ms = *wake;
-      outcome.reason = retry_wake == wake
-                           ? retry_reason
-                           : "waiting for a step's next attempt at " + format_time(*wake);
-    } else {
-      const auto one = [&](const JournalEntry& e) {
-        return step_label(e.key) +
-               (e.state == StepState::failed ? " failed for good" : " completed");
-      };
-      outcome.reason = outcome.entries.size() == 1
-                           ? one(outcome.entries.front().entry)
-                           : std::to_string(outcome.entries.size()) + " parallel steps journaled";
-    }
+    name_outcome(round);
+    Outcome& outcome = round.outcome;
     if (abandoned) return hand_over(std::move(outcome));
     if (!stays_resident(outcome)) {
       ending_ = std::move(outcome);
       return false;
     }
     journal_in_place(outcome.entries);
-    for (const auto& [slot, key] : completed) slots_[slot].entry = run_->journal.find(key);
-    if (wake) park_in_place(*wake);
-    pending_ = std::move(again);
+    for (const auto& [slot, key] : round.completed) slots_[slot].entry = run_->journal.find(key);
+    if (round.wake) park_in_place(*round.wake);
+    pending_ = std::move(round.again);
   }
   return true;
+}
+
+// Runs the pending bodies that are due, concurrently, then the due transactions; a store that
+// failed to write what a body ended in ends the invocation.
+void Invocation::run_due() {
+  const auto due = static_cast<std::size_t>(std::count_if(
+      pending_.begin(), pending_.end(), [this](const Pending& p) { return p.due_ms <= now_ms_; }));
+  const bool each_when_ended = config_->write_as_ended && due > 1;
+  std::vector<std::function<void()>> bodies;
+  for (Pending& p : pending_) {
+    if (p.due_ms > now_ms_ || p.transaction) continue;
+    bodies.emplace_back([this, &p, each_when_ended] {
+      run_body(p);
+      if (each_when_ended) write_ended(p);
+    });
+  }
+  if (!bodies.empty()) {
+    host_->run_bodies(bodies);
+    now_ms_ = host_->now_ms();  // the bodies took time
+  }
+  for (Pending& p : pending_) {
+    if (p.due_ms <= now_ms_ && p.transaction && !any_abandoned()) write_transaction(p);
+  }
+  bool written = false;
+  for (const Pending& p : pending_) {
+    if (p.write_error) {  // the store failed
+      linger();           // not out of here while an abandoned body may use these frames
+      store_failed(p.write_error);
+    }
+    written = written || p.written;
+  }
+  // Entries the step threads journaled are this invocation's own from here on: the calls after
+  // them (a failure caught, the same id used again) number past them.
+  if (written) cursor_.absorb_appended();
+}
+
+// Folds the pending steps, once their due bodies ran, into a round: the entries to journal
+// (those the step threads did not write already), failures for good held in failed_, retries
+// and what is not due yet kept to go again.
+Invocation::Round Invocation::fold() {
+  Round round;
+  for (Pending& p : pending_) {
+    round.lost = round.lost || p.lost;
+    if (!p.result) {  // not due yet, or held back by a nested retry
+      round.wake_at(p.postponed_until.value_or(p.due_ms));
+      p.postponed_until.reset();
+      round.again.push_back(std::move(p));
+      continue;
+    }
+    EntryWrite write = std::move(*p.result);
+    p.result.reset();
+    const JournalEntry& e = write.entry;
+    if (e.state == StepState::failed) {
+      slots_[p.slot].failure = e.error;
+      if (!p.written) failed_.push_back(std::move(write));
+      continue;
+    }
+    round.journaled = true;
+    if (e.state == StepState::retrying) {
+      if (!round.retry_wake || *e.wake_at_ms < *round.retry_wake) {
+        round.retry_wake = e.wake_at_ms;
+        round.retry_reason = retry_text(e, p.options);
+      }
+      round.wake_at(*e.wake_at_ms);
+      Pending& retry = round.again.emplace_back(std::move(p));
+      retry.written = false;
+      retry.attempt = e.attempts + 1;
+      retry.due_ms = *e.wake_at_ms;
+      retry.is_new = false;
+    } else {
+      round.completed.emplace_back(p.slot, e.key);
+    }
+    if (!p.written) round.outcome.entries.push_back(std::move(write));
+  }
+  pending_.clear();
+  return round;
+}
+
+// The round's outcome as its history says it: a sleep until the next attempt, or what was
+// journaled.
+void Invocation::name_outcome(Round& round) const {
+  Outcome& outcome = round.outcome;
+  if (round.wake) {
+    outcome.kind = Outcome::Kind::sleep;
+    outcome.wake_at_ms = *round.wake;
+    outcome.reason = round.retry_wake == round.wake
+                         ? round.retry_reason
+                         : "waiting for a step's next attempt at " + format_time(*round.wake);
+    return;
+  }
+  const auto one = [this](const JournalEntry& e) {
+    return step_label(e.key) + (e.state == StepState::failed ? " failed for good" : " completed");
+  };
+  outcome.reason = outcome.entries.size() == 1
+                       ? one(outcome.entries.front().entry)
+                       : std::to_string(outcome.entries.size()) + " parallel steps journaled";
 }
 
 bool Invocation::stays_resident(const Outcome& outcome) const {

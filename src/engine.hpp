@@ -307,6 +307,10 @@ class Invocation {
   void flush() {
     if (!settle()) unwind();
   }
+  struct Round;
+  void run_due();
+  Round fold();
+  void name_outcome(Round& round) const;
   void run_body(Pending& pending);
   void write_ended(Pending& pending);
   Host::WriteDone when_written(Pending& pending);
