@@ -364,6 +364,166 @@ struct SweepRuntime {
 
 void TestRuntime::drive() { drive_runs(state_->runtime, state_->ticks); }
 
+namespace {
+
+// Where a case of the sweep crashes: as the nth body of step `key` finishes here (an outer step
+// finishes after its nested ones), whatever order parallel bodies start and end in; before
+// that body's commit, or just after it.
+struct CrashPoint {
+  std::string key;
+  int nth = 0;
+  bool before_commit = true;
+};
+
+// The crash of one case: a body hook and a commit hook that halt the runtime at the point, as a
+// killed process stops writing. Declared before the runtime its hooks run in, so that it
+// outlives the bodies still in flight as that runtime closes.
+class Crasher {
+ public:
+  explicit Crasher(CrashPoint point) : point_(std::move(point)) {}
+
+  void arm(SweepRuntime& runtime) {
+    runtime_ = &runtime;
+    runtime.core().set_body_hook(
+        [this](const std::string&, const std::string& key, int, const detail::Body& body) {
+          return run(key, body);
+        });
+    runtime.core().set_commit_hook(
+        [this](const std::string&, const std::vector<detail::EntryWrite>& entries) {
+          committed(entries);
+        });
+  }
+
+ private:
+  json run(const std::string& key, const detail::Body& body) {
+    if (crashed_) return json();  // a body still in flight dies with the process
+    {
+      std::lock_guard lock(runtime_->mutex);
+      runtime_->executed.push_back(key);
+    }
+    // A failed attempt is a body of the sweep too: count it, then let it throw.
+    std::exception_ptr failure;
+    json out;
+    try {
+      out = body();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (finished(key)) {
+      finished_point_ = true;
+      if (point_.before_commit) crash();
+    }
+    if (failure) std::rethrow_exception(failure);
+    return out;
+  }
+
+  // Whether the body that finished is the point's.
+  bool finished(const std::string& key) {
+    if (key != point_.key) return false;
+    std::lock_guard lock(runtime_->mutex);
+    return ++finished_[key] == point_.nth;
+  }
+
+  void committed(const std::vector<detail::EntryWrite>& entries) {
+    if (point_.before_commit || crashed_ || !finished_point_) return;
+    for (const detail::EntryWrite& w : entries) {
+      if (w.entry.key == point_.key) crash();
+    }
+  }
+
+  void crash() {
+    crashed_ = true;
+    runtime_->core().halt();
+  }
+
+  CrashPoint point_;
+  SweepRuntime* runtime_ = nullptr;
+  std::map<std::string, int> finished_;  // bodies finished, per key
+  std::atomic<bool> finished_point_{false};
+  std::atomic<bool> crashed_{false};
+};
+
+// The first life of a case's run on `file`: started and driven until the crash. Returns the
+// run's id; the bodies it ran go to `executed`.
+std::string run_until_crash(const Workflow& wf, const json& input, const RuntimeOptions& file,
+                            std::atomic<Clock::rep>& ticks, CrashPoint point,
+                            std::vector<std::string>& executed) {
+  Crasher crasher(std::move(point));
+  SweepRuntime first(file, ticks);
+  first.runtime.add(wf);
+  crasher.arm(first);
+  const std::string id = first.runtime.start(wf.name(), input);
+  drive_runs(first.runtime, ticks);
+  executed = first.executed;
+  return id;
+}
+
+// The restart: a new runtime on the file, driven until the run ends. Returns the run as it
+// ended; the bodies it ran go to `executed`.
+RunInfo restart(const Workflow& wf, const RuntimeOptions& file, std::atomic<Clock::rep>& ticks,
+                const std::string& id, std::vector<std::string>& executed) {
+  SweepRuntime second(file, ticks);
+  second.runtime.add(wf);
+  second.core().set_body_hook(
+      [&](const std::string&, const std::string& key, int, const detail::Body& body) {
+        {
+          std::lock_guard lock(second.mutex);
+          second.executed.push_back(key);
+        }
+        return body();
+      });
+  drive_runs(second.runtime, ticks);
+  executed = second.executed;
+  return second.runtime.get(id);
+}
+
+// The bodies that ran more often, across crash and restart, than in the crash-free run.
+std::vector<std::string> ran_again(const std::vector<std::string>& expected,
+                                   const std::vector<std::string>& first,
+                                   const std::vector<std::string>& second) {
+  std::map<std::string, int> baseline, total;
+  for (const std::string& key : expected) ++baseline[key];
+  for (const std::vector<std::string>* bodies : {&first, &second}) {
+    for (const std::string& key : *bodies) ++total[key];
+  }
+  std::vector<std::string> again;
+  for (const auto& [key, n] : total) {
+    if (n > baseline[key]) again.push_back(key);
+  }
+  std::sort(again.begin(), again.end(), natural_less);
+  return again;
+}
+
+// One case of the sweep, on a fresh file: the crash at body k, then the restart.
+CrashCase crash_case(const Workflow& wf, const json& input, const RuntimeOptions& opts,
+                     const RunResult& expected, std::size_t k, bool before_commit) {
+  const std::vector<std::string>& bodies = expected.executed;
+  ScratchDir dir;
+  RuntimeOptions file = quiet(opts);
+  file.database = dir.file("sweep.db");
+  std::atomic<Clock::rep> ticks{Clock::now().time_since_epoch().count()};
+  // Body k is the n-th body of its step key in the crash-free run's list.
+  const auto nth = static_cast<int>(std::count(bodies.begin(), bodies.begin() + k + 1, bodies[k]));
+  std::vector<std::string> first, second;
+  const std::string id =
+      run_until_crash(wf, input, file, ticks, {bodies[k], nth, before_commit}, first);
+  // Once the dead runtime's lease has lapsed.
+  ticks += std::chrono::duration_cast<Clock::duration>(opts.lease).count() + 1;
+  const RunInfo after = restart(wf, file, ticks, id, second);
+  CrashCase c;
+  c.body = static_cast<int>(k);
+  c.step = bodies[k];
+  c.before_commit = before_commit;
+  c.status = after.status;
+  c.output = after.output;
+  c.error = after.error;
+  c.matches = after.status == expected.info.status && after.output == expected.info.output;
+  c.ran_again = ran_again(bodies, first, second);
+  return c;
+}
+
+}  // namespace
+
 CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
   opts.resident_sleep = std::chrono::milliseconds(0);
   CrashSweep sweep;
@@ -372,105 +532,9 @@ CrashSweep crash_sweep(const Workflow& wf, json input, RuntimeOptions opts) {
     clean.add(wf);
     sweep.expected = clean.run(wf.name(), input);
   }
-  const std::vector<std::string>& bodies = sweep.expected.executed;
-  std::map<std::string, int> baseline;
-  for (const std::string& key : bodies) ++baseline[key];
-
-  for (std::size_t k = 0; k < bodies.size(); ++k) {
+  for (std::size_t k = 0; k < sweep.expected.executed.size(); ++k) {
     for (const bool before_commit : {true, false}) {
-      ScratchDir dir;
-      RuntimeOptions file = quiet(opts);
-      file.database = dir.file("sweep.db");
-      std::atomic<Clock::rep> ticks{Clock::now().time_since_epoch().count()};
-      std::atomic<bool> crashed{false};
-      std::string id;
-      std::vector<std::string> executed;
-      {
-        // Body k is the n-th body of its step key in the crash-free run's list; the crash
-        // strikes when that one finishes here (an outer step finishes after its nested ones),
-        // whatever order parallel bodies start and end in.
-        const auto nth =
-            static_cast<int>(std::count(bodies.begin(), bodies.begin() + k + 1, bodies[k]));
-        std::map<std::string, int> finished;  // per key; outlives the runtime using it
-        std::atomic<bool> finished_k{false};
-        SweepRuntime first(file, ticks);
-        first.runtime.add(wf);
-        first.core().set_body_hook(
-            [&](const std::string&, const std::string& key, int, const detail::Body& body) -> json {
-              if (crashed) return json();  // a body still in flight dies with the process
-              {
-                std::lock_guard lock(first.mutex);
-                first.executed.push_back(key);
-              }
-              // A failed attempt is a body of the sweep too: count it, then let it throw.
-              std::exception_ptr failure;
-              json out;
-              try {
-                out = body();
-              } catch (...) {
-                failure = std::current_exception();
-              }
-              bool is_k = false;
-              if (key == bodies[k]) {
-                std::lock_guard lock(first.mutex);
-                is_k = ++finished[key] == nth;
-              }
-              if (is_k) {
-                finished_k = true;
-                if (before_commit) {
-                  crashed = true;
-                  first.core().halt();
-                }
-              }
-              if (failure) std::rethrow_exception(failure);
-              return out;
-            });
-        first.core().set_commit_hook(
-            [&](const std::string&, const std::vector<detail::EntryWrite>& entries) {
-              if (before_commit || crashed || !finished_k) return;
-              for (const detail::EntryWrite& w : entries) {
-                if (w.entry.key == bodies[k]) {
-                  crashed = true;
-                  first.core().halt();
-                }
-              }
-            });
-        id = first.runtime.start(wf.name(), input);
-        drive_runs(first.runtime, ticks);
-        executed = first.executed;
-      }
-      // The restart: a new runtime on the file, once the dead runtime's lease has lapsed.
-      ticks += std::chrono::duration_cast<Clock::duration>(opts.lease).count() + 1;
-      SweepRuntime second(file, ticks);
-      second.runtime.add(wf);
-      second.core().set_body_hook(
-          [&](const std::string&, const std::string& key, int, const detail::Body& body) {
-            {
-              std::lock_guard lock(second.mutex);
-              second.executed.push_back(key);
-            }
-            return body();
-          });
-      drive_runs(second.runtime, ticks);
-      const RunInfo after = second.runtime.get(id);
-
-      CrashCase c;
-      c.body = static_cast<int>(k);
-      c.step = bodies[k];
-      c.before_commit = before_commit;
-      c.status = after.status;
-      c.output = after.output;
-      c.error = after.error;
-      c.matches =
-          after.status == sweep.expected.info.status && after.output == sweep.expected.info.output;
-      std::map<std::string, int> total;
-      for (const std::string& key : executed) ++total[key];
-      for (const std::string& key : second.executed) ++total[key];
-      for (const auto& [key, n] : total) {
-        if (n > baseline[key]) c.ran_again.push_back(key);
-      }
-      std::sort(c.ran_again.begin(), c.ran_again.end(), natural_less);
-      sweep.cases.push_back(std::move(c));
+      sweep.cases.push_back(crash_case(wf, input, opts, sweep.expected, k, before_commit));
     }
   }
   return sweep;
