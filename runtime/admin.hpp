@@ -141,7 +141,7 @@ class Admin {
   /// Runtime::cancel, retry or purge of the runs the query matches (whatever its limit):
   /// {"action", "matched"} when `dry_run` (nothing changed), else {"action", "changed"}. Throws
   /// BadRequest for a status the action does not act on.
-  json bulk(detail::BulkAction action, const RunQuery& query, bool dry_run,
+  json bulk(durable::detail::BulkAction action, const RunQuery& query, bool dry_run,
             const std::string& reason);
   /// {"id": the new run's, "forked_from": id}: Runtime::fork. Throws NotFound (an unknown run,
   /// or a step its journal does not hold), Conflict (a run that has not ended).
@@ -154,8 +154,8 @@ class Admin {
                     const std::string& reason);
   /// What resolve_step() asks before it writes: throws Error for an output the run's code cannot
   /// take (a Runtime serving this API passes its own check). Set before any call.
-  using ResolveCheck = std::function<void(const detail::RecordedRun& run, const std::string& step,
-                                          const json& output)>;
+  using ResolveCheck = std::function<void(const durable::detail::RecordedRun& run,
+                                          const std::string& step, const json& output)>;
   void set_resolve_check(ResolveCheck check) { resolve_check_ = std::move(check); }
   /// The largest input, event data or resolved output taken, as JSON text (a Runtime serving
   /// this API passes its RuntimeOptions::max_output_bytes); 4 MiB by default. Set before any

@@ -31,7 +31,11 @@
 
 namespace durable::test::http_client {
 
-using namespace durable::ops;
+using ops::HttpHandler;
+using ops::HttpOptions;
+using ops::HttpRequest;
+using ops::HttpResponse;
+using ops::HttpServer;
 using namespace std::chrono_literals;
 namespace http = boost::beast::http;
 using Response = http::response<http::string_body>;

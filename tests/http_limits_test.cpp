@@ -4,7 +4,10 @@
 
 #include "http_client.hpp"
 
-using namespace durable::ops;
+using durable::ops::HttpOptions;
+using durable::ops::HttpRequest;
+using durable::ops::HttpResponse;
+using durable::ops::HttpServer;
 using namespace durable::test::http_client;
 using namespace std::chrono_literals;
 
