@@ -8,8 +8,11 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace durable::test {
 
@@ -44,6 +47,10 @@ class SyncCounter {
   /// takes the WAL's write lock).
   int transactions() const { return transactions_.load(); }
   int write_transactions() const { return write_transactions_.load(); }
+  /// Makes each sync of a file under the directory take at least `delay`, as a disk's would:
+  /// under eatmydata (scripts/test) a sync costs nothing, and a test of what comes together
+  /// while a commit syncs would see nothing come.
+  void set_sync_delay(std::chrono::microseconds delay) { sync_delay_us_ = delay.count(); }
 
  private:
   // Our file: the methods below, then the real VFS's file, which they forward to.
@@ -74,7 +81,12 @@ class SyncCounter {
     return real(f)->pMethods->xTruncate(real(f), size);
   }
   static int sync(sqlite3_file* f, int flags) {
-    if (reinterpret_cast<File*>(f)->counted) ++self_->syncs_;
+    if (reinterpret_cast<File*>(f)->counted) {
+      ++self_->syncs_;
+      if (const auto delay = self_->sync_delay_us_.load(); delay > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(delay));
+      }
+    }
     return real(f)->pMethods->xSync(real(f), flags);
   }
   static int file_size(sqlite3_file* f, sqlite3_int64* size) {
@@ -147,6 +159,7 @@ class SyncCounter {
   std::atomic<int> syncs_{0};
   std::atomic<int> transactions_{0};
   std::atomic<int> write_transactions_{0};
+  std::atomic<std::int64_t> sync_delay_us_{0};
 };
 
 }  // namespace durable::test
