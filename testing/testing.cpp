@@ -355,9 +355,9 @@ struct SweepRuntime {
     core().set_clock([&ticks] { return Clock::time_point(Clock::duration(ticks.load())); });
   }
   detail::RuntimeCore& core() { return detail::RuntimeAccess::core(runtime); }
-  Runtime runtime;
   std::mutex mutex;
   std::vector<std::string> executed;
+  Runtime runtime;  // last: the bodies still in flight as it closes use the members above
 };
 
 }  // namespace
