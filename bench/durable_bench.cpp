@@ -187,12 +187,9 @@ double replay_ns_per_step(int steps, int reps, bool repeated_ids) {
   std::mt19937_64 random(42);
   // Every step is memoized, so no body runs and nothing nested is written.
   struct NoBodies final : durable::detail::Host {
-    void run_bodies(std::vector<std::function<void()>>&) override {
-      throw std::logic_error("a memoized replay ran a step body");
+    durable::detail::Resolution carry_out(const durable::detail::Decision&) override {
+      throw std::logic_error("a memoized replay decided to run or write something");
     }
-    bool write_nested(const durable::detail::EntryWrite&) override { return false; }
-    bool journal_now(std::vector<durable::detail::EntryWrite>&) override { return false; }
-    std::int64_t park_until(std::int64_t) override { return 0; }
     std::int64_t now_ms() override { return 0; }
     std::int64_t event_horizon() override { return 0; }
     void check_child(std::string_view, const durable::json&) override {}

@@ -69,7 +69,7 @@ class FiberScheduler {
   /// Tasks that have not returned yet.
   std::size_t alive() const { return alive_; }
   /// From a task: it only waits for a body abandoned at its timeout to return, with its run let
-  /// go (Host::linger), and counts for no admission meanwhile; then false.
+  /// go (decide::Linger), and counts for no admission meanwhile; then false.
   void set_lingering(bool lingering) { lingering ? ++lingering_ : --lingering_; }
   /// Tasks alive that do not linger: the runs this scheduler works on.
   std::size_t working() const { return alive_ - lingering_; }

@@ -426,7 +426,47 @@ RuntimeCore::RunHost::RunHost(RuntimeCore& core, Claim& claim, Turn& turn,
                               const std::function<void()>& let_go)
     : core_(&core), claim_(&claim), run_(&claim.run), turn_(&turn), let_go_(&let_go) {}
 
-void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies) {
+Resolution RuntimeCore::RunHost::carry_out(const Decision& decision) {
+  return std::visit(
+      Handlers{[this](const decide::RunBodies& d) {
+                 run_bodies(d.bodies);
+                 return Resolution{};
+               },
+               [this](const decide::WriteTransaction& d) {
+                 write_transaction(d.write, d.done);
+                 return Resolution{};
+               },
+               [this](const decide::Journal& d) { return Resolution{journal_now(d.entries)}; },
+               [this](const decide::Park& d) { return Resolution{true, park_until(d.wake_ms)}; },
+               [this](const decide::HandOver& d) {
+                 hand_over(d.outcome);
+                 return Resolution{};
+               },
+               [this](const decide::Linger& d) {
+                 linger(d.done);
+                 return Resolution{};
+               },
+               [this](const decide::WriteNested& d) { return Resolution{write_nested(d.write)}; },
+               [this](const decide::WriteStream& d) {
+                 write_stream_now(d.stream, d.value);
+                 return Resolution{};
+               },
+               [this](const decide::SaveProgress& d) {
+                 save_progress(d.key, d.attempt, d.progress);
+                 return Resolution{};
+               }},
+      decision);
+}
+
+void RuntimeCore::RunHost::run_bodies(std::vector<BodyTask>& tasks) {
+  std::vector<std::function<void()>> bodies;
+  bodies.reserve(tasks.size());
+  for (BodyTask& task : tasks) {
+    bodies.emplace_back([this, &task] {
+      task.run();
+      journal_ended(task);
+    });
+  }
   FiberScheduler* scheduler = FiberScheduler::current();
   if (scheduler == nullptr || !scheduler->on_fiber()) {
     // A nested batch on a step thread, or a build without fibers: each body's entry is written
@@ -442,13 +482,30 @@ void RuntimeCore::RunHost::run_bodies(std::vector<std::function<void()>>& bodies
   group_ = nullptr;
 }
 
+// From the body's step thread, once it ran: the entry it ended in, if it is to be journaled as
+// it ends. With a loop to commit it, queued for the loop's next group commit; else at once.
+// Nothing throws out of the body's thread: how it came out goes to task.written.
+void RuntimeCore::RunHost::journal_ended(BodyTask& task) {
+  const EntryWrite* entry = task.ended ? task.ended() : nullptr;
+  if (entry == nullptr) return;
+  if (group_ == nullptr) {
+    write_at_once(*entry, task.written, [this](const EntryWrite& e) { return write_nested(e); });
+    return;
+  }
+  try {
+    group_->queue(*run_, *entry, task.written, queued_);
+  } catch (...) {
+    task.written(false, std::current_exception());
+  }
+}
+
 // On a fiber, in the loop's next group commit, with other runs' writes (each transaction body
 // in a savepoint of its own); elsewhere, at once.
 void RuntimeCore::RunHost::write_transaction(const EntryWrite& entry, const WriteDone& done) {
   FiberScheduler* scheduler = FiberScheduler::current();
   CommitGroup* group = CommitGroup::current();
   if (scheduler == nullptr || !scheduler->on_fiber() || group == nullptr) {
-    Host::write_ended(entry, done);
+    write_at_once(entry, done, [this](const EntryWrite& e) { return write_nested(e); });
     return;
   }
   group->queue(*run_, entry, done, queued_);
@@ -457,14 +514,6 @@ void RuntimeCore::RunHost::write_transaction(const EntryWrite& entry, const Writ
 
 bool RuntimeCore::RunHost::write_nested(const EntryWrite& entry) {
   return core_->write_entry(*run_, entry);
-}
-
-void RuntimeCore::RunHost::write_ended(const EntryWrite& entry, const WriteDone& done) {
-  if (group_ == nullptr) {
-    Host::write_ended(entry, done);  // no loop to commit it: at once, on this thread
-  } else {
-    group_->queue(*run_, entry, done, queued_);
-  }
 }
 
 bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
@@ -520,8 +569,8 @@ void RuntimeCore::RunHost::check_child(std::string_view workflow, const json& in
   wf->check_input(input);
 }
 
-// Waits in real time for the runtime's clock to reach wake_ms, for at most the resident sleep
-// limit (a test's clock may never get there); the caller evicts the run if it did not.
+// A body abandoned at its timeout still runs: the outcome is written now and the run let go, so
+// that it goes on elsewhere while this invocation lingers.
 void RuntimeCore::RunHost::hand_over(Outcome& outcome) {
   handed_over_ = true;
   if (core_->conclude(*claim_, outcome, yielded_)) {
@@ -571,6 +620,8 @@ std::optional<json> RuntimeCore::RunHost::load_progress(const std::string& key) 
   return stored->progress;
 }
 
+// Waits in real time for the runtime's clock to reach wake_ms, for at most the resident sleep
+// limit (a test's clock may never get there); the caller evicts the run if it did not.
 std::int64_t RuntimeCore::RunHost::park_until(std::int64_t wake_ms) {
   const auto give_up = std::chrono::steady_clock::now() + core_->options_.resident_sleep +
                        std::chrono::milliseconds(50);

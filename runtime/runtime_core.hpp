@@ -147,7 +147,7 @@ class RuntimeCore {
                       std::size_t batch);
   /// Executes a claimed run's invocations until it sleeps, ends, is lost or yields its turn;
   /// returns how many. `let_go` is called when an invocation lets the run go before it ends
-  /// (Host::hand_over: a body abandoned at its timeout keeps it), with the run written: another
+  /// (decide::HandOver: a body abandoned at its timeout keeps it), with the run written: another
   /// claim may hold it from then on.
   std::size_t drive(Claim claim, const std::function<void()>& let_go);
   /// What becomes of an invocation's outcome: counted, written and logged. Whether the run goes
@@ -237,7 +237,7 @@ class RuntimeCore {
     Written wait(const RunWrite& write);  // from a run's fiber
     /// From a step thread: queues the entry of a body of `run` that ended, for the next flush;
     /// `done` is called then, and `left` (counting the run's queued entries) counts it off.
-    void queue(RunState& run, const EntryWrite& entry, Host::WriteDone done,
+    void queue(RunState& run, const EntryWrite& entry, WriteDone done,
                std::atomic<std::size_t>& left);
     /// From a run's fiber, once its bodies returned: waits until `left` is zero.
     void wait_queued(const std::atomic<std::size_t>& left);
@@ -251,7 +251,7 @@ class RuntimeCore {
     };
     struct Queued {
       EntriesWrite write;  // the one entry
-      Host::WriteDone done;
+      WriteDone done;
       std::atomic<std::size_t>* left;
     };
     struct QueueWaiter {
@@ -280,25 +280,14 @@ class RuntimeCore {
     bool yielded() const { return yielded_; }
     /// An invocation handed the run over: whatever it ends in is not this runtime's to write.
     bool handed_over() const { return handed_over_; }
-    void run_bodies(std::vector<std::function<void()>>& bodies) override;
-    bool write_nested(const EntryWrite& entry) override;
-    void write_ended(const EntryWrite& entry, const WriteDone& done) override;
-    void write_transaction(const EntryWrite& entry, const WriteDone& done) override;
-    bool journal_now(std::vector<EntryWrite>& entries) override;
-    std::int64_t park_until(std::int64_t wake_ms) override;
+    Resolution carry_out(const Decision& decision) override;
     std::int64_t now_ms() override { return core_->now_ms(); }
     std::int64_t event_horizon() override;
     json call_body(const std::string& key, int attempt, const Body& body) override;
     bool halted() override { return core_->halted_; }
     bool reasons_quote_errors() override { return core_->quotes_errors(); }
-    void save_progress(const std::string& key, int attempt, const json& progress) override;
     std::optional<json> load_progress(const std::string& key) override;
-    // runtime_streams.cpp: a step body's writes to the run's streams.
-    void write_stream_now(const std::string& stream,
-                          const std::optional<std::string>& value) override;
-    bool stream_closed(const std::string& stream) override;
-    void hand_over(Outcome& outcome) override;
-    void linger(const std::function<bool()>& done) override;
+    bool stream_closed(const std::string& stream) override;  // runtime_streams.cpp
     void check_child(std::string_view workflow, const json& input) override;
     void result_not_converted(const std::string& key, const json& value, std::string_view type,
                               const std::exception& error) override {
@@ -306,6 +295,19 @@ class RuntimeCore {
     }
 
    private:
+    // What carry_out does for each kind of decision.
+    void run_bodies(std::vector<BodyTask>& bodies);
+    void journal_ended(BodyTask& task);
+    bool write_nested(const EntryWrite& entry);
+    void write_transaction(const EntryWrite& entry, const WriteDone& done);
+    bool journal_now(std::vector<EntryWrite>& entries);
+    std::int64_t park_until(std::int64_t wake_ms);
+    void save_progress(const std::string& key, int attempt, const json& progress);
+    // runtime_streams.cpp: a step body's writes to the run's streams.
+    void write_stream_now(const std::string& stream, const std::optional<std::string>& value);
+    void hand_over(Outcome& outcome);
+    void linger(const std::function<bool()>& done);
+
     RuntimeCore* core_;
     Claim* claim_;
     RunState* run_;

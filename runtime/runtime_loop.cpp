@@ -473,7 +473,7 @@ void RuntimeCore::CommitGroup::report(std::vector<Queued>& queued,
   }
 }
 
-void RuntimeCore::CommitGroup::queue(RunState& run, const EntryWrite& entry, Host::WriteDone done,
+void RuntimeCore::CommitGroup::queue(RunState& run, const EntryWrite& entry, WriteDone done,
                                      std::atomic<std::size_t>& left) {
   {
     std::lock_guard lock(queue_mutex_);

@@ -195,7 +195,7 @@ void Attempt::save_progress(std::unique_lock<std::mutex>& state) {
   progress_saved_ = true;
   saved_at_ = Steady::now();
   state.unlock();
-  host_->save_progress(key_, attempt_, progress);
+  host_->carry_out(decide::SaveProgress{key_, attempt_, progress});
   state.lock();
 }
 
@@ -227,7 +227,7 @@ bool Invocation::hand_over(Outcome outcome) {
   Outcome final = final_outcome(std::move(outcome));
   std::exception_ptr error;
   try {
-    host_->hand_over(final);
+    host_->carry_out(decide::HandOver{final});
   } catch (...) {
     error = std::current_exception();  // rethrown once out of the handler: linger() may switch
   }                                    // fibers, which a handler must not span
@@ -239,11 +239,11 @@ bool Invocation::hand_over(Outcome outcome) {
 
 void Invocation::linger() {
   if (!any_abandoned()) return;
-  host_->linger([this] {
+  host_->carry_out(decide::Linger{[this] {
     std::lock_guard lock(abandoned_mutex_);
     return std::all_of(abandoned_.begin(), abandoned_.end(),
                        [](const std::shared_ptr<Attempt>& a) { return a->ended(); });
-  });
+  }});
 }
 
 }  // namespace durable::detail

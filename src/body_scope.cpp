@@ -71,19 +71,20 @@ std::size_t BodyScope::start_step(std::string_view id, const StepOptions& opts, 
 }
 
 const json& BodyScope::await(std::size_t slot) {
-  std::vector<std::function<void()>> bodies;
+  std::vector<BodyTask> bodies;
   for (auto& p : pending_) {
     if (p.result || !p.body) continue;
-    bodies.emplace_back([this, &p] {
+    const auto body = [this, &p] {
       try {
         run(p);
       } catch (const Postpone& postpone) {
         p.postponed_until = postpone.until_ms;
       } catch (const Lost&) {
       }
-    });
+    };
+    bodies.push_back(BodyTask{body, nullptr, nullptr});  // each journals its own (run)
   }
-  if (!bodies.empty()) invocation_->host_->run_bodies(bodies);
+  if (!bodies.empty()) invocation_->host_->carry_out(decide::RunBodies{bodies});
   std::optional<std::int64_t> postponed;
   for (auto& p : pending_) {
     if (p.lost) throw Lost{};
@@ -173,7 +174,7 @@ void BodyScope::run(Invocation::Pending& p) {
   p.result->entry.duration_ms = in.host_->now_ms() - began;
   p.result->entry.started_at_ms = began;
   p.result->outer_attempt = attempt_ != nullptr ? attempt_->number() : 0;
-  if (!in.host_->write_nested(*p.result)) {
+  if (!in.host_->carry_out(decide::WriteNested{*p.result}).kept) {
     p.lost = true;
     throw Lost{};
   }

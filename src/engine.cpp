@@ -17,14 +17,6 @@ namespace durable::detail {
 
 std::string Host::new_id() { return detail::new_id(); }
 
-void Host::hand_over(Outcome& /*outcome*/) {
-  bug("a step body was abandoned under a host that cannot hand a run over");
-}
-
-void Host::linger(const std::function<bool()>& done) {
-  while (!done()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-}
-
 namespace {
 
 constexpr std::string_view kSwallowed =
@@ -402,16 +394,12 @@ void Invocation::run_due() {
   const auto due = static_cast<std::size_t>(std::count_if(
       pending_.begin(), pending_.end(), [this](const Pending& p) { return p.due_ms <= now_ms_; }));
   const bool each_when_ended = config_->write_as_ended && due > 1;
-  std::vector<std::function<void()>> bodies;
+  std::vector<BodyTask> bodies;
   for (Pending& p : pending_) {
-    if (p.due_ms > now_ms_ || p.transaction) continue;
-    bodies.emplace_back([this, &p, each_when_ended] {
-      run_body(p);
-      if (each_when_ended) write_ended(p);
-    });
+    if (p.due_ms <= now_ms_ && !p.transaction) bodies.push_back(task_of(p, each_when_ended));
   }
   if (!bodies.empty()) {
-    host_->run_bodies(bodies);
+    host_->carry_out(decide::RunBodies{bodies});
     now_ms_ = host_->now_ms();  // the bodies took time
   }
   for (Pending& p : pending_) {
@@ -504,7 +492,7 @@ bool Invocation::stays_resident(const Outcome& outcome) const {
 void Invocation::journal_in_place(std::vector<EntryWrite>& entries) {
   bool kept = false;
   try {
-    kept = host_->journal_now(entries);
+    kept = host_->carry_out(decide::Journal{entries}).kept;
   } catch (...) {
     store_failed(std::current_exception());
   }
@@ -522,22 +510,23 @@ Outcome Invocation::evicted(std::int64_t wake_ms) const {
   return outcome;
 }
 
-// A parallel body that ended: its entry is journaled now, from its step thread, and added to
-// the run's journal, so that a crash while its siblings run does not lose it.
-// Nothing here throws out of the body's thread or out of the runtime's commit: a failure is kept
-// in p.write_error and rethrown on the workflow's side, once every body has returned.
-void Invocation::write_ended(Pending& p) {
-  if (!p.result || p.lost) return;
-  try {
-    host_->write_ended(*p.result, when_written(p));
-  } catch (...) {
-    p.write_error = std::current_exception();
-  }
+// A pending step's body, to run at a wait point. A parallel body's entry is journaled as it ends,
+// from its step thread, and added to the run's journal, so that a crash while its siblings run
+// does not lose it. Nothing of that throws out of the body's thread or out of the runtime's
+// commit: a failure is kept in p.write_error and rethrown on the workflow's side, once every
+// body has returned.
+BodyTask Invocation::task_of(Pending& p, bool journal_as_ended) {
+  BodyTask task{[this, &p] { run_body(p); }, nullptr, nullptr};
+  if (!journal_as_ended) return task;
+  task.ended = [&p]() -> const EntryWrite* { return p.result && !p.lost ? &*p.result : nullptr; };
+  task.written = when_written(p);
+  return task;
 }
 
-// What becomes of p once its entry was written on its own (write_ended, write_transaction): it
-// joins the run's journal, as the store wrote it (a transaction's body decides its entry there).
-Host::WriteDone Invocation::when_written(Pending& p) {
+// What becomes of p once its entry was written on its own (as its body ended, or a transaction's):
+// it joins the run's journal, as the store wrote it (a transaction's body decides its entry
+// there).
+WriteDone Invocation::when_written(Pending& p) {
   return [this, &p](bool written, std::exception_ptr error) {
     if (error) {
       p.write_error = error;

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "decision.hpp"
 #include "errors_internal.hpp"
 #include "journal.hpp"
 #include "run_model.hpp"
@@ -44,8 +45,8 @@ struct Outcome {
     failed,       ///< the workflow threw; `error` says what
     lost,         ///< a nested step's write was refused: the run was cancelled or taken over
     wait,         ///< the run waits for an event (until wake_at_ms, kNever: no timeout) or a child
-    handed_over,  ///< the outcome went to Host::hand_over before the invocation ended: nothing
-                  ///< is left to write
+    handed_over,  ///< the outcome was handed over (decide::HandOver) before the invocation
+                  ///< ended: nothing is left to write
   };
   Kind kind = Kind::failed;
   std::vector<EntryWrite> entries;
@@ -57,42 +58,13 @@ struct Outcome {
   std::optional<json> successor_input;
 };
 
-/// What the engine needs from the runtime while an invocation runs.
+/// What the engine needs from the runtime while an invocation runs: what it decides carried
+/// out (src/decision.hpp), and what it reads.
 class Host {
  public:
   virtual ~Host() = default;
-  /// Runs the bodies concurrently (on step threads) and returns when all have returned.
-  virtual void run_bodies(std::vector<std::function<void()>>& bodies) = 0;
-  /// Journals a step's entry at once, from a step thread (a nested step, or a parallel step
-  /// that ended). False: the run is no longer this runtime's to write (cancelled, taken over).
-  virtual bool write_nested(const EntryWrite& write) = 0;
-  /// How a write of write_ended came out: in the store (written), refused (as write_nested's
-  /// false), or failed (error).
-  using WriteDone = std::function<void(bool written, std::exception_ptr error)>;
-  /// Journals the entry of a parallel body that ended, from its step thread. The runtime may
-  /// queue it and let the thread take its next body: `done` is called once the entry is
-  /// durable, and before the run_bodies that ran the body returns. Here: at once.
-  virtual void write_ended(const EntryWrite& write, const WriteDone& done) {
-    bool written = false;
-    try {
-      written = write_nested(write);
-    } catch (...) {
-      done(false, std::current_exception());
-      return;
-    }
-    done(written, nullptr);
-  }
-  /// Journals a Step::transaction's entry now (its body runs in the transaction that writes
-  /// it), from the run's own thread; `done` as for write_ended, before this returns.
-  virtual void write_transaction(const EntryWrite& write, const WriteDone& done) {
-    Host::write_ended(write, done);
-  }
-  /// Resident invocations (Replay::on_recovery): journals these entries now and adds them to
-  /// the run's journal, so the workflow can go on in place. False as for write_nested.
-  virtual bool journal_now(std::vector<EntryWrite>& entries) = 0;
-  /// Resident invocations: waits until the clock reads wake_ms, or gives up, and returns the
-  /// time it then reads.
-  virtual std::int64_t park_until(std::int64_t wake_ms) = 0;
+  /// Carries out what the engine decided: runs bodies, writes, waits (see decide::).
+  virtual Resolution carry_out(const Decision& decision) = 0;
   /// The runtime's clock now, in ms (read from step threads too).
   virtual std::int64_t now_ms() = 0;
   /// The sequence number of the last event stored: a wait beginning now counts later ones.
@@ -114,26 +86,11 @@ class Host {
   virtual json call_body(const std::string& /*key*/, int /*attempt*/, const Body& body) {
     return body();
   }
-  /// Stores the progress a step body last reported (StepContext::heartbeat), from its thread.
-  virtual void save_progress(const std::string& /*key*/, int /*attempt*/,
-                             const json& /*progress*/) {}
-  /// A step body's Step::write_stream (`value`, JSON text) or close_stream (nullopt), written to
-  /// the run's stream at once, from the body's thread. Throws Error when the stream is closed or
-  /// the run is no longer this host's to write. A host without streams (a scripted test) drops
-  /// it.
-  virtual void write_stream_now(const std::string& /*stream*/,
-                                const std::optional<std::string>& /*value*/) {}
   /// Whether the run's stream is closed: a new write to it from the workflow function is
   /// refused before it is journaled.
   virtual bool stream_closed(const std::string& /*stream*/) { return false; }
   /// The progress last stored for the step, for its next attempt.
   virtual std::optional<json> load_progress(const std::string& /*key*/) { return std::nullopt; }
-  /// A body abandoned at its timeout still runs: the invocation, which may not unwind while it
-  /// does, hands its outcome over here first, to be written now and the run let go (to go on on
-  /// another fiber, or in another process), and then lingers until the body returns.
-  virtual void hand_over(Outcome& outcome);
-  /// Waits, without holding a step thread where it can, until `done()` says true.
-  virtual void linger(const std::function<bool()>& done);
   /// A journaled result does not convert to the type the workflow asks for. The test kit throws
   /// its own Error here when the result is its mock's, to blame the mock rather than a change of
   /// code; returning lets the engine throw its own.
@@ -155,7 +112,7 @@ struct EngineConfig {
   /// does not hold, or the workflow's return, while a journaled entry of the run's own is still
   /// unmet is a NonDeterminism (check_strict). False: entries are matched by id alone.
   bool strict = true;
-  /// Parallel bodies are journaled as each ends (Host::write_ended),
+  /// Parallel bodies are journaled as each ends (BodyTask::ended),
   /// not with the invocation's outcome: a crash re-runs only those that had not ended.
   bool write_as_ended = false;
 };
@@ -312,8 +269,8 @@ class Invocation {
   Round fold();
   void name_outcome(Round& round) const;
   void run_body(Pending& pending);
-  void write_ended(Pending& pending);
-  Host::WriteDone when_written(Pending& pending);
+  WriteDone when_written(Pending& pending);
+  BodyTask task_of(Pending& pending, bool journal_as_ended);
   // A Step::transaction's attempt: its body runs in the store's transaction that journals it.
   void write_transaction(Pending& pending);
   EntryWrite attempt_failed(const Pending& pending, std::exception_ptr error);

@@ -17,11 +17,21 @@ namespace {
 // yet: the invocation ends there, at the first call the journal does not hold.
 class ReplayHost final : public Host {
  public:
-  void run_bodies(std::vector<std::function<void()>>& /*bodies*/) override {}
-  bool write_nested(const EntryWrite& /*write*/) override { return false; }
-  void write_transaction(const EntryWrite& /*write*/, const WriteDone& /*done*/) override {}
-  bool journal_now(std::vector<EntryWrite>& /*entries*/) override { return false; }
-  std::int64_t park_until(std::int64_t /*wake_ms*/) override { return now_ms(); }
+  // Nothing is run or written: a body not run and a transaction not written are steps not done
+  // yet; a write is refused.
+  Resolution carry_out(const Decision& decision) override {
+    return std::visit(
+        Handlers{[this](const decide::Park&) { return Resolution{true, now_ms()}; },
+                 [](const decide::HandOver&) -> Resolution {
+                   bug("a replay abandoned a step body it never runs");
+                 },
+                 [](const decide::Linger& linger) {
+                   linger_polling(linger.done);
+                   return Resolution{};
+                 },
+                 [](const auto&) { return Resolution{false}; }},
+        decision);
+  }
   std::int64_t now_ms() override { return to_ms(Clock::now()); }
   std::int64_t event_horizon() override { return 0; }
   void check_child(std::string_view /*workflow*/, const json& /*input*/) override {}

@@ -24,7 +24,7 @@ void Invocation::write_stream(std::string_view stream, json value) {
                                    config_->max_output_bytes);
   if (BodyScope* nested = scope()) {
     if (nested->transaction()) nested->refuse("step.write_stream", stream);
-    host_->write_stream_now(std::string(stream), std::move(text));
+    host_->carry_out(decide::WriteStream{std::string(stream), std::move(text)});
     return;
   }
   journal_stream(stream, {{"stream", stream}, {"value", std::move(value)}}, "wrote to");
@@ -34,7 +34,7 @@ void Invocation::close_stream(std::string_view stream) {
   check_stream_name(stream, "step.close_stream");
   if (BodyScope* nested = scope()) {
     if (nested->transaction()) nested->refuse("step.close_stream", stream);
-    host_->write_stream_now(std::string(stream), std::nullopt);
+    host_->carry_out(decide::WriteStream{std::string(stream), std::nullopt});
     return;
   }
   journal_stream(stream, {{"stream", stream}, {"close", true}}, "closed");

@@ -78,7 +78,7 @@ void Invocation::write_transaction(Pending& p) {
   };
   p.result = std::move(write);
   try {
-    host_->write_transaction(*p.result, when_written(p));
+    host_->carry_out(decide::WriteTransaction{*p.result, when_written(p)});
   } catch (...) {
     p.write_error = std::current_exception();
   }

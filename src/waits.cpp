@@ -66,7 +66,7 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
 // Resident: waits out a short sleep or backoff here, or, if the clock did not get there, ends
 // the invocation so the run replays when it does.
 void Invocation::park_in_place(std::int64_t wake_ms) {
-  now_ms_ = host_->park_until(wake_ms);
+  now_ms_ = host_->carry_out(decide::Park{wake_ms}).now_ms;
   if (now_ms_ < wake_ms) end(evicted(wake_ms));
 }
 

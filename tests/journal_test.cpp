@@ -28,15 +28,35 @@ JournalEntry completed(std::string base, int n, json output) {
 // disk.
 struct ScriptedHost final : Host {
   std::vector<EntryWrite> nested;
-  void run_bodies(std::vector<std::function<void()>>& bodies) override {
-    for (auto& body : bodies) body();
+  Resolution carry_out(const Decision& decision) override {
+    const auto keep = [this](const EntryWrite& write) {
+      nested.push_back(write);
+      return true;
+    };
+    return std::visit(Handlers{[&](const decide::RunBodies& run) {
+                                 run_in_turn(run.bodies, keep);
+                                 return Resolution{};
+                               },
+                               [&](const decide::WriteNested& write) {
+                                 return Resolution{keep(write.write)};
+                               },
+                               [&](const decide::WriteTransaction& write) {
+                                 write_at_once(write.write, write.done, keep);
+                                 return Resolution{};
+                               },
+                               [](const decide::Journal&) {
+                                 return Resolution{false};  // every_step only
+                               },
+                               [](const decide::HandOver&) -> Resolution {
+                                 bug("a scripted test abandoned a step body");
+                               },
+                               [](const decide::Linger& linger) {
+                                 linger_polling(linger.done);
+                                 return Resolution{};
+                               },
+                               [](const auto&) { return Resolution{}; }},
+                      decision);
   }
-  bool write_nested(const EntryWrite& write) override {
-    nested.push_back(write);
-    return true;
-  }
-  bool journal_now(std::vector<EntryWrite>&) override { return false; }  // every_step only
-  std::int64_t park_until(std::int64_t) override { return 0; }
   std::int64_t now_ms() override { return now; }
   std::int64_t event_horizon() override { return 0; }
   void check_child(std::string_view, const durable::json&) override {}
