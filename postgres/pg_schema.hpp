@@ -7,7 +7,7 @@
 namespace durable::detail::pg {
 
 /// The PostgreSQL schema version this build writes.
-inline constexpr int kPgSchemaVersion = 13;
+inline constexpr int kPgSchemaVersion = 14;
 
 /// kPgMigrations[v] upgrades a schema from version v to v + 1, in the store's open transaction;
 /// 0 creates the tables in an empty schema.

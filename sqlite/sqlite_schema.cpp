@@ -385,6 +385,10 @@ UPDATE runs SET first_body_at = began_at WHERE rate_key IS NOT NULL AND began_at
 DROP INDEX runs_began;
 CREATE INDEX runs_first_body ON runs (workflow, rate_key, first_body_at)
   WHERE rate_key IS NOT NULL;
+)sql",
+                                                             R"sql(
+-- No table changes: steps.kind may now be 'tags' (step.set_tags), which an older build cannot
+-- replay; it refuses the file instead.
 )sql"};
 
 }  // namespace durable::detail

@@ -166,6 +166,7 @@ class Invocation {
                               std::chrono::milliseconds timeout);
   json invoke(std::string_view id, std::string_view workflow, json input);
   void publish(std::string_view key, json value);  // in src/publish.cpp
+  void set_tags(std::map<std::string, std::string> tags);  // in src/publish.cpp
   // In src/stream_writes.cpp: Step::write_stream and close_stream.
   void write_stream(std::string_view stream, json value);
   void close_stream(std::string_view stream);

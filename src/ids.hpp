@@ -32,6 +32,8 @@ void check_stream_name(std::string_view name, std::string_view where);
 std::string published_base(std::string_view key);
 /// The journal base of a step.write_stream or close_stream of `name`: "[stream:NAME]", as above.
 std::string stream_base(std::string_view name);
+/// The journal base of a step.set_tags: "[tags]", as above.
+inline constexpr std::string_view kTagsBase = "[tags]";
 
 /// Where a run stands in a list's order, newest first (RunInfo::cursor): its creation time and
 /// its row's place in the table, which breaks ties of the time.

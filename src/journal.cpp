@@ -21,8 +21,9 @@ std::string text_field(const JournalEntry& e, const char* name) {
   return value.is_string() ? value.get<std::string>() : lenient_dump(value);
 }
 
-constexpr std::array<std::string_view, 10> kKindNames = {
-    "run", "sleep", "event", "invoke", "send", "value", "patch", "publish", "receive", "stream"};
+constexpr std::array<std::string_view, 11> kKindNames = {
+    "run", "sleep", "event", "invoke", "send", "value", "patch", "publish", "receive", "stream",
+    "tags"};
 constexpr std::array<std::string_view, 5> kStateNames = {"completed", "failed", "retrying",
                                                          "sleeping", "waiting"};
 template <class E, std::size_t N>
@@ -230,6 +231,8 @@ std::string describe(const JournalEntry& e) {
       }
       return "a step.write_stream to '" + text_field(e, "stream") + "' of " +
              shortened_dump(field(e, "value", json()));
+    case StepKind::tags:
+      return "a step.set_tags of " + shortened_dump(e.output);
   }
   return "an entry of an unknown kind";
 }

@@ -23,7 +23,19 @@ namespace durable::detail {
 /// {"message": m, "seq": n}; null: timed out); stream: a step.write_stream ({"stream": s,
 /// "value": v}) or close_stream ({"stream": s, "close": true}) of the workflow function, applied
 /// to the stream by the store.
-enum class StepKind { run, sleep, event, invoke, send, value, patch, publish, receive, stream };
+enum class StepKind {
+  run,
+  sleep,
+  event,
+  invoke,
+  send,
+  value,
+  patch,
+  publish,
+  receive,
+  stream,
+  tags
+};
 /// completed: output journaled (or the sleep has ended); failed: failed for good; retrying: an
 /// attempt failed and the next is due at wake_at; sleeping: a sleep that ends at wake_at;
 /// waiting: an event wait or a receive (until wake_at, if it has a timeout) or a child run not yet

@@ -8,6 +8,7 @@
 #include <durable/sql.hpp>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,8 @@ struct RunState {
   std::int64_t created_at_ms = 0;
   json input;
   int invocations = 0;  ///< invocations made so far, this one not included
+  /// Its tags as claimed (StartOptions::tags, and those its step.set_tags merged in since).
+  std::map<std::string, std::string> tags;
   Journal journal;
   std::size_t next_seq = 0;  ///< the journal position the next new entry is written at
   /// A write of the run came back Written::pausing: its runtime's next write at a step boundary

@@ -81,6 +81,11 @@ void Step::publish(std::string_view key, json value, detail::SourceLocation wher
   detail::note_call(where);
   invocation_->publish(key, std::move(value));
 }
+
+void Step::set_tags(std::map<std::string, std::string> tags, detail::SourceLocation where) {
+  detail::note_call(where);
+  invocation_->set_tags(std::move(tags));
+}
 void Step::write_stream(std::string_view stream, json value, detail::SourceLocation where) {
   detail::note_call(where);
   invocation_->write_stream(stream, std::move(value));

@@ -599,7 +599,7 @@ inline constexpr std::int64_t kForgetLeases = 10;
 inline constexpr std::int64_t kDefaultLeaseMs = 30'000;
 
 /// The schema version this build writes.
-inline constexpr int kSchemaVersion = 20;
+inline constexpr int kSchemaVersion = 21;
 /// PRAGMA application_id of a durable database: "DRBL".
 inline constexpr std::int32_t kApplicationId = 0x4452424c;
 

@@ -383,6 +383,100 @@ TEST_CASE("tags: stored with the run, shown and matched by RunFilter::tags, bad 
   CHECK(desk.runtime->list({}).size() == 3);
 }
 
+TEST_CASE("step.set_tags: merged into the run's tags as it is journaled, found by "
+          "RunFilter::tags, and set once however often the run replays (on each store)") {
+  Desk desk;
+  std::atomic<int> look_ups{0};
+  desk.runtime->add(Workflow("tagger", [&](Step& step, const json&) -> json {
+    const std::string customer = step.run("look-up", [&] {
+      ++look_ups;
+      return std::string("c-42");
+    });
+    step.set_tags({{"customer", customer}, {"plan", "gold"}});
+    step.sleep("nap", 1h);
+    step.set_tags({{"plan", "platinum"}});
+    return customer;
+  }));
+  const std::string id =
+      desk.runtime->start("tagger", {}, {.tags = {{"tenant", "acme"}, {"plan", "basic"}}});
+  const auto ids = [&](const RunFilter& filter) {
+    std::vector<std::string> out;
+    for (const RunInfo& run : desk.runtime->list(filter)) out.push_back(run.id);
+    return out;
+  };
+  using Tags = std::map<std::string, std::string>;
+  desk.runtime->run_until_idle();
+  REQUIRE(desk.runtime->get(id).status == Status::sleeping);
+  CHECK(desk.runtime->get(id).tags ==
+        Tags{{"customer", "c-42"}, {"plan", "gold"}, {"tenant", "acme"}});
+  CHECK(ids({.tags = {{"customer", "c-42"}}}) == std::vector<std::string>{id});
+  CHECK(ids({.tags = {{"plan", "basic"}}}).empty());  // replaced
+  desk.clock.advance(1h);
+  desk.runtime->run_until_idle();
+  REQUIRE(desk.runtime->get(id).status == Status::completed);
+  CHECK(desk.runtime->get(id).tags ==
+        Tags{{"customer", "c-42"}, {"plan", "platinum"}, {"tenant", "acme"}});
+  CHECK(ids({.tags = {{"plan", "gold"}}}).empty());
+  CHECK(ids({.tags = {{"plan", "platinum"}, {"tenant", "acme"}}}) == std::vector<std::string>{id});
+  CHECK(look_ups == 1);
+  std::vector<std::string> journaled;
+  for (const StepInfo& s : desk.runtime->steps(id)) {
+    if (s.kind == "tags") journaled.push_back(s.id + "=" + s.output.dump());
+  }
+  CHECK(journaled == std::vector<std::string>{R"([tags]={"customer":"c-42","plan":"gold"})",
+                                              R"([tags]#2={"plan":"platinum"})"});
+}
+
+TEST_CASE("step.set_tags: bad tags, too many in all, or a call inside a step body fail the run "
+          "with a clear error and set nothing (on each store)") {
+  Desk desk;
+  std::map<std::string, std::string> thirty;
+  for (int i = 0; i < 30; ++i) thirty["k" + std::to_string(i)] = "v";
+  desk.runtime->add(Workflow("tag", [](Step& step, const json& input) -> json {
+    const std::string how = input.value("how", "");
+    if (how == "empty key") step.set_tags({{"", "x"}});
+    if (how == "three more") step.set_tags({{"a", "1"}, {"b", "2"}, {"c", "3"}});
+    if (how == "two more") step.set_tags({{"a", "1"}, {"k0", "w"}, {"b", "2"}});
+    if (how == "in a body") {
+      step.run("inside", [&] {
+        step.set_tags({{"a", "1"}});
+        return 1;
+      });
+    }
+    return how;
+  }));
+  const auto run = [&](const std::string& how, const std::map<std::string, std::string>& tags) {
+    const std::string id = desk.runtime->start("tag", {{"how", how}}, {.tags = tags});
+    desk.runtime->run_until_idle();
+    return desk.runtime->get(id);
+  };
+  const RunInfo empty_key = run("empty key", {{"tenant", "acme"}});
+  CHECK(empty_key.status == Status::failed);
+  REQUIRE(empty_key.error);
+  CHECK(empty_key.error->message.find("non-empty key and value") != std::string::npos);
+  CHECK(empty_key.tags == std::map<std::string, std::string>{{"tenant", "acme"}});
+
+  const RunInfo over = run("three more", thirty);
+  CHECK(over.status == Status::failed);
+  REQUIRE(over.error);
+  CHECK(over.error->message.find("step.set_tags: a run has at most 32 tags; these would give "
+                                 "it 33") != std::string::npos);
+  CHECK(over.tags == thirty);
+
+  // Replacing a tag it has counts once: 30 + a, b = 32.
+  const RunInfo full = run("two more", thirty);
+  CHECK(full.status == Status::completed);
+  CHECK(full.tags.size() == 32);
+  CHECK(full.tags.at("k0") == "w");
+
+  const RunInfo inside = run("in a body", {});
+  CHECK(inside.status == Status::failed);
+  REQUIRE(inside.error);
+  CHECK(inside.error->message.find("step.set_tags('[tags]') was called inside the body of") !=
+        std::string::npos);
+  CHECK(inside.tags.empty());
+}
+
 TEST_CASE("bulk actions: cancel, retry and purge every run a filter matches, by workflow, failing "
           "step, error type, tag and creation time, and count them first (on each store)") {
   Desk desk;

@@ -63,7 +63,8 @@ struct RunInfo {
 /// A journal entry of a run.
 struct StepInfo {
   std::string id;      ///< the journal key: "charge", "charge#2"
-  std::string kind;    ///< run | sleep | event | invoke | send | value | patch | receive
+  /// run | sleep | event | invoke | send | value | patch | publish | receive | stream | tags
+  std::string kind;
   std::string status;  ///< completed | failed | retrying | sleeping | waiting
   json output;
   std::optional<ErrorInfo> error;  ///< while retrying or failed: the last failed attempt's error

@@ -15,6 +15,7 @@
 #include <exception>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -225,6 +226,14 @@ class Step {
   /// JSON text is larger than max_output_bytes. Not callable inside a step body.
   void publish(std::string_view key, json value,
                detail::SourceLocation where = detail::SourceLocation::current());
+
+  /// Merges `tags` into the run's tags (StartOptions::tags), which RunFilter::tags, `durable
+  /// runs --tag` and `GET /v1/runs?tag.KEY=VALUE` filter on: a key the run has takes the new
+  /// value. Journaled at its place like a step: a replay does not set them again. Throws Error
+  /// for an empty key or value, one longer than 256 bytes or not UTF-8, more than 32 tags, or
+  /// tags that would give the run more than 32 in all. Not callable inside a step body.
+  void set_tags(std::map<std::string, std::string> tags,
+                detail::SourceLocation where = detail::SourceLocation::current());
 
   /// Appends `value` to the run's stream `stream`, for Runtime::read_stream, Client and the
   /// Server-Sent Events of `GET /v1/runs/{id}/streams/{name}` (docs/messaging.md). From the

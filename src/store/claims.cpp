@@ -74,6 +74,7 @@ struct SqlStore::Candidate {
   std::string traceparent;
   std::int64_t created_at_ms = 0;
   std::string input;
+  std::string tags;  // as stored: JSON text, or empty
   int invocations = 0;
   int paused = kNotPaused;  // running: a pause asked for, which its dead owner never made
   std::optional<std::string> flow_key, rate_key;  // as stored (FlowGate)
@@ -88,7 +89,9 @@ namespace {
 // The columns a query that finds candidates selects first, in the order candidate() reads them.
 constexpr const char* kCandidateColumns =
     "id, crashes, workflow, correlation_id, input, invocations, paused, flow_key, rate_key, "
-    "first_body_at, traceparent, created_at";
+    "first_body_at, traceparent, created_at, tags";
+// How many they are: a query's own columns after them begin at this index.
+constexpr int kCandidateColumnCount = 13;
 
 }  // namespace
 
@@ -109,6 +112,7 @@ SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int cras
   run.body_began = !row.is_null(9);
   if (!row.is_null(10)) run.traceparent = row.text(10);
   run.created_at_ms = row.int64(11);
+  if (!row.is_null(12)) run.tags = row.text(12);
   return run;
 }
 
@@ -294,7 +298,8 @@ void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& du
       query.bind(i, static_cast<std::int64_t>(request.limit - due.size()));
       bool held = false;
       while (query.next()) {
-        const Status status = status_from_string(query.text(12)).value_or(Status::pending);
+        const Status status =
+            status_from_string(query.text(kCandidateColumnCount)).value_or(Status::pending);
         const int crashes = query.int32(1);
         if (crashes >= isolate_after(request) && (!due.empty() || !request.executing.empty())) {
           skip.push_back(query.text(0));  // claimed alone, by a later claim
@@ -381,6 +386,7 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
   claim.run.created_at_ms = candidate.created_at_ms;
   claim.run.input = payload({id, candidate.correlation_id, "input"}, candidate.input);
   claim.run.invocations = candidate.invocations;
+  if (!candidate.tags.empty()) claim.run.tags = tags_of(stored(candidate.tags));
   // Sleep entries are left sleeping by a sleeping run, or by a resident one (running) that slept
   // in place; wait entries only by a waiting run. A pending run has neither.
   if (before == Status::sleeping || before == Status::running) {

@@ -292,6 +292,8 @@ bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
     create_child(w.run_id, e, w.now_ms);
   } else if (e.kind == StepKind::publish && write.is_new) {
     write_published(w.run_id, e, w.now_ms);
+  } else if (e.kind == StepKind::tags && write.is_new) {
+    merge_tags(w.run_id, e);
   } else if (e.kind == StepKind::stream && write.is_new) {
     // The engine refused a write to a closed stream before journaling it (Host::stream_closed).
     std::optional<std::string> value;

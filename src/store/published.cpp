@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// Published values (Step::publish): the latest value per (run, key), written in the transaction
-// that journals the publish, so that the journal and the value never disagree and a replay,
-// which writes no new entry, publishes nothing. Each write moves the row's version on by one:
-// a reader can tell a new write of the same value. Where change feeds listen (PostgreSQL), the
-// write also sends "RUN_ID/KEY" on their channel, delivered at commit.
+// What a run makes known of itself, written in the transaction that journals it, so that the
+// journal and what it made known never disagree and a replay, which writes no new entry, writes
+// nothing again.
+//
+// Published values (Step::publish): the latest value per (run, key). Each write moves the row's
+// version on by one: a reader can tell a new write of the same value. Where change feeds listen
+// (PostgreSQL), the write also sends "RUN_ID/KEY" on their channel, delivered at commit.
+//
+// Tags (Step::set_tags): merged into the run's, in runs.tags (what RunInfo shows) and run_tags
+// (what RunFilter::tags finds).
 
 #include "change_watch.hpp"
 #include "store/sql_store.hpp"
@@ -25,6 +30,31 @@ void SqlStore::write_published(const std::string& run_id, const JournalEntry& en
   upsert.bind(4, now_ms);
   upsert.run();
   announce_change(run_id, key);
+}
+
+void SqlStore::merge_tags(const std::string& run_id, const JournalEntry& entry) {
+  std::map<std::string, std::string> tags;
+  {
+    sql::Query read(db(), "SELECT tags FROM runs WHERE id = ?");
+    read.bind(1, run_id);
+    if (read.next() && !read.is_null(0)) tags = tags_of(stored(read.text(0)));
+  }
+  for (const auto& [key, value] : entry.output.items()) {
+    tags[key] = value.get<std::string>();
+    sql::Query drop(db(), "DELETE FROM run_tags WHERE run_id = ? AND key = ?");
+    drop.bind(1, run_id);
+    drop.bind(2, key);
+    drop.run();
+    sql::Query add(db(), "INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?)");
+    add.bind(1, run_id);
+    add.bind(2, key);
+    add.bind(3, value.get<std::string>());
+    add.run();
+  }
+  sql::Query write(db(), "UPDATE runs SET tags = ? WHERE id = ?");
+  write.bind(1, json(tags).dump());
+  write.bind(2, run_id);
+  write.run();
 }
 
 void SqlStore::announce_change(const std::string& run_id, std::string_view name) {

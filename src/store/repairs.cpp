@@ -134,6 +134,7 @@ bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
       // A copied publish is one the fork's replays will meet and not make again: its value is
       // the fork's, as of the step it forks from.
       if (copies[i]->kind == StepKind::publish) write_published(fork.id, *copies[i], fork.now_ms);
+      if (copies[i]->kind == StepKind::tags) merge_tags(fork.id, *copies[i]);
       // The same for a copied write or close of a stream: the fork's stream holds it.
       if (copies[i]->kind == StepKind::stream) {
         std::optional<std::string> value;

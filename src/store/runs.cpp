@@ -46,6 +46,15 @@ void SqlStore::fail_with(const sql::Failure& e) const {
 // been written before the limit or by another tool; parsed, it would crash whatever copies or
 // writes it on a small stack. It reads as a string saying so, and unreadable_ records it, so
 // that claim() fails such a run instead of executing it.
+std::map<std::string, std::string> SqlStore::tags_of(const json& stored) {
+  std::map<std::string, std::string> tags;
+  if (!stored.is_object()) return tags;
+  for (const auto& [key, value] : stored.items()) {
+    if (value.is_string()) tags[key] = value.get<std::string>();
+  }
+  return tags;
+}
+
 json SqlStore::stored(const std::string& text) {
   if (auto problem = too_deep_text(text, kMaxStoredDepth)) {
     unreadable_ = "a value stored in it cannot be read: " + *problem;
@@ -129,14 +138,7 @@ RunInfo SqlStore::read_run(sql::Query& q) {
   info.continued_as = q.text(16);
   info.priority = q.int32(17);
   if (!q.is_null(18)) info.deadline = to_time(q.int64(18));
-  if (!q.is_null(19)) {
-    const json tags = stored(q.text(19));
-    if (tags.is_object()) {
-      for (const auto& [key, value] : tags.items()) {
-        if (value.is_string()) info.tags[key] = value.get<std::string>();
-      }
-    }
-  }
+  if (!q.is_null(19)) info.tags = tags_of(stored(q.text(19)));
   info.pausing = info.status == Status::running && q.int32(20) != kNotPaused;
   if (!q.is_null(21)) info.began_at = to_time(q.int64(21));
   info.cursor = to_string(RunCursor{q.int64(8), q.int64(22)});

@@ -16,7 +16,8 @@
 //   schedules.cpp  schedules and their firing
 //   workers.cpp    the workers that claim runs, and finding dead ones
 //   progress.cpp   the progress step bodies report by heartbeat
-//   published.cpp  the values runs publish (Step::publish), the latest per key
+//   published.cpp  what a run makes known of itself: the values it publishes (Step::publish),
+//                  the latest per key, and the tags it sets (Step::set_tags)
 //   transactions.cpp  Step::transaction bodies, in the transaction that journals them
 //
 // Invariant kept by commit(): a journal entry is written only while its run is `running` under
@@ -365,6 +366,8 @@ class SqlStore : public Store {
 
   // published.cpp: a step.publish's value, written with its journal entry.
   void write_published(const std::string& run_id, const JournalEntry& entry, std::int64_t now_ms);
+  // published.cpp: a step.set_tags' tags, merged into the run's with its journal entry.
+  void merge_tags(const std::string& run_id, const JournalEntry& entry);
   // mailbox.cpp
   /// A new receive of a run's journal: completed at once with the oldest message of its topic
   /// there, if one is; whether it was.
@@ -407,6 +410,9 @@ class SqlStore : public Store {
 
   /// JSON text read back from the database; see runs.cpp. Payloads go through payload().
   json stored(const std::string& text);
+  /// A run's tags as runs.tags stores them (a JSON object of strings); what is not a string is
+  /// left out.
+  static std::map<std::string, std::string> tags_of(const json& stored);
   // payloads.cpp: the choke point of payloads at rest (src/payloads.hpp). encoded() is what to
   // store of a payload's JSON text; payload() the JSON of a stored one, through stored().
   std::string encoded(const PayloadAt& at, std::string_view text);
