@@ -312,6 +312,127 @@ bool journal_exact(const durable::RunInfo& run, const std::vector<durable::StepI
   return keys == (run.workflow == "soak" ? parent : child);
 }
 
+// What the soak saw, for its report.
+struct Tally {
+  std::size_t started = 0, completed = 0;
+  int during_work = 0;  // kills while runs were unfinished
+  std::vector<std::string> died_alone;
+  std::string payments_error;
+  int looks = 0, changed = 0;  // looks at the journals while it ran; entries that changed
+  int entries = 0, inexact = 0;
+  int bodies = 0, again = 0, unexplained = 0;
+  bool ok() const {
+    return started == completed && inexact == 0 && changed == 0 && unexplained == 0 &&
+           died_alone.empty() && payments_error.empty();
+  }
+};
+
+// The journals looked at while the soak runs: an entry seen twice must not have changed.
+class Looks {
+ public:
+  explicit Looks(durable::Runtime& client) : client_(client) {}
+  void look(Tally& tally) {
+    ++tally.looks;
+    for (const auto& [key, output] : completed_entries(client_)) {
+      const auto [it, fresh] = seen_.emplace(key, output);
+      if (!fresh && it->second != output) ++tally.changed;
+    }
+  }
+
+ private:
+  durable::Runtime& client_;
+  std::map<std::string, std::string> seen_;  // the first output a look saw of each entry
+};
+
+// Starts the runs across the kills, so that work is under way at each, killing one of two
+// serving workers with SIGKILL and replacing it each time; then lets the two alive finish.
+void kill_and_finish(const Options& o, durable::Runtime& client,
+                     const durable::RuntimeOptions& client_options, const std::string& db,
+                     const std::string& log, Looks& looks, Tally& tally) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> lifetime_ms(50, 400);
+  std::vector<std::string> ids;
+  Workers workers(self, db, log);
+  Payments payments(client_options, log);
+  durable::RunFilter done;
+  done.status = durable::Status::completed;
+  done.workflow = "soak";
+  done.limit = 1'000'000;
+  for (int k = 0; k < o.kills; ++k) {
+    const int due = static_cast<int>((k + 1) * std::int64_t{o.runs} / o.kills);
+    while (static_cast<int>(ids.size()) < due) {
+      ids.push_back(client.start("soak", {{"n", static_cast<int>(ids.size())}}));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(lifetime_ms(random)));
+    tally.during_work += client.list(done).size() < static_cast<std::size_t>(o.runs);
+    workers.replace(k % 2);
+    if (k % 25 == 24) looks.look(tally);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 300s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    tally.completed = 0;
+    for (const std::string& id : ids) {
+      tally.completed += client.get(id).status == durable::Status::completed;
+    }
+    if (tally.completed == ids.size()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  workers.stop();
+  tally.started = ids.size();
+  tally.died_alone = workers.died_alone();
+  tally.payments_error = payments.error();
+}
+
+// Journals not exactly their steps, entries that changed or that no body returned, and bodies
+// run again, each explained by a kill or not.
+void audit(durable::Runtime& client, const std::string& log, Tally& tally) {
+  const auto steps = read_log(log);
+  for (const durable::RunInfo& run : all_runs(client)) {
+    const std::vector<durable::StepInfo> journal = client.steps(run.id);
+    tally.entries += static_cast<int>(journal.size());
+    tally.inexact += !journal_exact(run, journal);
+    for (const durable::StepInfo& s : journal) {
+      if (s.status != "completed" || !s.output.is_object() || !s.output.contains("nonce")) {
+        continue;
+      }
+      const std::string nonce = s.output.at("nonce").get<std::string>();
+      const auto found = steps.find({run.id, s.id});
+      bool from_a_body = false;
+      if (found != steps.end()) {
+        for (const Execution& e : found->second.runs) from_a_body |= e.nonce == nonce;
+      }
+      tally.changed += !from_a_body;
+    }
+  }
+  for (const auto& [key, s] : steps) {
+    if (s.runs.empty()) continue;
+    ++tally.bodies;
+    tally.again += static_cast<int>(s.runs.size()) - 1;
+    tally.unexplained += s.unexplained;
+  }
+}
+
+void report(const Options& o, const std::string& db, const Tally& t,
+            std::chrono::seconds took) {
+  std::cout << "kill soak on " << (db.rfind("postgres", 0) == 0 ? "PostgreSQL" : "SQLite")
+            << ": 2 serving workers, one killed with SIGKILL and replaced, " << o.kills
+            << " times\n"
+            << "  kills              " << o.kills << " (" << t.during_work
+            << " while runs were unfinished); workers that died by themselves: "
+            << t.died_alone.size() << "\n"
+            << "  runs               " << t.started << " started, " << t.completed
+            << " completed, " << t.started - t.completed << " lost\n"
+            << "  journal entries    " << t.entries << " in all; runs whose journal is not "
+            << "exactly their steps: " << t.inexact << "; entries changed: " << t.changed << " ("
+            << t.looks << " looks while it ran)\n"
+            << "  bodies             " << t.bodies << " steps, " << t.again << " run again, "
+            << t.unexplained << " not explained by a kill\n"
+            << "  took               " << took.count() << " s\n";
+  if (!t.payments_error.empty()) std::cout << "  payments failed: " << t.payments_error << "\n";
+  for (const std::string& death : t.died_alone) std::cout << "  " << death << "\n";
+}
+
 int soak(const Options& o) {
   std::string pattern =
       (std::filesystem::temp_directory_path() / "durable-kill-soak-XXXXXX").string();
@@ -319,7 +440,6 @@ int soak(const Options& o) {
   const std::filesystem::path dir = pattern;
   const std::string db = o.db.empty() ? (dir / "soak.db").string() : o.db;
   const std::string log = (dir / "log").string();
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const auto began = std::chrono::steady_clock::now();
 
   durable::RuntimeOptions client_options;
@@ -332,112 +452,21 @@ int soak(const Options& o) {
   if (!client.list(everything).empty()) {
     throw std::runtime_error("database '" + db + "' already holds runs; give it an empty one");
   }
-
-  std::mt19937 random(std::random_device{}());
-  std::uniform_int_distribution<int> lifetime_ms(50, 400);
-  std::vector<std::string> ids;
-  std::map<std::string, std::string> seen;  // the first output a look saw of each entry
-  int changed = 0, looks = 0, during_work = 0;
-  std::vector<std::string> died_alone;
-  const auto look = [&] {
-    ++looks;
-    for (const auto& [key, output] : completed_entries(client)) {
-      const auto [it, fresh] = seen.emplace(key, output);
-      if (!fresh && it->second != output) ++changed;
-    }
-  };
-  std::size_t completed = 0;
-  std::string payments_error;
-  {
-    Workers workers(self, db, log);
-    Payments payments(client_options, log);
-    durable::RunFilter done;
-    done.status = durable::Status::completed;
-    done.workflow = "soak";
-    done.limit = 1'000'000;
-    for (int k = 0; k < o.kills; ++k) {
-      // The runs start across the kills, so that work is under way at every one.
-      const int due = static_cast<int>((k + 1) * std::int64_t{o.runs} / o.kills);
-      while (static_cast<int>(ids.size()) < due) {
-        ids.push_back(client.start("soak", {{"n", static_cast<int>(ids.size())}}));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(lifetime_ms(random)));
-      during_work += client.list(done).size() < static_cast<std::size_t>(o.runs);
-      workers.replace(k % 2);
-      if (k % 25 == 24) look();
-    }
-    // The two workers alive finish what is left.
-    const auto deadline = std::chrono::steady_clock::now() + 300s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      completed = 0;
-      for (const std::string& id : ids) {
-        completed += client.get(id).status == durable::Status::completed;
-      }
-      if (completed == ids.size()) break;
-      std::this_thread::sleep_for(100ms);
-    }
-    workers.stop();
-    died_alone = workers.died_alone();
-    payments_error = payments.error();
-  }
-  look();
-
-  // Journals not exactly their steps, and entries that changed or that no body returned.
-  int inexact = 0, entries = 0;
-  const auto steps = read_log(log);
-  for (const durable::RunInfo& run : all_runs(client)) {
-    const std::vector<durable::StepInfo> journal = client.steps(run.id);
-    entries += static_cast<int>(journal.size());
-    inexact += !journal_exact(run, journal);
-    for (const durable::StepInfo& s : journal) {
-      if (s.status != "completed" || !s.output.is_object() || !s.output.contains("nonce")) {
-        continue;
-      }
-      const std::string nonce = s.output.at("nonce").get<std::string>();
-      const auto found = steps.find({run.id, s.id});
-      bool from_a_body = false;
-      if (found != steps.end()) {
-        for (const Execution& e : found->second.runs) from_a_body |= e.nonce == nonce;
-      }
-      changed += !from_a_body;
-    }
-  }
-  // Bodies run again, and whether each is explained by a kill.
-  int bodies = 0, again = 0, unexplained = 0;
-  for (const auto& [key, s] : steps) {
-    if (s.runs.empty()) continue;
-    ++bodies;
-    again += static_cast<int>(s.runs.size()) - 1;
-    unexplained += s.unexplained;
-  }
-  const std::size_t lost = ids.size() - completed;
-  const auto took =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - began);
-  std::cout << "kill soak on " << (db.rfind("postgres", 0) == 0 ? "PostgreSQL" : "SQLite")
-            << ": 2 serving workers, one killed with SIGKILL and replaced, " << o.kills
-            << " times\n"
-            << "  kills              " << o.kills << " (" << during_work
-            << " while runs were unfinished); workers that died by themselves: "
-            << died_alone.size() << "\n"
-            << "  runs               " << ids.size() << " started, " << completed << " completed, "
-            << lost << " lost\n"
-            << "  journal entries    " << entries << " in all; runs whose journal is not exactly "
-            << "their steps: " << inexact << "; entries changed: " << changed << " (" << looks
-            << " looks while it ran)\n"
-            << "  bodies             " << bodies << " steps, " << again << " run again, "
-            << unexplained << " not explained by a kill\n"
-            << "  took               " << took.count() << " s\n";
-  if (!payments_error.empty()) std::cout << "  payments failed: " << payments_error << "\n";
-  for (const std::string& death : died_alone) std::cout << "  " << death << "\n";
-  const bool ok = lost == 0 && inexact == 0 && changed == 0 && unexplained == 0 &&
-                  died_alone.empty() && payments_error.empty();
-  if (ok) {
+  Tally tally;
+  Looks looks(client);
+  kill_and_finish(o, client, client_options, db, log, looks, tally);
+  looks.look(tally);
+  audit(client, log, tally);
+  report(o, db, tally,
+         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
+                                                          began));
+  if (tally.ok()) {
     std::filesystem::remove_all(dir);
     std::cout << "ok\n";
   } else {
     std::cout << "FAILED; the database and the log are kept in " << dir.string() << "\n";
   }
-  return ok ? 0 : 1;
+  return tally.ok() ? 0 : 1;
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -209,90 +210,112 @@ std::string met(Workload w, double ratio, double goal, bool quick) {
   return text;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
+// The command line; nullopt after a usage error was printed.
+struct Args {
   bool quick = false;
   std::string dir, only, durability;
+  bool wanted(Workload w) const {
+    return only.empty() || only == kOptionNames[static_cast<std::size_t>(w)];
+  }
+  bool wanted(Durability d) const { return durability.empty() || durability == name_of(d); }
+};
+
+std::optional<Args> parse_args(int argc, char** argv) {
+  Args args;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (std::strcmp(argv[i], "--quick") == 0) {
-      quick = true;
+      args.quick = true;
     } else if (std::strcmp(argv[i], "--only") == 0 && has_value) {
-      only = argv[++i];
+      args.only = argv[++i];
     } else if (std::strcmp(argv[i], "--durability") == 0 && has_value) {
-      durability = argv[++i];
+      args.durability = argv[++i];
     } else if (argv[i][0] == '-') {
       std::fprintf(stderr,
                    "usage: durable_workloads_bench [--quick] [--only w0|w1-one|w1-all|w2|w3] "
                    "[--durability normal|full] [DIR]\n");
-      return 2;
+      return std::nullopt;
     } else {
-      dir = argv[i];
+      args.dir = argv[i];
     }
   }
-  if (!only.empty() &&
-      std::find(kOptionNames.begin(), kOptionNames.end(), only) == kOptionNames.end()) {
+  if (!args.only.empty() &&
+      std::find(kOptionNames.begin(), kOptionNames.end(), args.only) == kOptionNames.end()) {
     std::fprintf(stderr, "durable_workloads_bench: --only takes w0, w1-one, w1-all, w2 or w3\n");
-    return 2;
+    return std::nullopt;
   }
-  if (!durability.empty() && durability != "normal" && durability != "full") {
+  if (!args.durability.empty() && args.durability != "normal" && args.durability != "full") {
     std::fprintf(stderr, "durable_workloads_bench: --durability takes normal or full\n");
-    return 2;
+    return std::nullopt;
   }
-  const auto wanted = [&](Workload w) {
-    return only.empty() || only == kOptionNames[static_cast<std::size_t>(w)];
-  };
-  const auto wanted_durability = [&](Durability d) {
-    return durability.empty() || durability == name_of(d);
-  };
-  const Sizes sizes = quick ? quick_sizes() : Sizes{};
-  Scratch scratch(dir, "durable-workloads");
+  return args;
+}
+
+using FiguresOf = std::map<std::pair<int, int>, Figures>;  // (workload, replay) -> figures
+
+// Each repetition: raw commits, then every workload wanted in both replay modes, back to back.
+FiguresOf measure(const Args& args, Durability d, const Sizes& sizes, Scratch& scratch) {
+  FiguresOf figures;
+  for (int rep = 0; rep < sizes.reps; ++rep) {
+    const double raw = raw_insert_rate(
+        scratch, d, d == Durability::full ? sizes.raw_rows_full : sizes.raw_rows_normal);
+    for (const Workload w : kWorkloads) {
+      if (!args.wanted(w)) continue;
+      for (const Replay r : {Replay::every_step, Replay::on_recovery}) {
+        const double seconds = run_workload(w, d, r, sizes, scratch);
+        Figures& f = figures[{static_cast<int>(w), static_cast<int>(r)}];
+        if (w == Workload::w0) {
+          const double per_run = seconds / sizes.w0_runs;
+          f.value.push_back(per_run * 1e6);
+          f.ratio.push_back(per_run * raw);
+        } else {
+          const double rate = steps_of(w, sizes) / seconds;
+          f.value.push_back(rate);
+          f.ratio.push_back(rate / raw);
+        }
+        f.raw.push_back(raw);
+      }
+    }
+  }
+  return figures;
+}
+
+// The table's rows of one durability: medians, the ratio, and the target.
+void add_rows(const Args& args, Durability d, const Sizes& sizes, const FiguresOf& figures,
+              std::vector<Row>& rows) {
+  for (const Workload w : kWorkloads) {
+    if (!args.wanted(w)) continue;
+    for (const Replay r : {Replay::every_step, Replay::on_recovery}) {
+      const Figures& f = figures.at({static_cast<int>(w), static_cast<int>(r)});
+      const double ratio = median(f.ratio);
+      char ratio_text[48];
+      std::snprintf(ratio_text, sizeof ratio_text,
+                    w == Workload::w0 ? "%.1f commits/run" : "%.2fx", ratio);
+      rows.push_back(
+          Row{title(w, sizes) + ", " + std::string(name_of(d)) + ", " + std::string(name_of(r)),
+              w == Workload::w0 ? with_commas(median(f.value)) + " us/run"
+                                : with_commas(median(f.value)) + " steps/s",
+              with_commas(median(f.raw)) + " commits/s", ratio_text,
+              met(w, ratio, target(w, d), args.quick)});
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<Args> args = parse_args(argc, argv);
+  if (!args) return 2;
+  const Sizes sizes = args->quick ? quick_sizes() : Sizes{};
+  Scratch scratch(args->dir, "durable-workloads");
   std::printf("durable_workloads_bench %s, %s, in %s (%s); median of %d repetition(s)\n",
               std::string(durable::version()).c_str(), utc_now().c_str(), scratch.dir().c_str(),
               file_system_of(scratch.dir()).c_str(), sizes.reps);
   std::vector<Row> rows;
   try {
     for (const Durability d : {Durability::normal, Durability::full}) {
-      if (!wanted_durability(d)) continue;
-      std::map<std::pair<int, int>, Figures> figures;  // (workload, replay) -> figures
-      for (int rep = 0; rep < sizes.reps; ++rep) {
-        const double raw = raw_insert_rate(
-            scratch, d, d == Durability::full ? sizes.raw_rows_full : sizes.raw_rows_normal);
-        for (const Workload w : kWorkloads) {
-          if (!wanted(w)) continue;
-          for (const Replay r : {Replay::every_step, Replay::on_recovery}) {
-            const double seconds = run_workload(w, d, r, sizes, scratch);
-            Figures& f = figures[{static_cast<int>(w), static_cast<int>(r)}];
-            if (w == Workload::w0) {
-              const double per_run = seconds / sizes.w0_runs;
-              f.value.push_back(per_run * 1e6);
-              f.ratio.push_back(per_run * raw);
-            } else {
-              const double rate = steps_of(w, sizes) / seconds;
-              f.value.push_back(rate);
-              f.ratio.push_back(rate / raw);
-            }
-            f.raw.push_back(raw);
-          }
-        }
-      }
-      for (const Workload w : kWorkloads) {
-        if (!wanted(w)) continue;
-        for (const Replay r : {Replay::every_step, Replay::on_recovery}) {
-          const Figures& f = figures[{static_cast<int>(w), static_cast<int>(r)}];
-          const double ratio = median(f.ratio);
-          char ratio_text[48];
-          std::snprintf(ratio_text, sizeof ratio_text,
-                        w == Workload::w0 ? "%.1f commits/run" : "%.2fx", ratio);
-          rows.push_back(
-              Row{title(w, sizes) + ", " + std::string(name_of(d)) + ", " + std::string(name_of(r)),
-                  w == Workload::w0 ? with_commas(median(f.value)) + " us/run"
-                                    : with_commas(median(f.value)) + " steps/s",
-                  with_commas(median(f.raw)) + " commits/s", ratio_text,
-                  met(w, ratio, target(w, d), quick)});
-        }
-      }
+      if (args->wanted(d)) add_rows(*args, d, sizes, measure(*args, d, sizes, scratch), rows);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "durable_workloads_bench: %s\n", e.what());
