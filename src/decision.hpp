@@ -105,6 +105,9 @@ template <class... F>
 struct Handlers : F... {
   using F::operator()...;
 };
+// Clang before 17 deduces no aggregate's template arguments by itself (P1816).
+template <class... F>
+Handlers(F...) -> Handlers<F...>;
 
 /// Carrying a decision out the plainest way, for hosts with no threads or store of their own:
 /// runs bodies one after another on this thread, writing each ended entry with `write`.
