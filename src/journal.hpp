@@ -22,7 +22,8 @@ namespace durable::detail {
 /// receive: a step.receive of the run's mailbox ({"topic": t}; once a message came, also
 /// {"message": m, "seq": n}; null: timed out); stream: a step.write_stream ({"stream": s,
 /// "value": v}) or close_stream ({"stream": s, "close": true}) of the workflow function, applied
-/// to the stream by the store.
+/// to the stream by the store; tags: a step.set_tags ({key: value, ...}), merged into the run's
+/// tags by the store.
 enum class StepKind {
   run,
   sleep,

@@ -39,16 +39,18 @@ void Invocation::set_tags(std::map<std::string, std::string> tags) {
   ReplayCursor::Match match = cursor_.next_internal(kTagsBase);
   JournalEntry* entry = match.entry;
   if (entry != nullptr && entry->kind != StepKind::tags) diverge(*entry, "step.set_tags");
-  if (entry == nullptr) note_new(match.key, "step.set_tags", nullptr);
-  flush();  // started steps complete before the tags are set, as before any step
-  if (entry != nullptr) return;  // set already: the run's tags hold them
   std::map<std::string, std::string> merged = run_->tags;
   for (const auto& [key, value] : tags) merged[key] = value;
-  if (merged.size() > kMaxTags) {
+  // Refused before it counts as a call made: the run's tags only grow, so a replay refuses it
+  // again, and never one it journaled (its keys are among the run's tags then).
+  if (entry == nullptr && merged.size() > kMaxTags) {
     throw Error(errc::too_large, "step.set_tags: a run has at most " + std::to_string(kMaxTags) +
                                      " tags; these would give it " +
                                      std::to_string(merged.size()));
   }
+  if (entry == nullptr) note_new(match.key, "step.set_tags", nullptr);
+  flush();  // started steps complete before the tags are set, as before any step
+  if (entry != nullptr) return;  // set already: the run's tags hold them
   JournalEntry set = new_entry(match, std::string(kTagsBase), StepKind::tags);
   set.output = tags;
   std::string reason = step_label(set.key) + " set " + std::to_string(tags.size()) + " tag" +

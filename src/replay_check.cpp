@@ -60,6 +60,7 @@ std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& record
   run.workflow = recorded.workflow;
   run.correlation_id = recorded.correlation_id;
   run.input = recorded.input;
+  run.tags = recorded.tags;  // as a claim reads them: step.set_tags counts against them
   run.invocations = recorded.invocations;
   for (JournalEntry& entry : journal) run.journal.append(std::move(entry));
   run.next_seq = run.journal.size();

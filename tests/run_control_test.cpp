@@ -475,6 +475,13 @@ TEST_CASE("step.set_tags: bad tags, too many in all, or a call inside a step bod
   CHECK(inside.error->message.find("step.set_tags('[tags]') was called inside the body of") !=
         std::string::npos);
   CHECK(inside.tags.empty());
+
+  // The same code replays each run to the same end: the refusal at 33 tags included.
+  for (const Status status : {Status::failed, Status::completed}) {
+    const VerifyReport report = desk.runtime->verify({.status = status, .workflow = "tag"});
+    CHECK(report.runs_checked == (status == Status::failed ? 3u : 1u));
+    for (const Divergence& d : report.divergences) FAIL_CHECK(d.message);
+  }
 }
 
 TEST_CASE("bulk actions: cancel, retry and purge every run a filter matches, by workflow, failing "

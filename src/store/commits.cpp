@@ -273,7 +273,8 @@ void SqlStore::continue_as(const std::string& id, NewRun successor) {
 
 // What a new journal entry does beyond being written: a send publishes its event, a wait is
 // registered, a receive takes a message already there, an invoke creates its child, a publish
-// stores the key's value. Returns whether a wait was completed at once.
+// stores the key's value, a stream's write or close is applied, a set_tags merges the run's tags.
+// Returns whether a wait was completed at once.
 bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
   const JournalEntry& e = write.entry;
   if (e.kind == StepKind::send && e.state == StepState::completed && write.is_new) {

@@ -33,24 +33,20 @@ void SqlStore::write_published(const std::string& run_id, const JournalEntry& en
 }
 
 void SqlStore::merge_tags(const std::string& run_id, const JournalEntry& entry) {
-  std::map<std::string, std::string> tags;
-  {
-    sql::Query read(db(), "SELECT tags FROM runs WHERE id = ?");
-    read.bind(1, run_id);
-    if (read.next() && !read.is_null(0)) tags = tags_of(stored(read.text(0)));
-  }
   for (const auto& [key, value] : entry.output.items()) {
-    tags[key] = value.get<std::string>();
-    sql::Query drop(db(), "DELETE FROM run_tags WHERE run_id = ? AND key = ?");
-    drop.bind(1, run_id);
-    drop.bind(2, key);
-    drop.run();
-    sql::Query add(db(), "INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?)");
-    add.bind(1, run_id);
-    add.bind(2, key);
-    add.bind(3, value.get<std::string>());
-    add.run();
+    sql::Query upsert(db(),
+                      "INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?) "
+                      "ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value");
+    upsert.bind(1, run_id);
+    upsert.bind(2, key);
+    upsert.bind(3, value.get<std::string>());
+    upsert.run();
   }
+  // runs.tags from run_tags, the one source, so the two never disagree.
+  std::map<std::string, std::string> tags;
+  sql::Query all(db(), "SELECT key, value FROM run_tags WHERE run_id = ?");
+  all.bind(1, run_id);
+  while (all.next()) tags[all.text(0)] = all.text(1);
   sql::Query write(db(), "UPDATE runs SET tags = ? WHERE id = ?");
   write.bind(1, json(tags).dump());
   write.bind(2, run_id);
