@@ -285,6 +285,13 @@ class Invocation {
   // null for a call the journal does not hold yet. Runs the started steps first.
   JournalEntry* begin_special(std::string_view id, StepKind kind, std::string_view tool,
                               ReplayCursor::Match& match);
+  // The same for a call journaled under a base durable made (publish, streams, tags: ids.hpp).
+  // `refuse_new`, if given, throws for a new call it refuses, before the call counts as made.
+  JournalEntry* begin_internal(std::string_view base, StepKind kind, std::string_view tool,
+                               ReplayCursor::Match& match,
+                               const std::function<void()>& refuse_new = {});
+  JournalEntry* begin_at(ReplayCursor::Match& match, StepKind kind, std::string_view tool,
+                         const std::function<void()>& refuse_new);
   JournalEntry new_entry(ReplayCursor::Match& match, std::string_view id, StepKind kind) const;
   [[noreturn]] void wait_on(const JournalEntry& entry, std::string reason,
                             std::optional<EntryWrite> write);

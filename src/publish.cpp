@@ -16,14 +16,11 @@ namespace durable::detail {
 void Invocation::publish(std::string_view key, json value) {
   if (BodyScope* nested = scope()) nested->refuse("step.publish", key);
   check_published_key(key, "step.publish");
-  before_step_call();
   const std::string base = published_base(key);
-  ReplayCursor::Match match = cursor_.next_internal(base);
-  JournalEntry* entry = match.entry;
-  if (entry != nullptr && entry->kind != StepKind::publish) diverge(*entry, "step.publish");
-  if (entry == nullptr) note_new(match.key, "step.publish", nullptr);
-  flush();  // started steps complete before the value is published, as before any step
-  if (entry != nullptr) return;  // published already
+  ReplayCursor::Match match{};
+  if (begin_internal(base, StepKind::publish, "step.publish", match) != nullptr) {
+    return;  // published already
+  }
   const std::string what = "the value of step.publish('" + std::string(key) + "')";
   storable_text(value, what, config_->max_output_bytes);
   JournalEntry publish = new_entry(match, base, StepKind::publish);
@@ -35,22 +32,20 @@ void Invocation::publish(std::string_view key, json value) {
 void Invocation::set_tags(std::map<std::string, std::string> tags) {
   if (BodyScope* nested = scope()) nested->refuse("step.set_tags", kTagsBase);
   check_tags(tags);
-  before_step_call();
-  ReplayCursor::Match match = cursor_.next_internal(kTagsBase);
-  JournalEntry* entry = match.entry;
-  if (entry != nullptr && entry->kind != StepKind::tags) diverge(*entry, "step.set_tags");
   std::map<std::string, std::string> merged = run_->tags;
   for (const auto& [key, value] : tags) merged[key] = value;
   // Refused before it counts as a call made: the run's tags only grow, so a replay refuses it
   // again, and never one it journaled (its keys are among the run's tags then).
-  if (entry == nullptr && merged.size() > kMaxTags) {
+  const auto refuse_new = [&merged] {
+    if (merged.size() <= kMaxTags) return;
     throw Error(errc::too_large, "step.set_tags: a run has at most " + std::to_string(kMaxTags) +
                                      " tags; these would give it " +
                                      std::to_string(merged.size()));
+  };
+  ReplayCursor::Match match{};
+  if (begin_internal(kTagsBase, StepKind::tags, "step.set_tags", match, refuse_new) != nullptr) {
+    return;  // set already: the run's tags hold them
   }
-  if (entry == nullptr) note_new(match.key, "step.set_tags", nullptr);
-  flush();  // started steps complete before the tags are set, as before any step
-  if (entry != nullptr) return;  // set already: the run's tags hold them
   JournalEntry set = new_entry(match, std::string(kTagsBase), StepKind::tags);
   set.output = tags;
   std::string reason = step_label(set.key) + " set " + std::to_string(tags.size()) + " tag" +

@@ -42,13 +42,10 @@ void Invocation::close_stream(std::string_view stream) {
 
 void Invocation::journal_stream(std::string_view stream, json output, std::string_view did) {
   const char* tool = output.contains("close") ? "step.close_stream" : "step.write_stream";
-  before_step_call();
-  ReplayCursor::Match match = cursor_.next_internal(stream_base(stream));
-  JournalEntry* entry = match.entry;
-  if (entry != nullptr && entry->kind != StepKind::stream) diverge(*entry, tool);
-  if (entry == nullptr) note_new(match.key, tool, nullptr);
-  flush();  // started steps complete before the stream moves on, as before any step
-  if (entry != nullptr) return;  // written already
+  ReplayCursor::Match match{};
+  if (begin_internal(stream_base(stream), StepKind::stream, tool, match) != nullptr) {
+    return;  // written already
+  }
   bool closed = false;
   try {
     closed = host_->stream_closed(std::string(stream));

@@ -75,13 +75,27 @@ JournalEntry* Invocation::begin_special(std::string_view id, StepKind kind, std:
   if (BodyScope* nested = scope()) nested->refuse(tool, id);
   before_step_call();
   match = cursor_.next(id);
+  return begin_at(match, kind, tool, [id] { check_step_id(id); });
+}
+
+JournalEntry* Invocation::begin_internal(std::string_view base, StepKind kind,
+                                         std::string_view tool, ReplayCursor::Match& match,
+                                         const std::function<void()>& refuse_new) {
+  before_step_call();
+  match = cursor_.next_internal(base);
+  return begin_at(match, kind, tool, refuse_new);
+}
+
+// What begin_special and begin_internal share once the cursor has matched the call.
+JournalEntry* Invocation::begin_at(ReplayCursor::Match& match, StepKind kind,
+                                   std::string_view tool, const std::function<void()>& refuse_new) {
   JournalEntry* entry = match.entry;
   if (entry != nullptr && entry->kind != kind) diverge(*entry, tool);
   if (entry == nullptr) {
-    check_step_id(id);
+    if (refuse_new) refuse_new();
     note_new(match.key, tool, nullptr);
   }
-  flush();  // started steps complete before the run waits or sends
+  flush();  // started steps complete before it, as before any step
   return entry;
 }
 
