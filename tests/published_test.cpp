@@ -49,10 +49,7 @@ detail::PublishedValue stored_value(const std::string& db, const std::string& ru
   return read.values.front();
 }
 
-std::chrono::milliseconds since(std::chrono::steady_clock::time_point began) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               began);
-}
+using durable::test::since;
 
 }  // namespace
 

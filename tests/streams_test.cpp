@@ -31,10 +31,7 @@ Workflow letters_workflow() {
   });
 }
 
-std::chrono::milliseconds since(std::chrono::steady_clock::time_point began) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               began);
-}
+using durable::test::since;
 
 // The failure message of a run of `wf`, which must fail.
 std::string failure_of(Runtime& runtime, Workflow wf) {

@@ -92,19 +92,24 @@ class TempDir {
 /// Safe to read from the runtime's own threads (its lease heartbeat) while the test moves it.
 class ManualClock {
  public:
-  Clock::time_point now() const { return Clock::time_point(Clock::duration(ticks_.load())); }
+  Clock::time_point now() const { return env_->now(); }
   void advance(std::chrono::milliseconds d) {
-    ticks_ += std::chrono::duration_cast<Clock::duration>(d).count();
+    env_->advance(std::chrono::duration_cast<Clock::duration>(d));
   }
-  void attach(Runtime& runtime) {
-    detail::RuntimeAccess::core(runtime).set_clock([this] { return now(); });
-  }
+  /// The runtime's Env becomes this clock's (src/env.hpp), before it starts its threads.
+  void attach(Runtime& runtime) { detail::RuntimeAccess::core(runtime).set_env(env_); }
+  detail::Env& env() const { return *env_; }
 
  private:
-  std::atomic<Clock::rep> ticks_{
-      std::chrono::duration_cast<Clock::duration>(std::chrono::hours(24 * 365 * 56))  // ~2026
-          .count()};
+  std::shared_ptr<detail::ManualClockEnv> env_ = std::make_shared<detail::ManualClockEnv>(
+      Clock::time_point(std::chrono::hours(24 * 365 * 56)));  // ~2026
 };
+
+/// The time passed since `began`, in milliseconds.
+inline std::chrono::milliseconds since(std::chrono::steady_clock::time_point began) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               began);
+}
 
 /// Options for a runtime on the file `db` that logs nothing.
 inline RuntimeOptions quiet(const std::string& db) {
