@@ -9,6 +9,7 @@
 
 #include "admin_pool.hpp"
 #include "durations.hpp"
+#include "env.hpp"
 #include "errors_internal.hpp"
 #include "ops_queries.hpp"
 #include "run_requests.hpp"
@@ -107,11 +108,10 @@ std::string usable_traceparent(std::string_view text) {
 }  // namespace
 
 Admin::Admin(const std::string& database, std::function<void()> on_change,
-             std::function<Clock::time_point()> clock, Durability durability,
-             std::size_t max_connections, bool read_only,
-             std::shared_ptr<const durable::detail::Payloads> payloads)
+             durable::detail::Env* env, Durability durability, std::size_t max_connections,
+             bool read_only, std::shared_ptr<const durable::detail::Payloads> payloads)
     : on_change_(std::move(on_change)),
-      clock_(std::move(clock)),
+      env_(env != nullptr ? env : &durable::detail::Env::system()),
       path_(database),
       durability_(durability),
       max_connections_(std::max<std::size_t>(1, max_connections)),
@@ -174,7 +174,7 @@ void Admin::give_back(std::unique_ptr<Connection> connection) {
   returned_.notify_one();
 }
 
-std::int64_t Admin::now_ms() const { return detail::to_ms(clock_ ? clock_() : Clock::now()); }
+std::int64_t Admin::now_ms() const { return env_->now_ms(); }
 
 void Admin::changed() const {
   if (on_change_) on_change_();
@@ -314,7 +314,7 @@ json Admin::start_run(const StartRequest& request) {
       opts.deadline = Clock::time_point(
           std::chrono::milliseconds(detail::deadline_from_text(request.deadline, now_ms())));
     }
-    return detail::new_run(request.workflow, request.input, opts, now_ms(), max_data_bytes_);
+    return detail::new_run(request.workflow, request.input, opts, *env_, max_data_bytes_);
   });
   const Lease db = lease();
   const bool is_known = known(*db).contains(request.workflow);
@@ -359,7 +359,7 @@ json Admin::retry_run(std::string_view id) {
 }
 
 json Admin::fork_run(std::string_view id, const std::string& from_step) {
-  detail::NewRun fork = detail::new_fork(id, now_ms());
+  detail::NewRun fork = detail::new_fork(id, *env_);
   const Lease db = lease();
   bool found = false;
   try {
@@ -401,7 +401,7 @@ json Admin::resolve_step(std::string_view id, const std::string& step, const jso
 
 json Admin::send_event(std::string_view name, const json& data, std::string_view traceparent) {
   detail::NewEvent event =
-      as_bad_request([&] { return detail::new_event(name, data, now_ms(), max_data_bytes_); });
+      as_bad_request([&] { return detail::new_event(name, data, *env_, max_data_bytes_); });
   event.traceparent = usable_traceparent(traceparent);
   const Lease db = lease();
   const detail::Published published = db->store->publish(event);

@@ -26,6 +26,7 @@
 
 namespace durable::detail {
 class ChangeWatch;
+class Env;
 enum class BulkAction;
 class Store;
 class OpsQueries;
@@ -93,10 +94,10 @@ class Admin {
   /// HttpOptions::handler_threads), and kept. A call that finds them all busy waits for one.
   /// `read_only`: the file is read as it is, never created, migrated or written (its writes
   /// throw), so a file this user may not write can be read; an older schema is an Error.
+  /// `env`: the clock and threads it uses (src/env.hpp), outliving it; null for the system's.
   explicit Admin(const std::string& database, std::function<void()> on_change = {},
-                 std::function<Clock::time_point()> clock = {},
-                 Durability durability = Durability::normal, std::size_t max_connections = 8,
-                 bool read_only = false,
+                 durable::detail::Env* env = nullptr, Durability durability = Durability::normal,
+                 std::size_t max_connections = 8, bool read_only = false,
                  std::shared_ptr<const durable::detail::Payloads> payloads = nullptr);
   ~Admin();
   Admin(const Admin&) = delete;
@@ -196,6 +197,8 @@ class Admin {
   /// (share_changes: its commits wake them at once), else this Admin's own, on the database's
   /// change feed (opened at the first wait).
   durable::detail::ChangeWatch& changes();
+  /// The clock and threads it uses (src/env.hpp).
+  durable::detail::Env& env() const { return *env_; }
   void share_changes(std::shared_ptr<durable::detail::ChangeWatch> watch);
   /// How long a stream's Server-Sent Events response stays silent before a comment line keeps
   /// it open and finds a reader that has gone (15 s; a test sets a shorter one before serving).
@@ -227,7 +230,7 @@ class Admin {
   std::function<void()> on_change_;
   ResolveCheck resolve_check_;
   std::size_t max_data_bytes_ = 4u << 20;  // as RuntimeOptions::max_output_bytes
-  std::function<Clock::time_point()> clock_;
+  durable::detail::Env* env_;
   std::string path_;      // as given: what the connections open
   std::string database_;  // absolute: what the runbook's commands name
   Durability durability_;

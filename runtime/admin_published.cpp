@@ -57,7 +57,7 @@ detail::ChangeWatch& Admin::changes() {
   if (!changes_) {
     changes_ = std::make_shared<detail::ChangeWatch>(
         [database = path_] { return detail::open_change_feed(database); },
-        RuntimeOptions{}.poll_interval);
+        RuntimeOptions{}.poll_interval, *env_);
   }
   return *changes_;
 }

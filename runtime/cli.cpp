@@ -47,6 +47,7 @@
 #include "cli_streams.hpp"
 #include "cli_usage.hpp"
 #include "durations.hpp"
+#include "env.hpp"
 #include "errors_internal.hpp"
 #include "http_checks.hpp"
 #include "http_server.hpp"
@@ -248,7 +249,7 @@ int purge_events(const std::string& database, const Answer& answer, const Comman
   }
   require_database(database);
   const auto store = durable::detail::open_store(database, durable::Durability::normal, payloads());
-  const std::int64_t before = durable::detail::to_ms(durable::Clock::now()) - older_than.count();
+  const std::int64_t before = durable::detail::Env::system().now_ms() - older_than.count();
   constexpr std::size_t kBatch = 1000;  // one short write transaction each
   std::size_t deleted = 0;
   for (std::size_t n = kBatch; n == kBatch; deleted += n) n = store->purge_events(before, kBatch);
@@ -441,7 +442,7 @@ int bulk(const Context& at, ops::Admin& admin, const Command& cmd) {
   ops::RunQuery query = run_query(cmd);
   query.failed_step = cmd.flag("failed-step");
   query.error_type = cmd.flag("error-type");
-  const std::int64_t now = durable::detail::to_ms(durable::Clock::now());
+  const std::int64_t now = durable::detail::Env::system().now_ms();
   for (const char* name : {"since", "until"}) {
     const std::string text = cmd.flag(name);
     if (text.empty()) continue;

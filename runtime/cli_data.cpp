@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "env.hpp"
 #include "runtime_core.hpp"
 #include "store.hpp"
 
@@ -32,9 +33,7 @@ json forget(const std::string& database, const std::string& correlation_id) {
                 "forget needs --key-file F: the encryption key file the database's runtime uses");
   }
   const auto store = open_store(database, Durability::normal, payloads());
-  const auto now =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
-          .count();
+  const std::int64_t now = Env::system().now_ms();
   return {{"correlation_id", correlation_id}, {"cancelled", store->forget(correlation_id, now)}};
 }
 

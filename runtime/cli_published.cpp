@@ -27,7 +27,7 @@ int published_command(ops::Admin& admin, const std::string& run, const std::stri
   const std::chrono::milliseconds wait = wait_of(wait_ms);
   using Answer = std::optional<ops::Admin::PublishedNow>;  // empty: wait for a change
   const ops::Admin::PublishedNow now = admin.changes().read_until_changed(
-      run, key, ChangeWatch::deadline_after(wait), [&](bool last) {
+      run, key, admin.changes().deadline_after(wait), [&](bool last) {
         ops::Admin::PublishedNow read = admin.published_now(run, key);
         return read.value || read.ended || last ? Answer(std::move(read)) : Answer();
       });

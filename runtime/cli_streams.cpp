@@ -44,7 +44,7 @@ int tail_command(ops::Admin& admin, const std::string& run, const std::string& s
     next = now.next;
     if (now.closed) return 0;
     if (!now.values.empty()) continue;  // more may be there already
-    watch.wait(run, stream, mark, std::chrono::steady_clock::now() + kFollowSlice);
+    watch.wait(run, stream, mark, watch.deadline_after(kFollowSlice));
   }
 }
 

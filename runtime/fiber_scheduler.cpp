@@ -227,14 +227,15 @@ void FiberScheduler::wait_for_work() {
   // Quick bodies on the step threads: their ends are microseconds away, less than a sleep and a
   // wake-up call cost.
   if (in_bodies_ > 0 && pool_->quick()) {
-    spin_until(StepPool::kSpin, [this] { return signalled_.load(std::memory_order_acquire); });
+    spin_until(pool_->env(), StepPool::kSpin,
+               [this] { return signalled_.load(std::memory_order_acquire); });
   }
   {
     std::unique_lock lock(mutex_);
     waiting_ = true;
     const auto woken = [this] { return !woken_.empty() || poked_; };
     if (until) {
-      woken_cv_.wait_until(lock, *until, woken);
+      pool_->env().wait_until(woken_cv_, lock, *until, woken);
     } else {
       woken_cv_.wait(lock, woken);
     }
@@ -244,7 +245,7 @@ void FiberScheduler::wait_for_work() {
     woken_.clear();
     signalled_ = false;
   }
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = pool_->env().steady_now();
   for (auto it = sleeping_.begin(); it != sleeping_.end();) {
     if ((*it)->wake_at <= now) {
       ready_.push_back(*it);
@@ -321,7 +322,7 @@ void FiberScheduler::run_bodies(std::vector<std::function<void()>>& bodies) {
 
 void FiberScheduler::sleep_until(std::chrono::steady_clock::time_point until) {
   if (running_ == nullptr || t_current != this) {
-    std::this_thread::sleep_until(until);
+    pool_->env().sleep_until(until);
     return;
   }
   running_->wake_at = until;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <utility>
 
+#include "env.hpp"
 #include "http_checks.hpp"
 
 namespace durable::ops::detail {
@@ -14,7 +15,7 @@ namespace http = beast::http;
 
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+             durable::detail::Env::system().now().time_since_epoch())
       .count();
 }
 

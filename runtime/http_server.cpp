@@ -56,6 +56,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "env.hpp"
 #include "http_checks.hpp"
 #include "http_messages.hpp"
 #include "http_signing.hpp"
@@ -694,7 +695,7 @@ HttpServer::Impl::Impl(HttpOptions options, HttpHandler handler) {
     shared.handler_pool.emplace(
         static_cast<std::size_t>(std::max(1, shared.options.handler_threads)));
     for (int i = 0; i < thread_count; ++i) {
-      threads.emplace_back([this] { run_io(); });
+      threads.push_back(durable::detail::Env::system().start_thread([this] { run_io(); }));
     }
   } catch (...) {
     stop();

@@ -47,8 +47,8 @@ struct Exporter::Connection {
   }
 };
 
-Exporter::Exporter(ExporterOptions options)
-    : options_(std::move(options)), connection_(std::make_unique<Connection>()) {
+Exporter::Exporter(ExporterOptions options, durable::detail::Env& env)
+    : options_(std::move(options)), env_(env), connection_(std::make_unique<Connection>()) {
   const std::string& endpoint = options_.endpoint;
   constexpr std::string_view kScheme = "http://";
   const auto refuse = [&](const std::string& why) {
@@ -93,7 +93,7 @@ Exporter::Exporter(ExporterOptions options)
   target_ = prefix + "/v1/traces";
   url_ = "http://" + std::string(authority) + target_;
   if (options_.max_batch == 0) options_.max_batch = 1;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = env_.start_thread([this] { loop(); });
 }
 
 Exporter::~Exporter() {
@@ -137,10 +137,10 @@ void Exporter::loop() {
   std::unique_lock lock(mutex_);
   std::optional<std::chrono::steady_clock::time_point> give_up;  // once stopping
   for (;;) {
-    wake_.wait_for(lock, options_.interval, [&] {
+    env_.wait_for(wake_, lock, options_.interval, [&] {
       return stopping_ || queue_.size() >= options_.max_batch || (flushing_ && !queue_.empty());
     });
-    if (stopping_ && !give_up) give_up = std::chrono::steady_clock::now() + options_.timeout;
+    if (stopping_ && !give_up) give_up = env_.steady_now() + options_.timeout;
     if (queue_.empty()) {
       if (stopping_) return;
       continue;
@@ -166,7 +166,7 @@ void Exporter::loop() {
     (sent ? stats_.sent : stats_.failed) += n;
     finished_ += n;
     // Past its time to stop, or unable to send while stopping: what is left is lost.
-    if (stopping_ && (!sent || std::chrono::steady_clock::now() >= *give_up)) {
+    if (stopping_ && (!sent || env_.steady_now() >= *give_up)) {
       stats_.failed += queue_.size();
       finished_ += queue_.size();
       queue_.clear();
@@ -239,7 +239,7 @@ void Exporter::report(const std::string& why, std::size_t lost) {
   {
     std::lock_guard lock(mutex_);
     lost_since_report_ += lost;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = env_.steady_now();
     if (last_report_ != std::chrono::steady_clock::time_point{} &&
         now - last_report_ < kReportEvery) {
       return;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <thread>
 
+#include "env.hpp"
 #include "otlp.hpp"
 
 namespace durable::ops::otlp {
@@ -46,7 +47,9 @@ struct ExportStats {
 class Exporter {
  public:
   /// Throws durable::Error for an endpoint that is not an http:// URL with a host.
-  explicit Exporter(ExporterOptions options);
+  /// `env` (its thread, its clock) outlives the exporter.
+  explicit Exporter(ExporterOptions options,
+                    durable::detail::Env& env = durable::detail::Env::system());
   /// Sends what is queued (within options.timeout), then stops.
   ~Exporter();
   Exporter(const Exporter&) = delete;
@@ -67,6 +70,7 @@ class Exporter {
   void report(const std::string& why, std::size_t lost);
 
   ExporterOptions options_;
+  durable::detail::Env& env_;
   std::string host_, port_, authority_, target_, url_;
 
   mutable std::mutex mutex_;

@@ -70,7 +70,7 @@ class PublishedWait : public std::enable_shared_from_this<PublishedWait> {
       detail::ChangeWatch& watch = admin_.changes();
       const detail::ChangeWatch::Mark mark = watch.mark();
       const Admin::PublishedNow now = admin_.published_now(id_, key_);
-      if (now.value || now.ended || std::chrono::steady_clock::now() >= deadline_) {
+      if (now.value || now.ended || admin_.env().steady_now() >= deadline_) {
         return answer(now.value);
       }
       // The callback runs on a committing or the watch's thread: the next read goes elsewhere.
@@ -100,7 +100,7 @@ HttpResponse published_route(Admin& admin, const HttpRequest& request, const std
   const Admin::PublishedNow now = admin.published_now(id, *key);  // 404, 400 answered at once
   if (now.value || now.ended || wait.count() == 0) return answer(now.value);
   HttpResponse later;
-  const auto deadline = std::chrono::steady_clock::now() + wait;
+  const auto deadline = admin.changes().deadline_after(wait);
   later.later = [&admin, id, key = std::string(*key), deadline](HttpResponse::Reply reply,
                                                                 HttpResponse::Post post) {
     std::make_shared<PublishedWait>(admin, id, key, deadline, std::move(reply), std::move(post))

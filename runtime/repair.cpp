@@ -11,7 +11,7 @@
 namespace durable::detail {
 
 std::string RuntimeCore::fork(std::string_view run_id, std::string_view from_step) {
-  NewRun fork = new_fork(run_id, now_ms());
+  NewRun fork = new_fork(run_id, *env_);
   if (!writer_.alone([&](Store& store) { return store.fork(fork, std::string(from_step)); })) {
     throw no_such_run(run_id);
   }

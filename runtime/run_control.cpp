@@ -60,7 +60,7 @@ std::vector<std::string> RuntimeCore::paused_workflows() {
 }
 
 std::optional<std::int64_t> RuntimeCore::next_deadline() {
-  return next_deadline_.get(now_ms(), options_.poll_interval,
+  return next_deadline_.get(*env_, options_.poll_interval,
                             [this] { return store_->next_deadline(); });
 }
 

@@ -143,8 +143,8 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
 json RuntimeCore::RunHost::call_body(const std::string& key, int attempt, const Body& body) {
   struct Note {  // however the body ends
     RuntimeCore* core;
-    std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
-    ~Note() { core->note_body(std::chrono::steady_clock::now() - began); }
+    std::chrono::steady_clock::time_point began = core->env().steady_now();
+    ~Note() { core->note_body(core->env().steady_now() - began); }
   } note{core_};
   if (core_->body_hook_) return core_->body_hook_(run_->id, key, attempt, body);
   return body();
@@ -181,11 +181,11 @@ void RuntimeCore::RunHost::linger(const std::function<bool()>& done) {
   const bool on_fiber = scheduler != nullptr && scheduler->on_fiber();
   if (on_fiber) scheduler->set_lingering(true);
   while (!done()) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    const auto until = core_->env().steady_now() + std::chrono::milliseconds(20);
     if (on_fiber) {
       scheduler->sleep_until(until);  // the other runs' fibers go on meanwhile
     } else {
-      std::this_thread::sleep_until(until);
+      core_->env().sleep_until(until);
     }
   }
   if (on_fiber) scheduler->set_lingering(false);
@@ -215,18 +215,18 @@ std::optional<json> RuntimeCore::RunHost::load_progress(const std::string& key) 
 // Waits in real time for the runtime's clock to reach wake_ms, for at most the resident sleep
 // limit (a test's clock may never get there); the caller evicts the run if it did not.
 std::int64_t RuntimeCore::RunHost::park_until(std::int64_t wake_ms) {
-  const auto give_up = std::chrono::steady_clock::now() + core_->options_.resident_sleep +
-                       std::chrono::milliseconds(50);
+  const auto give_up =
+      core_->env().steady_now() + core_->options_.resident_sleep + std::chrono::milliseconds(50);
   std::int64_t now = core_->now_ms();
   FiberScheduler* scheduler = FiberScheduler::current();
   // Stopping: give up at once; the run is written sleeping and any runtime wakes it on time.
-  while (now < wake_ms && std::chrono::steady_clock::now() < give_up && !core_->stopping()) {
-    const auto until = std::chrono::steady_clock::now() +
+  while (now < wake_ms && core_->env().steady_now() < give_up && !core_->stopping()) {
+    const auto until = core_->env().steady_now() +
                        std::chrono::milliseconds(std::min<std::int64_t>(wake_ms - now, 10));
     if (scheduler != nullptr) {
       scheduler->sleep_until(until);  // the other runs' fibers go on meanwhile
     } else {
-      std::this_thread::sleep_until(until);
+      core_->env().sleep_until(until);
     }
     now = core_->now_ms();
   }

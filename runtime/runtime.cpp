@@ -62,7 +62,7 @@ bool process_alive(const Worker& worker) {
 
 RuntimeCore::RuntimeCore(RuntimeOptions opts)
     : options_(std::move(opts)),
-      now_([] { return Clock::now(); }),
+      env_(std::shared_ptr<Env>(), &Env::system()),  // the process's own: not owned
       logger_(options_.log_level, options_.log_sink) {
   if (options_.lease.count() <= 0)
     throw Error(errc::config, "RuntimeOptions::lease must be positive");
@@ -85,24 +85,14 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
                 "RuntimeOptions::only_own_version needs a RuntimeOptions::version to claim by");
   }
   check_utf8(options_.version, "RuntimeOptions::version");
-  if (!options_.otlp_endpoint.empty()) {
-    ops::otlp::ExporterOptions exporter;
-    exporter.endpoint = options_.otlp_endpoint;
-    exporter.service_version = options_.version;
-    exporter.on_error = [this](const std::string& message) {
-      logger_.write(LogLevel::warn, "trace.export_failed", message, json::object(), now_ms());
-    };
-    exporter_ = std::make_unique<ops::otlp::Exporter>(std::move(exporter));
-  }
+  start_exporter();
   // Read before the store opens: a bad key file fails the construction with nothing written.
   payloads_ = std::make_shared<const Payloads>(options_.codec, options_.encryption_key_file);
   store_ = open_store(options_.database, options_.durability, payloads_);
-  changes_ = std::make_shared<ChangeWatch>(
-      [database = options_.database] { return open_change_feed(database); },
-      options_.poll_interval);
+  watch_changes();
   writer_.alone(
       [&](Store& store) { store.set_version(options_.version, options_.only_own_version); });
-  worker_.id = new_id();
+  worker_.id = env_->new_id();
   worker_.host = host_identity();
   worker_.pid = ::getpid();
   worker_.start_ticks = process_start_ticks(worker_.pid);
@@ -133,7 +123,36 @@ RuntimeCore::~RuntimeCore() {
   }
 }
 
-std::int64_t RuntimeCore::now_ms() const { return to_ms(now_()); }
+std::int64_t RuntimeCore::now_ms() const { return env_->now_ms(); }
+
+void RuntimeCore::set_env(std::shared_ptr<Env> env) {
+  std::lock_guard lock(heartbeat_mutex_);
+  if (heartbeat_.joinable() || pool_) bug("a runtime's Env is given before its threads start");
+  env_ = std::move(env);
+  random_.seed(env_->random());
+  // What was built on the Env before: the change watch (its thread starts with its first wait)
+  // and the exporter.
+  watch_changes();
+  start_exporter();
+}
+
+void RuntimeCore::watch_changes() {
+  changes_ = std::make_shared<ChangeWatch>(
+      [database = options_.database] { return open_change_feed(database); }, options_.poll_interval,
+      *env_);
+}
+
+void RuntimeCore::start_exporter() {
+  if (options_.otlp_endpoint.empty()) return;
+  exporter_.reset();  // what an exporter on the Env before queued is sent first
+  ops::otlp::ExporterOptions exporter;
+  exporter.endpoint = options_.otlp_endpoint;
+  exporter.service_version = options_.version;
+  exporter.on_error = [this](const std::string& message) {
+    logger_.write(LogLevel::warn, "trace.export_failed", message, json::object(), now_ms());
+  };
+  exporter_ = std::make_unique<ops::otlp::Exporter>(std::move(exporter), *env_);
+}
 
 void RuntimeCore::add(Workflow wf) {
   if (wf.name().empty()) throw Error(errc::invalid_argument, "a workflow needs a name");
@@ -182,7 +201,7 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
   const std::shared_ptr<const Workflow> wf = find_workflow(workflow);
   if (!wf) unknown_workflow(workflow);
   // Stored form first: it refuses a value nested too deep before anything copies it.
-  const NewRun run = new_run(workflow, input, opts, now_ms(), options_.max_output_bytes);
+  const NewRun run = new_run(workflow, input, opts, *env_, options_.max_output_bytes);
   wf->check_input(input);
   Writer::Request request;
   request.starts = {&run};
@@ -214,7 +233,7 @@ std::optional<json> RuntimeCore::published(std::string_view run_id, std::string_
 }
 
 void RuntimeCore::send_event(std::string_view name, json data) {
-  const NewEvent event = new_event(name, data, now_ms(), options_.max_output_bytes);
+  const NewEvent event = new_event(name, data, *env_, options_.max_output_bytes);
   const Published published = writer_.alone([&](Store& store) { return store.publish(event); });
   ++counters_.events_sent;
   counters_.runs_started += published.started.size();
@@ -324,8 +343,8 @@ std::vector<std::string> RuntimeCore::dead_owners() {
 
 void RuntimeCore::start_heartbeat() {
   std::call_once(heartbeat_started_, [this] {
-    heartbeat_ = std::thread([this] { beat(); });
-    watcher_ = std::thread([this] { watch_for_work(); });
+    heartbeat_ = env_->start_thread([this] { beat(); });
+    watcher_ = env_->start_thread([this] { watch_for_work(); });
   });
 }
 
@@ -339,7 +358,7 @@ void RuntimeCore::beat() {
     lock.unlock();
     beat_once();
     lock.lock();
-    heartbeat_wake_.wait_for(lock, options_.lease / 3, [this] { return stopping_; });
+    env_->wait_for(heartbeat_wake_, lock, options_.lease / 3, [this] { return stopping_; });
   }
 }
 
@@ -398,7 +417,8 @@ void RuntimeCore::watch_for_work() {
   while (!stopping_) {
     if (!watch && !first) {
       // A second apart, and no wait at all once the runtime closes.
-      if (heartbeat_wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
+      if (env_->wait_for(heartbeat_wake_, lock, std::chrono::seconds(1),
+                         [this] { return stopping_; })) {
         break;
       }
     }
@@ -424,7 +444,8 @@ void RuntimeCore::watch_for_work() {
 
 StepPool& RuntimeCore::step_pool() {
   std::call_once(pool_started_, [this] {
-    pool_ = std::make_unique<StepPool>(static_cast<std::size_t>(std::max(0, options_.threads)));
+    pool_ =
+        std::make_unique<StepPool>(static_cast<std::size_t>(std::max(0, options_.threads)), *env_);
   });
   return *pool_;
 }
@@ -474,7 +495,7 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
       }
       if (!refused && outcome.successor_input) {
         NewRun next;
-        next.id = new_id();
+        next.id = env_->new_id();
         next.workflow = run.workflow;
         next.correlation_id = run.correlation_id;
         next.input = outcome.successor_input->dump();  // checked storable by the engine
@@ -502,7 +523,7 @@ RunWrite RuntimeCore::write_for(const RunState& run, const Outcome& outcome,
 }
 
 RunInfo RuntimeCore::wait(std::string_view run_id, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = env_->steady_now() + timeout;
   const std::vector<std::string> names = workflow_names();
   for (;;) {
     // Read before looking at the store, so a start, retry or cancel after the look is not missed.
@@ -511,7 +532,7 @@ RunInfo RuntimeCore::wait(std::string_view run_id, std::chrono::milliseconds tim
     if (ended(run.status)) return run;
     run_due(deadline, 1);  // one run at a time, so the deadline is looked at between runs
     run = get(run_id);
-    if (ended(run.status) || std::chrono::steady_clock::now() >= deadline) return run;
+    if (ended(run.status) || env_->steady_now() >= deadline) return run;
     std::optional<std::int64_t> due;
     {
       std::lock_guard lock(store_mutex_);
@@ -523,7 +544,7 @@ RunInfo RuntimeCore::wait(std::string_view run_id, std::chrono::milliseconds tim
       pause = std::min(pause, std::chrono::milliseconds(std::max(kMinPause, *due - now_ms())));
     }
     std::unique_lock lock(wake_mutex_);
-    wake_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + pause),
+    env_->wait_until(wake_, lock, std::min(deadline, env_->steady_now() + pause),
                      [&] { return wake_generation_ != seen; });
   }
 }

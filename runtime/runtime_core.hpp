@@ -103,7 +103,10 @@ class RuntimeCore {
 
   /// Replaces the clock (tests), before any run is executed: every time the runtime reads or
   /// journals comes from it. It is read from the heartbeat thread too.
-  void set_clock(std::function<Clock::time_point()> now) { now_ = std::move(now); }
+  /// The world this runtime lives in (src/env.hpp): the system's, or a test's own (the test kit's
+  /// virtual clock), given before serve(), run_until_idle() or wait() start the runtime's threads.
+  void set_env(std::shared_ptr<Env> env);
+  Env& env() const { return *env_; }
   /// What runs a step body instead of calling it (the test kit: mocks, injected failures, a
   /// record of the bodies run); set before any run is executed. Called from step threads.
   using BodyHook = std::function<json(const std::string& run_id, const std::string& key,
@@ -128,6 +131,9 @@ class RuntimeCore {
     if (exporter_) exporter_->flush();
   }
   std::int64_t now_ms() const;
+  // What is built on the Env: the watch of the database's changes, the exporter of spans.
+  void watch_changes();
+  void start_exporter();
   std::size_t write_transactions() {
     std::lock_guard lock(store_mutex_);
     return store_->write_transactions();
@@ -282,6 +288,7 @@ class RuntimeCore {
     bool handed_over() const { return handed_over_; }
     Resolution carry_out(const Decision& decision) override;
     std::int64_t now_ms() override { return core_->now_ms(); }
+    Env& env() override { return *core_->env_; }
     std::int64_t event_horizon() override;
     json call_body(const std::string& key, int attempt, const Body& body) override;
     bool halted() override { return core_->halted_; }
@@ -352,11 +359,11 @@ class RuntimeCore {
   std::vector<std::string> workflow_names();
 
   RuntimeOptions options_;
+  std::shared_ptr<Env> env_;  // first: every member after it may use it
   // Spans to the collector (RuntimeOptions::otlp_endpoint), or none. Early among the members, so
   // that it goes last: what is still queued is sent as the runtime closes.
   std::unique_ptr<ops::otlp::Exporter> exporter_;
   EngineConfig engine_config_;
-  std::function<Clock::time_point()> now_;
   Worker worker_;
 
   // Guards store_ and random_: the reads take it; every write goes through writer_, which takes
@@ -372,7 +379,7 @@ class RuntimeCore {
     std::lock_guard lock(store_mutex_);
     commit_group(*store_, {worker_.id, now_ms(), &halted_}, group);
   }};
-  std::mt19937_64 random_{std::random_device{}()};
+  std::mt19937_64 random_{env_->random()};
   std::int64_t next_owner_scan_ms_ = 0;
   std::int64_t next_forget_ms_ = 0;  // the heartbeat's next forget_dead_workers
   // The next fire time of any schedule as last read, and until when that reading is used: this
@@ -383,9 +390,9 @@ class RuntimeCore {
     std::chrono::steady_clock::time_point known_until{};
     // The time, read again with `read` once poll_interval passed or the time came.
     template <class Read>
-    std::optional<std::int64_t> get(std::int64_t now_ms, std::chrono::milliseconds poll,
-                                    Read&& read) {
-      const auto now = std::chrono::steady_clock::now();
+    std::optional<std::int64_t> get(Env& env, std::chrono::milliseconds poll, Read&& read) {
+      const std::int64_t now_ms = env.now_ms();
+      const auto now = env.steady_now();
       if (now >= known_until || (ms && *ms <= now_ms)) {
         ms = read();
         known_until = now + poll;

@@ -73,7 +73,7 @@ class RuntimeCore::Admission {
  private:
   bool admit_due() {
     if (failed_ || alone_ || core_->stopping() || core_->halted_) return false;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = core_->env().steady_now();
     if (deadline_ && now >= *deadline_) return false;
     const std::size_t alive = scheduler_->working();
     // A body's end or a commit brings the loop back. (wait() holds one run at a time.)
@@ -151,7 +151,7 @@ class RuntimeCore::Admission {
   // read, unless it took as many as it could), or after poll_interval for what other processes
   // write.
   void plan_next_look(const Claimed& claimed) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = core_->env().steady_now();
     auto wait = core_->options_.poll_interval;
     std::optional<std::int64_t> due = claimed.next_due;
     std::optional<std::int64_t> fire, deadline;
@@ -271,7 +271,7 @@ void RuntimeCore::note_body(std::chrono::steady_clock::duration took) {
 }
 
 bool RuntimeCore::should_yield(Turn& turn) {
-  const auto now_time = std::chrono::steady_clock::now();
+  const auto now_time = env_->steady_now();
   if (now_time < turn.next_look) return false;
   turn.next_look = now_time + kYieldLook;
   // The free step threads, this run's own among them: it gives its turn up when the runs due
@@ -318,7 +318,7 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
 }
 
 void RuntimeCore::set_aside(const UndecodableRun& run) {
-  set_aside_[run.run_id] = std::chrono::steady_clock::now() + kSetAside;
+  set_aside_[run.run_id] = env_->steady_now() + kSetAside;
   logger_.write(LogLevel::error, "run.undecodable",
                 std::string("left to other workers for a minute: this runtime cannot read it (") +
                     run.what() + ")",
@@ -326,7 +326,7 @@ void RuntimeCore::set_aside(const UndecodableRun& run) {
 }
 
 std::vector<std::string> RuntimeCore::set_aside() {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = env_->steady_now();
   std::vector<std::string> ids;
   for (auto it = set_aside_.begin(); it != set_aside_.end();) {
     if (it->second <= now) {
@@ -340,7 +340,7 @@ std::vector<std::string> RuntimeCore::set_aside() {
 }
 
 std::size_t RuntimeCore::drive(Claim claim, const std::function<void()>& let_go) {
-  Turn turn(std::chrono::steady_clock::now());
+  Turn turn(env_->steady_now());
   std::shared_ptr<const Workflow> wf = find_workflow(claim.run.workflow);
   RunState& run = claim.run;
   std::uint64_t seed = 0;

@@ -49,7 +49,7 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
   wf->check_input(input);
   const std::int64_t now = now_ms();
   check_utf8(when.id, label + ": the schedule id");
-  row.id = when.id.empty() ? new_id() : when.id;
+  row.id = when.id.empty() ? env_->new_id() : when.id;
   row.workflow = std::string(workflow);
   row.every_ms = when.every.count();
   row.cron = when.cron;
@@ -100,7 +100,7 @@ void RuntimeCore::unschedule(std::string_view id) {
 }
 
 std::optional<std::int64_t> RuntimeCore::next_fire() {
-  return next_fire_.get(now_ms(), options_.poll_interval,
+  return next_fire_.get(*env_, options_.poll_interval,
                         [this] { return store_->next_schedule_at(); });
 }
 

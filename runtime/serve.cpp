@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -43,11 +41,12 @@ constexpr std::int64_t kPurgeEveryMs = 60'000;
 // this process). The first round that succeeds again logs serve.recovered.
 class ErrorBackoff {
  public:
-  explicit ErrorBackoff(std::chrono::milliseconds first) : first_(first), pause_(first) {}
+  ErrorBackoff(std::chrono::milliseconds first, Env& env)
+      : env_(env), first_(first), pause_(first) {}
 
   // Logs as above; returns the pause before the next round.
   std::chrono::milliseconds failed(Logger& logger, const std::string& what, std::int64_t now_ms) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = env_.steady_now();
     ++unlogged_;
     if (failures_++ == 0 || now >= next_log_) {
       logger.write(
@@ -74,6 +73,7 @@ class ErrorBackoff {
   }
 
  private:
+  Env& env_;
   std::chrono::milliseconds first_, pause_;
   std::int64_t failures_ = 0;  // rounds failed in a row
   std::int64_t unlogged_ = 0;  // of them, failed since the last line
@@ -133,14 +133,10 @@ std::chrono::milliseconds pause_before(std::optional<std::int64_t> due, std::int
 // cut short run again, as after a crash).
 class SignalWatch {
  public:
-  SignalWatch(Logger& logger, std::function<std::int64_t()> now_ms,
-              std::function<bool()> stopping, std::function<void()> stop)
-      : logger_(logger),
-        now_ms_(std::move(now_ms)),
-        stopping_(std::move(stopping)),
-        stop_(std::move(stop)) {
+  SignalWatch(Logger& logger, Env& env, std::function<bool()> stopping, std::function<void()> stop)
+      : logger_(logger), env_(env), stopping_(std::move(stopping)), stop_(std::move(stop)) {
     watch();
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = env_.start_thread([this] { io_.run(); });
   }
   ~SignalWatch() {
     io_.stop();
@@ -160,18 +156,18 @@ class SignalWatch {
     const std::string name = number == SIGINT ? "SIGINT" : "SIGTERM";
     if (stopping_()) {
       logger_.write(LogLevel::warn, "serve.signal", name + " again: exiting at once",
-                    json::object(), now_ms_());
+                    json::object(), env_.now_ms());
       std::_Exit(128 + number);
     }
     logger_.write(LogLevel::info, "serve.signal",
                   name + ": finishing the step bodies that run, then handing their runs back",
-                  json::object(), now_ms_());
+                  json::object(), env_.now_ms());
     stop_();
     watch();
   }
 
   Logger& logger_;
-  std::function<std::int64_t()> now_ms_;
+  Env& env_;
   std::function<bool()> stopping_;
   std::function<void()> stop_;
   asio::io_context io_;
@@ -184,8 +180,8 @@ class SignalWatch {
 // meanwhile. A round returns the pause before the next; the destructor stops it.
 class Janitor {
  public:
-  explicit Janitor(std::function<std::chrono::milliseconds()> round)
-      : thread_([this, round = std::move(round)] { loop(round); }) {}
+  Janitor(Env& env, std::function<std::chrono::milliseconds()> round)
+      : env_(env), thread_(env.start_thread([this, round = std::move(round)] { loop(round); })) {}
   ~Janitor() {
     {
       std::lock_guard lock(mutex_);
@@ -204,14 +200,41 @@ class Janitor {
       lock.unlock();
       const std::chrono::milliseconds pause = round();
       lock.lock();
-      wake_.wait_for(lock, pause, [this] { return stop_; });
+      env_.wait_for(wake_, lock, pause, [this] { return stop_; });
     }
   }
 
+  Env& env_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
   std::thread thread_;  // last: it starts once the members it uses exist
+};
+
+// serve()'s pause between rounds, which a start, event, cancel or stop in this process ends.
+class Wakeup {
+ public:
+  explicit Wakeup(Env& env) : env_(env) {}
+  Wakeup(const Wakeup&) = delete;
+  Wakeup& operator=(const Wakeup&) = delete;
+  void wake() {
+    {
+      std::lock_guard lock(mutex_);
+      woken_ = true;
+    }
+    woken_cv_.notify_all();
+  }
+  void wait(std::chrono::milliseconds pause) {
+    std::unique_lock lock(mutex_);
+    env_.wait_for(woken_cv_, lock, pause, [this] { return woken_; });
+    woken_ = false;
+  }
+
+ private:
+  Env& env_;
+  std::mutex mutex_;
+  std::condition_variable woken_cv_;
+  bool woken_ = false;
 };
 
 // The admin HTTP API and dashboard of serve(), when RuntimeOptions::http asks for them: on
@@ -221,14 +244,13 @@ struct HttpServing {
   std::unique_ptr<ops::HttpServer> server;
 };
 
-HttpServing serve_http(const RuntimeOptions& options, std::function<void()> on_change,
-                       std::function<Clock::time_point()> clock,
+HttpServing serve_http(const RuntimeOptions& options, std::function<void()> on_change, Env& env,
                        ops::Admin::ResolveCheck resolve_check,
                        std::shared_ptr<ChangeWatch> changes) {
   HttpServing serving;
   if (options.http.address.empty()) return serving;
   serving.admin = std::make_unique<ops::Admin>(
-      options.database, std::move(on_change), std::move(clock), options.durability, 8, false,
+      options.database, std::move(on_change), &env, options.durability, 8, false,
       std::make_shared<const Payloads>(options.codec, options.encryption_key_file));
   serving.admin->share_changes(std::move(changes));  // this runtime's commits wake its waits
   serving.admin->set_resolve_check(std::move(resolve_check));
@@ -256,18 +278,17 @@ void RuntimeCore::serve() {
       core->stop_requested_ = false;
     }
   } done{this};
-  const SignalWatch signals(logger_, [this] { return now_ms(); },
-                            [this] { return stop_requested_.load(); }, [this] { stop(); });
+  const SignalWatch signals(
+      logger_, *env_, [this] { return stop_requested_.load(); }, [this] { stop(); });
   std::optional<Janitor> janitor;
-  if (options_.retention.count() > 0) janitor.emplace([this] { return purge_expired_runs(); });
-
-  asio::io_context io;
-  asio::steady_timer timer(io);
-  // A start, event, cancel or stop in this process: look for work now, not at the timer.
-  // Declared after io and timer, so that no wake is posted to a dead loop.
-  const Served served(*this, [&io, &timer] { asio::post(io, [&timer] { timer.cancel(); }); });
+  if (options_.retention.count() > 0) {
+    janitor.emplace(*env_, [this] { return purge_expired_runs(); });
+  }
+  // A start, event, cancel or stop in this process: look for work now, not after the pause.
+  Wakeup wakeup(*env_);
+  const Served served(*this, [&wakeup] { wakeup.wake(); });
   const HttpServing serving = serve_http(
-      options_, [this] { notify_waiters(); }, [this] { return now_(); },
+      options_, [this] { notify_waiters(); }, *env_,
       [this](const RecordedRun& run, const std::string& step, const json& output) {
         check_resolution(run, step, output);  // against this runtime's code
       },
@@ -277,38 +298,30 @@ void RuntimeCore::serve() {
   logger_.write(LogLevel::info, "serve.started", "serving",
                 {{"worker", worker_.id}, {"http", http ? http->url() : ""}}, now_ms());
 
-  // One round: execute what is due, then set the timer for the next due time (capped by
+  // One round: execute what is due, then pause until the next due time (capped by
   // poll_interval). A database error is logged and the round tried again after poll_interval:
   // runs of a batch it hit stay claimed by this runtime until their lease lapses, then any
   // runtime takes them.
-  std::function<void()> pump;
-  ErrorBackoff backoff(options_.poll_interval);
+  ErrorBackoff backoff(options_.poll_interval, *env_);
   std::int64_t next_purge_ms = 0;
-  const auto again_in = [&](std::chrono::milliseconds pause) {
-    timer.expires_after(pause);
-    timer.async_wait([&](const boost::system::error_code&) { pump(); });
-  };
-  pump = [&] {
-    if (stop_requested_) return io.stop();
+  const auto round = [&]() -> std::chrono::milliseconds {
     const std::uint64_t seen = wake_generation();
     std::optional<std::int64_t> due;
     try {
       run_due(std::nullopt, kClaimBatch);
       check_backlog();
-      if (stop_requested_) return io.stop();
-      if (wake_generation() != seen) return asio::post(io, pump);  // woken while it ran
+      if (stop_requested_ || wake_generation() != seen) return {};  // woken while it ran
       due = next_anything_due();
     } catch (const std::exception& e) {
-      return again_in(backoff.failed(logger_, e.what(), now_ms()));
+      return backoff.failed(logger_, e.what(), now_ms());
     }
     backoff.succeeded(logger_, now_ms());
     purge_old_events(bulk_store(), options_.event_retention.count(), now_ms(), next_purge_ms,
                      logger_);
-    again_in(pause_before(due, now_ms(), options_.poll_interval,
-                          std::chrono::milliseconds(5 * kMinPause)));
+    return pause_before(due, now_ms(), options_.poll_interval,
+                        std::chrono::milliseconds(5 * kMinPause));
   };
-  asio::post(io, pump);
-  io.run();
+  while (!stop_requested_) wakeup.wait(round());
   logger_.write(LogLevel::info, "serve.stopped", "stopped", {{"worker", worker_.id}}, now_ms());
 }
 

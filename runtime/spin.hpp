@@ -5,13 +5,15 @@
 #include <chrono>
 #include <thread>
 
+#include "env.hpp"
+
 namespace durable::detail {
 
 /// Polls `ready` until it returns true or `budget` has passed; returns its last answer. Gives
 /// the core up between polls, so a thread it waits for that shares the core still runs.
 template <typename Ready>
-bool spin_until(std::chrono::microseconds budget, Ready ready) {
-  const auto until = std::chrono::steady_clock::now() + budget;
+bool spin_until(Env& env, std::chrono::microseconds budget, Ready ready) {
+  const auto until = env.steady_now() + budget;
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (ready()) return true;
@@ -19,7 +21,7 @@ bool spin_until(std::chrono::microseconds budget, Ready ready) {
       __builtin_ia32_pause();
 #endif
     }
-    if (std::chrono::steady_clock::now() >= until) return ready();
+    if (env.steady_now() >= until) return ready();
     std::this_thread::yield();
   }
 }

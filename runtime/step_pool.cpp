@@ -5,10 +5,11 @@
 
 namespace durable::detail {
 
-StepPool::StepPool(std::size_t threads) {
+StepPool::StepPool(std::size_t threads, Env& env) : env_(env) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads_.reserve(threads);
-  for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  for (std::size_t i = 0; i < threads; ++i)
+    threads_.push_back(env_.start_thread([this] { work(); }));
 }
 
 StepPool::~StepPool() {
@@ -102,7 +103,7 @@ void StepPool::run_front(std::unique_lock<std::mutex>& lock) {
 // the run's next one over within a commit's time. Waiting awake for it saves the two context
 // switches of a sleep and a wake-up call, which cost more than a quick body itself.
 void StepPool::spin_for_body() {
-  spin_until(kSpin, [this] { return queued_.load(std::memory_order_acquire) > 0; });
+  spin_until(env_, kSpin, [this] { return queued_.load(std::memory_order_acquire) > 0; });
 }
 
 }  // namespace durable::detail

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "env.hpp"
+
 namespace durable::detail {
 
 /// A fixed set of threads running step bodies. run_all() runs a batch and returns when every
@@ -20,7 +22,9 @@ namespace durable::detail {
 class StepPool {
  public:
   /// threads: 0 means one per core.
-  explicit StepPool(std::size_t threads);
+  /// `env` starts the threads and outlives the pool.
+  StepPool(std::size_t threads, Env& env);
+  Env& env() { return env_; }
   ~StepPool();
   StepPool(const StepPool&) = delete;
   StepPool& operator=(const StepPool&) = delete;
@@ -57,6 +61,7 @@ class StepPool {
   void run_front(std::unique_lock<std::mutex>& lock);
   void spin_for_body();
 
+  Env& env_;
   std::mutex mutex_;
   std::condition_variable has_body_, done_;
   std::deque<Task> queue_;

@@ -78,7 +78,7 @@ class StreamReader : public std::enable_shared_from_this<StreamReader> {
     const bool closed = now.closed;
     if (!events.empty()) return write(std::move(events), closed);
     if (closed) return chunks_.end();
-    if (std::chrono::steady_clock::now() >= quiet_until_) return write(": keep-alive\n\n", false);
+    if (admin_.env().steady_now() >= quiet_until_) return write(": keep-alive\n\n", false);
     // The callback runs on a committing or the watch's thread: the next read goes elsewhere.
     watch.async_wait(id_, name_, mark, quiet_until_, [self = shared_from_this()](bool) {
       self->chunks_.post([self] { self->read(); });
@@ -87,7 +87,7 @@ class StreamReader : public std::enable_shared_from_this<StreamReader> {
 
   // Then reads again, or ends after the close.
   void write(std::string data, bool last) {
-    quiet_until_ = std::chrono::steady_clock::now() + admin_.stream_keep_alive();
+    quiet_until_ = admin_.env().steady_now() + admin_.stream_keep_alive();
     chunks_.write(std::move(data), [self = shared_from_this(), last](bool sent) {
       if (!sent || last) return self->chunks_.end();
       self->chunks_.post([self] { self->read(); });
@@ -100,7 +100,7 @@ class StreamReader : public std::enable_shared_from_this<StreamReader> {
   HttpResponse::Chunks chunks_;
   // When the idle connection gets its next comment line: a keep-alive after the last write.
   std::chrono::steady_clock::time_point quiet_until_ =
-      std::chrono::steady_clock::now() + admin_.stream_keep_alive();
+      admin_.env().steady_now() + admin_.stream_keep_alive();
 };
 
 }  // namespace

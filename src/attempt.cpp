@@ -84,26 +84,28 @@ void Attempt::set_current(Attempt* attempt) { t_attempt = attempt; }
 
 json Attempt::wait_for(std::shared_ptr<Attempt> self, std::function<json()> call,
                        std::shared_ptr<Attempt>& abandoned) {
-  const auto began = Steady::now();
+  Env& env = host_->env();
+  const auto began = env.steady_now();
   {
     std::lock_guard lock(mutex_);
     last_beat_ = began;
   }
-  std::thread([self, call = std::move(call)]() mutable {
-    std::optional<json> result;
-    std::exception_ptr error;
-    try {
-      result = self->run_here(call);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    call = nullptr;  // what the body holds goes before the attempt is seen to have ended
-    std::lock_guard lock(self->mutex_);
-    self->result_ = std::move(result);
-    self->error_ = error;
-    self->ended_ = true;
-    self->changed_.notify_all();
-  }).detach();
+  env.start_thread([self, call = std::move(call)]() mutable {
+       std::optional<json> result;
+       std::exception_ptr error;
+       try {
+         result = self->run_here(call);
+       } catch (...) {
+         error = std::current_exception();
+       }
+       call = nullptr;  // what the body holds goes before the attempt is seen to have ended
+       std::lock_guard lock(self->mutex_);
+       self->result_ = std::move(result);
+       self->error_ = error;
+       self->ended_ = true;
+       self->changed_.notify_all();
+     })
+      .detach();
 
   std::unique_lock lock(mutex_);
   std::string why;
@@ -121,8 +123,8 @@ json Attempt::wait_for(std::shared_ptr<Attempt> self, std::function<json()> call
       until = last_beat_ + heartbeat_timeout_;
       why = "sent no heartbeat for " + ms_text(heartbeat_timeout_) + " (heartbeat_timeout)";
     }
-    if (Steady::now() >= until) break;
-    changed_.wait_until(lock, until);
+    if (env.steady_now() >= until) break;
+    env.wait_until(changed_, lock, until);
   }
   lock.unlock();
   {
@@ -173,7 +175,7 @@ void Attempt::heartbeat(json progress) {
   const LiveHold live(this);
   if (!live) return;  // abandoned (or the body it is nested in): nobody listens any more
   std::unique_lock state(mutex_);
-  const auto now = Steady::now();
+  const auto now = host_->env().steady_now();
   last_beat_ = now;
   progress_ = std::move(progress);
   progress_saved_ = false;
@@ -193,7 +195,7 @@ void Attempt::save_progress(std::unique_lock<std::mutex>& state) {
   if (progress_saved_ || !progress_) return;
   const json progress = *progress_;
   progress_saved_ = true;
-  saved_at_ = Steady::now();
+  saved_at_ = host_->env().steady_now();
   state.unlock();
   host_->carry_out(decide::SaveProgress{key_, attempt_, progress});
   state.lock();

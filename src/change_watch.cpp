@@ -30,8 +30,10 @@ constexpr std::chrono::milliseconds kFeedSlice{50};
 
 }  // namespace
 
-ChangeWatch::ChangeWatch(FeedOpener open_feed, std::chrono::milliseconds poll)
-    : open_feed_(std::move(open_feed)), poll_(std::max(poll, std::chrono::milliseconds(1))) {}
+ChangeWatch::ChangeWatch(FeedOpener open_feed, std::chrono::milliseconds poll, Env& env)
+    : open_feed_(std::move(open_feed)),
+      poll_(std::max(poll, std::chrono::milliseconds(1))),
+      env_(env) {}
 
 ChangeWatch::~ChangeWatch() {
   Callbacks due;
@@ -47,8 +49,7 @@ ChangeWatch::~ChangeWatch() {
 
 ChangeWatch::Deadline ChangeWatch::deadline_after(std::chrono::milliseconds wait) {
   constexpr std::chrono::hours kLongest{24 * 365 * 100};
-  return std::chrono::steady_clock::now() +
-         std::clamp<std::chrono::milliseconds>(wait, {}, kLongest);
+  return env_.steady_now() + std::clamp<std::chrono::milliseconds>(wait, {}, kLongest);
 }
 
 std::string ChangeWatch::topic(std::string_view run_id, std::string_view name) {
@@ -150,7 +151,8 @@ bool ChangeWatch::wait(std::string_view run_id, std::string_view name, Mark sinc
     outcome->ended.notify_all();
   });
   std::unique_lock lock(outcome->mutex);
-  if (!outcome->ended.wait_until(lock, deadline, [&] { return outcome->changed.has_value(); })) {
+  if (!env_.wait_until(outcome->ended, lock, deadline,
+                       [&] { return outcome->changed.has_value(); })) {
     lock.unlock();
     cancel(waiter);
     return false;
@@ -161,7 +163,7 @@ bool ChangeWatch::wait(std::string_view run_id, std::string_view name, Mark sinc
 void ChangeWatch::start_thread() {
   if (started_) return;
   started_ = true;
-  thread_ = std::thread([this] { run_thread(); });
+  thread_ = env_.start_thread([this] { run_thread(); });
 }
 
 // The watch thread's reading of the database's feed, with no lock held. The feed is opened on
@@ -171,15 +173,17 @@ void ChangeWatch::start_thread() {
 class ChangeWatch::FeedReader {
  public:
   using Changes = ChangeFeed::Changes;
-  using Clock = std::chrono::steady_clock;
-
-  FeedReader(const FeedOpener& open, std::chrono::milliseconds poll)
-      : open_(open), poll_(poll), next_poll_(Clock::now() + poll) {}
+  FeedReader(const FeedOpener& open, std::chrono::milliseconds poll, Env& env)
+      : open_(open),
+        poll_(poll),
+        env_(env),
+        next_open_(env.steady_now()),
+        next_poll_(next_open_ + poll) {}
 
   // Opens the feed when there is none and it is time to try, or reads a LISTEN feed's
   // notifications until `until` (a slice at most). Nothing when the feed polls or is away.
   std::optional<Changes> open_or_listen(Deadline until) {
-    const auto now = Clock::now();
+    const auto now = env_.steady_now();
     if (!feed_ && open_ && now >= next_open_) {
       try {
         feed_ = open_();
@@ -204,7 +208,7 @@ class ChangeWatch::FeedReader {
   Deadline next_poll() const { return next_poll_; }
   // Whether that time has come; if so, the next is a poll interval from now.
   bool poll_due() {
-    const auto now = Clock::now();
+    const auto now = env_.steady_now();
     if (now < next_poll_) return false;
     next_poll_ = now + poll_;
     return true;
@@ -222,28 +226,29 @@ class ChangeWatch::FeedReader {
   // change made just after a wait began is then seen within a poll interval, half of one on
   // average.
   void keep_beat() {
-    const auto now = Clock::now();
+    const auto now = env_.steady_now();
     if (next_poll_ <= now) next_poll_ += ((now - next_poll_) / poll_ + 1) * poll_;
   }
 
  private:
   Changes failed() {
     feed_.reset();
-    next_open_ = Clock::now() + poll_;
+    next_open_ = env_.steady_now() + poll_;
     return Changes{true, {}};
   }
 
   const FeedOpener& open_;
   std::chrono::milliseconds poll_;
+  Env& env_;
   std::unique_ptr<ChangeFeed> feed_;
-  Deadline next_open_ = Clock::now();
+  Deadline next_open_;
   Deadline next_poll_;
 };
 
 // The watch's thread: completes the async waits past their deadlines, and reads the feed while
 // anyone waits.
 void ChangeWatch::run_thread() {
-  FeedReader reader(open_feed_, poll_);
+  FeedReader reader(open_feed_, poll_, env_);
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     if (waiters_.empty()) {
@@ -261,7 +266,7 @@ void ChangeWatch::run_thread() {
 // Calls back the waiters past their deadlines, the lock let go meanwhile; returns the earliest
 // deadline of those left.
 ChangeWatch::Deadline ChangeWatch::expire(std::unique_lock<std::mutex>& lock) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = env_.steady_now();
   Callbacks expired;
   take(expired, [&](const Waiter& w) { return w.deadline <= now; });
   auto earliest = Deadline::max();
@@ -281,7 +286,7 @@ std::optional<ChangeFeed::Changes> ChangeWatch::look(std::unique_lock<std::mutex
   std::optional<ChangeFeed::Changes> seen = reader.open_or_listen(earliest);
   lock.lock();
   if (seen) return seen;
-  wake_thread_.wait_until(lock, std::min(earliest, reader.next_poll()));
+  env_.wait_until(wake_thread_, lock, std::min(earliest, reader.next_poll()));
   if (stopping_ || !reader.poll_due()) return std::nullopt;
   lock.unlock();
   seen = reader.poll();

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "change_feed.hpp"
+#include "env.hpp"
 
 namespace durable::detail {
 
@@ -49,8 +50,9 @@ class ChangeWatch {
   using Deadline = std::chrono::steady_clock::time_point;
   using FeedOpener = std::function<std::unique_ptr<ChangeFeed>()>;
   /// `open_feed` (may be empty: no other process writes) is called on the watch's thread;
-  /// `poll` is how often a polling feed is looked at (RuntimeOptions::poll_interval).
-  ChangeWatch(FeedOpener open_feed, std::chrono::milliseconds poll);
+  /// `poll` is how often a polling feed is looked at (RuntimeOptions::poll_interval); `env`
+  /// outlives the watch.
+  ChangeWatch(FeedOpener open_feed, std::chrono::milliseconds poll, Env& env = Env::system());
   ~ChangeWatch();
   ChangeWatch(const ChangeWatch&) = delete;
   ChangeWatch& operator=(const ChangeWatch&) = delete;
@@ -75,7 +77,7 @@ class ChangeWatch {
   static std::string topic(std::string_view run_id, std::string_view name);
   /// The deadline of a wait of `wait` from now: none when zero or negative, and a century at
   /// most (milliseconds::max() would overflow a time point).
-  static Deadline deadline_after(std::chrono::milliseconds wait);
+  Deadline deadline_after(std::chrono::milliseconds wait);
 
   /// The loop of a blocking read that waits: calls `read(last)` after a mark, and returns the
   /// answer it gives (a std::optional holding one), or waits for a change of (run_id, name) and
@@ -85,7 +87,7 @@ class ChangeWatch {
                           Read read) {
     for (;;) {
       const Mark since = mark();  // before the read: no change is missed
-      if (auto answer = read(std::chrono::steady_clock::now() >= deadline)) return *answer;
+      if (auto answer = read(env_.steady_now() >= deadline)) return *answer;
       wait(run_id, name, since, deadline);
     }
   }
@@ -109,6 +111,7 @@ class ChangeWatch {
 
   FeedOpener open_feed_;
   std::chrono::milliseconds poll_;
+  Env& env_;
   std::mutex mutex_;
   std::condition_variable wake_thread_;
   std::list<Handle> waiters_;

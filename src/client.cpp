@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "durations.hpp"
+#include "env.hpp"
 #include "ops_queries.hpp"
 #include "published.hpp"
 #include "run_requests.hpp"
@@ -48,7 +49,7 @@ class ClientCore {
   // the deadline.
   static constexpr std::chrono::hours kLongestWait{24 * 365 * 100};
 
-  static std::int64_t now_ms() { return to_ms(Clock::now()); }
+  std::int64_t now_ms() { return env_.now_ms(); }
   // Wakes the waiters of this Client after one of its own writes.
   void changed();
   std::uint64_t generation();
@@ -60,6 +61,7 @@ class ClientCore {
   // The same limit as a Runtime left at its defaults, so that a Client refuses what it would.
   const std::size_t max_bytes_ = RuntimeOptions{}.max_output_bytes;
 
+  Env& env_ = Env::system();
   std::mutex store_mutex_;  // guards store_ and queries_: neither is thread-safe
   std::unique_ptr<Store> store_;
   std::unique_ptr<OpsQueries> queries_;  // which workflows some worker registered
@@ -88,11 +90,12 @@ std::string checked_path(std::string database) {
 ClientCore::ClientCore(const std::string& database, std::shared_ptr<const Payloads> payloads)
     : store_(open_store(checked_path(database), Durability::normal, std::move(payloads))),
       queries_(open_ops_queries(database)),
-      changes_([database] { return open_change_feed(database); }, RuntimeOptions{}.poll_interval) {}
+      changes_([database] { return open_change_feed(database); }, RuntimeOptions{}.poll_interval,
+               env_) {}
 
 std::string ClientCore::start(std::string_view workflow, const json& input,
                               const StartOptions& opts) {
-  NewRun run = new_run(workflow, input, opts, now_ms(), max_bytes_);
+  NewRun run = new_run(workflow, input, opts, env_, max_bytes_);
   std::string id;
   {
     std::lock_guard lock(store_mutex_);
@@ -107,7 +110,7 @@ std::string ClientCore::start(std::string_view workflow, const json& input,
 }
 
 void ClientCore::send_event(std::string_view name, const json& data) {
-  const NewEvent event = new_event(name, data, now_ms(), max_bytes_);
+  const NewEvent event = new_event(name, data, env_, max_bytes_);
   {
     std::lock_guard lock(store_mutex_);
     store_->publish(event);
@@ -160,8 +163,8 @@ void ClientCore::retry(std::string_view run_id) {
 }
 
 RunInfo ClientCore::wait(std::string_view run_id, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::clamp<std::chrono::milliseconds>(timeout, {}, kLongestWait);
+  const auto deadline =
+      env_.steady_now() + std::clamp<std::chrono::milliseconds>(timeout, {}, kLongestWait);
   for (;;) {
     // Both marks are taken before the run is read: a change after the read is not missed.
     const std::uint64_t seen = generation();
@@ -173,7 +176,7 @@ RunInfo ClientCore::wait(std::string_view run_id, std::chrono::milliseconds time
       run = store_->get_run(std::string(run_id), true);
     }
     if (!run) throw no_such_run(run_id);
-    if (ended(run->status) || std::chrono::steady_clock::now() >= deadline) return std::move(*run);
+    if (ended(run->status) || env_.steady_now() >= deadline) return std::move(*run);
     watch(version, seen, deadline);
   }
 }
@@ -206,10 +209,10 @@ void ClientCore::watch(std::int64_t version, std::uint64_t seen,
   for (;;) {
     {
       std::unique_lock lock(wake_mutex_);
-      const auto until = std::min(deadline, std::chrono::steady_clock::now() + kWatchInterval);
-      if (wake_.wait_until(lock, until, [&] { return generation_ != seen; })) return;
+      const auto until = std::min(deadline, env_.steady_now() + kWatchInterval);
+      if (env_.wait_until(wake_, lock, until, [&] { return generation_ != seen; })) return;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return;
+    if (env_.steady_now() >= deadline) return;
     std::lock_guard lock(store_mutex_);
     if (store_->data_version() != version) return;
   }

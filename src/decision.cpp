@@ -27,8 +27,8 @@ void write_at_once(const EntryWrite& entry, const WriteDone& done,
   done(kept, nullptr);
 }
 
-void linger_polling(const std::function<bool()>& done) {
-  while (!done()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+void linger_polling(const std::function<bool()>& done, Env& env) {
+  while (!done()) env.sleep_for(std::chrono::milliseconds(10));
 }
 
 }  // namespace durable::detail

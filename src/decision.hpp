@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "env.hpp"
 #include "run_model.hpp"
 
 namespace durable::detail {
@@ -117,6 +118,6 @@ void run_in_turn(std::vector<BodyTask>& bodies,
 void write_at_once(const EntryWrite& entry, const WriteDone& done,
                    const std::function<bool(const EntryWrite&)>& write);
 /// Polls `done` every 10 ms until it says true.
-void linger_polling(const std::function<bool()>& done);
+void linger_polling(const std::function<bool()>& done, Env& env);
 
 }  // namespace durable::detail

@@ -15,7 +15,7 @@
 
 namespace durable::detail {
 
-std::string Host::new_id() { return detail::new_id(); }
+std::string Host::new_id() { return env().new_id(); }
 
 namespace {
 

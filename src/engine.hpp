@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "decision.hpp"
+#include "env.hpp"
 #include "errors_internal.hpp"
 #include "journal.hpp"
 #include "run_model.hpp"
@@ -67,6 +68,8 @@ class Host {
   virtual Resolution carry_out(const Decision& decision) = 0;
   /// The runtime's clock now, in ms (read from step threads too).
   virtual std::int64_t now_ms() = 0;
+  /// The world the runtime lives in: a timed step's measured time, waits and thread.
+  virtual Env& env() { return Env::system(); }
   /// The sequence number of the last event stored: a wait beginning now counts later ones.
   virtual std::int64_t event_horizon() = 0;
   /// Throws Error unless a run of `workflow` with this input can be started (step.invoke).

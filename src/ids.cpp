@@ -8,27 +8,12 @@
 #include <mutex>
 #include <random>
 
+#include "env.hpp"
 #include "serialization.hpp"
 
 namespace durable::detail {
 
-std::string new_id() {
-  static std::mutex mutex;
-  static std::mt19937_64 random{std::random_device{}()};
-  std::uint64_t bits = 0;
-  {
-    std::lock_guard lock(mutex);
-    bits = random();
-  }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-  char text[29];
-  std::snprintf(text, sizeof text, "%012llx%016llx",
-                static_cast<unsigned long long>(ms) & 0xffffffffffffULL,
-                static_cast<unsigned long long>(bits));
-  return text;
-}
+std::string new_id() { return Env::system().new_id(); }
 
 void check_step_id(std::string_view id) {
   if (id.empty()) throw Error(errc::invalid_argument, "a step id must not be empty");

@@ -10,8 +10,9 @@
 
 namespace durable::detail {
 
-/// A new id: 12 hex digits of the current time in milliseconds then 16 random hex digits, so
-/// ids sort by creation time and do not collide across processes.
+/// A new id of the system's Env (Env::new_id): 12 hex digits of the current time in
+/// milliseconds then 16 random hex digits, so ids sort by creation time and do not collide
+/// across processes.
 std::string new_id();
 
 /// Throws Error when id is not a valid step id: empty, or holding '/', '#', '[' or ']' (durable

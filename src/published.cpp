@@ -15,7 +15,7 @@ std::optional<json> wait_published(ChangeWatch& watch, std::string_view run_id,
                                    std::string_view who) {
   check_published_key(key, who);
   using Answer = std::optional<std::optional<json>>;  // empty: wait for a change
-  return watch.read_until_changed(run_id, key, ChangeWatch::deadline_after(wait), [&](bool last) {
+  return watch.read_until_changed(run_id, key, watch.deadline_after(wait), [&](bool last) {
     const PublishedRead found = read();
     if (!found.run_found) throw no_such_run(run_id);
     if (!found.values.empty()) return Answer(std::in_place, json::parse(found.values[0].value));

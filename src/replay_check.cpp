@@ -26,13 +26,13 @@ class ReplayHost final : public Host {
                    bug("a replay abandoned a step body it never runs");
                  },
                  [](const decide::Linger& linger) {
-                   linger_polling(linger.done);
+                   linger_polling(linger.done, Env::system());
                    return Resolution{};
                  },
                  [](const auto&) { return Resolution{false}; }},
         decision);
   }
-  std::int64_t now_ms() override { return to_ms(Clock::now()); }
+  std::int64_t now_ms() override { return Env::system().now_ms(); }
   std::int64_t event_horizon() override { return 0; }
   void check_child(std::string_view /*workflow*/, const json& /*input*/) override {}
 };

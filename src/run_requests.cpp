@@ -10,8 +10,8 @@
 
 namespace durable::detail {
 
-NewRun new_run(std::string_view workflow, const json& input, const StartOptions& opts,
-               std::int64_t now_ms, std::size_t max_bytes) {
+NewRun new_run(std::string_view workflow, const json& input, const StartOptions& opts, Env& env,
+               std::size_t max_bytes) {
   if (workflow.empty()) throw Error(errc::invalid_argument, "a run needs a workflow name");
   check_utf8(workflow, "the workflow name");
   check_utf8(opts.correlation_id, "the correlation id");
@@ -20,9 +20,10 @@ NewRun new_run(std::string_view workflow, const json& input, const StartOptions&
   // Stored form first: it refuses a value nested too deep before anything copies it.
   run.input =
       storable_text(input, "the input of a run of '" + std::string(workflow) + "'", max_bytes);
-  run.id = new_id();
+  const std::int64_t now_ms = env.now_ms();
+  run.id = env.new_id();
   run.workflow = std::string(workflow);
-  run.correlation_id = opts.correlation_id.empty() ? new_id() : opts.correlation_id;
+  run.correlation_id = opts.correlation_id.empty() ? env.new_id() : opts.correlation_id;
   run.idempotency_key = opts.idempotency_key;
   run.now_ms = now_ms;
   run.due_ms = opts.at ? std::max(now_ms, to_ms(*opts.at)) : now_ms;
@@ -88,15 +89,14 @@ void mark_unregistered(NewRun& run) {
                "' yet: the run waits for one that has it";
 }
 
-NewEvent new_event(std::string_view name, const json& data, std::int64_t now_ms,
-                   std::size_t max_bytes) {
+NewEvent new_event(std::string_view name, const json& data, Env& env, std::size_t max_bytes) {
   if (name.empty()) throw Error(errc::invalid_argument, "an event needs a name");
   check_utf8(name, "the event name");
   NewEvent event;
   event.data = storable_text(data, "the data of event '" + std::string(name) + "'", max_bytes);
-  event.id = new_id();
+  event.id = env.new_id();
   event.name = std::string(name);
-  event.now_ms = now_ms;
+  event.now_ms = env.now_ms();
   return event;
 }
 
@@ -142,11 +142,11 @@ bool message_sent(Sent sent, const NewMessage& message) {
   return false;
 }
 
-NewRun new_fork(std::string_view run_id, std::int64_t now_ms) {
+NewRun new_fork(std::string_view run_id, Env& env) {
   NewRun fork;
-  fork.id = new_id();
+  fork.id = env.new_id();
   fork.forked_from = std::string(run_id);
-  fork.now_ms = fork.due_ms = now_ms;
+  fork.now_ms = fork.due_ms = env.now_ms();
   return fork;
 }
 

@@ -12,18 +12,19 @@
 #include <string>
 #include <string_view>
 
+#include "env.hpp"
 #include "lifecycle.hpp"
 #include "store.hpp"
 
 namespace durable::detail {
 
-/// The run to write for a start of `workflow`: the input's stored text, a new id, the
+/// The run to write for a start of `workflow`: the input's stored text, a new id of `env`, the
 /// correlation id asked for (a new one when empty), the idempotency key, and due at `opts.at`
-/// (never before now_ms), its deadline, priority and tags. Throws Error for an empty workflow
-/// name, a deadline that has passed, tags check_tags() refuses, and (from storable_text) for an
-/// input that cannot be stored or whose text is longer than `max_bytes`.
-NewRun new_run(std::string_view workflow, const json& input, const StartOptions& opts,
-               std::int64_t now_ms, std::size_t max_bytes);
+/// (never before the Env's now), its deadline, priority and tags. Throws Error for an empty
+/// workflow name, a deadline that has passed, tags check_tags() refuses, and (from storable_text)
+/// for an input that cannot be stored or whose text is longer than `max_bytes`.
+NewRun new_run(std::string_view workflow, const json& input, const StartOptions& opts, Env& env,
+               std::size_t max_bytes);
 
 /// The highest priority a run may have (and the lowest, negated).
 inline constexpr int kMaxPriority = 1'000'000;
@@ -52,8 +53,7 @@ void mark_unregistered(NewRun& run);
 
 /// The event to store for send_event(name, data). Throws Error for an empty name, and (from
 /// storable_text) for data that cannot be stored or whose text is longer than `max_bytes`.
-NewEvent new_event(std::string_view name, const json& data, std::int64_t now_ms,
-                   std::size_t max_bytes);
+NewEvent new_event(std::string_view name, const json& data, Env& env, std::size_t max_bytes);
 
 /// Throws Error, saying it is `what`, for a mailbox topic that is empty, longer than
 /// kMaxTopicBytes, not UTF-8, or holds '/' (it is a path segment in HTTP) or a control character.
@@ -71,9 +71,9 @@ NewMessage new_message(std::string_view run_id, std::string_view topic, const js
 /// receive took the message.
 bool message_sent(Sent sent, const NewMessage& message);
 
-/// The new run of a fork of `run_id` (Runtime::fork): a new id, due now; Store::fork fills in
-/// the rest from the original.
-NewRun new_fork(std::string_view run_id, std::int64_t now_ms);
+/// The new run of a fork of `run_id` (Runtime::fork): a new id, due now (both `env`'s);
+/// Store::fork fills in the rest from the original.
+NewRun new_fork(std::string_view run_id, Env& env);
 
 /// The stored text of the output an operator gives to resolve step `key` of `run_id`. Throws
 /// Error (from storable_text) for an output that cannot be stored or is longer than `max_bytes`.

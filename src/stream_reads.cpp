@@ -33,13 +33,11 @@ StreamRead wait_stream(ChangeWatch& watch, std::string_view run_id, std::string_
   check_stream_name(stream, who);
   const std::int64_t offset = stream_offset(from);
   using Answer = std::optional<StreamRead>;  // empty: wait for a change
-  return watch.read_until_changed(run_id, stream, ChangeWatch::deadline_after(wait),
-                                  [&](bool last) {
-                                    StreamRead now = stream_read_of(run_id, read(offset), from);
-                                    if (!now.values.empty() || now.closed || last)
-                                      return Answer(std::move(now));
-                                    return Answer();
-                                  });
+  return watch.read_until_changed(run_id, stream, watch.deadline_after(wait), [&](bool last) {
+    StreamRead now = stream_read_of(run_id, read(offset), from);
+    if (!now.values.empty() || now.closed || last) return Answer(std::move(now));
+    return Answer();
+  });
 }
 
 }  // namespace durable::detail

@@ -148,7 +148,9 @@ struct TestRuntime::State {
   std::vector<std::string> logs;
 
   Runtime runtime;
-  std::atomic<Clock::rep> ticks{Clock::now().time_since_epoch().count()};
+  // The virtual clock, from the real time of construction.
+  std::shared_ptr<detail::ManualClockEnv> clock =
+      std::make_shared<detail::ManualClockEnv>(detail::Env::system().now());
 
   struct Failure {
     std::string message;
@@ -209,7 +211,7 @@ struct TestRuntime::State {
 TestRuntime::TestRuntime(RuntimeOptions opts) : state_(std::make_unique<State>(std::move(opts))) {
   detail::RuntimeCore& core = detail::RuntimeAccess::core(state_->runtime);
   State* state = state_.get();
-  core.set_clock([state] { return Clock::time_point(Clock::duration(state->ticks.load())); });
+  core.set_env(state->clock);
   core.set_body_hook([state](const std::string& run_id, const std::string& key, int,
                              const detail::Body& body) { return state->call(run_id, key, body); });
   core.set_conversion_hook([state](const std::string& run_id, const std::string& key,
@@ -267,14 +269,12 @@ void TestRuntime::send_event(std::string_view name, json data) {
 void TestRuntime::advance(std::chrono::milliseconds d) {
   if (d.count() < 0)
     throw Error(errc::invalid_argument, "TestRuntime::advance: the clock does not go back");
-  state_->ticks += std::chrono::duration_cast<Clock::duration>(d).count();
+  state_->clock->advance(std::chrono::duration_cast<Clock::duration>(d));
   drive();
   check_mocks();
 }
 
-Clock::time_point TestRuntime::now() const {
-  return Clock::time_point(Clock::duration(state_->ticks.load()));
-}
+Clock::time_point TestRuntime::now() const { return state_->clock->now(); }
 
 Runtime& TestRuntime::runtime() { return state_->runtime; }
 
@@ -309,7 +309,7 @@ namespace {
 // Executes what is due, then moves the clock to the next sleep, backoff or delayed start and
 // goes on, until every run is terminal or waits for something only the test brings (an event,
 // a child that is itself blocked, a schedule's next time).
-void drive_runs(Runtime& runtime, std::atomic<Clock::rep>& ticks) {
+void drive_runs(Runtime& runtime, detail::ManualClockEnv& clock) {
   for (;;) {
     runtime.run_until_idle();
     std::optional<Clock::time_point> next;
@@ -320,9 +320,8 @@ void drive_runs(Runtime& runtime, std::atomic<Clock::rep>& ticks) {
     }
     // Nothing ahead, or a run due now that no claim took (a workflow not added, or at its
     // concurrency limit, or a crashed runtime): blocked until the test does something.
-    const Clock::time_point now{Clock::duration(ticks.load())};
-    if (!next || *next <= now) return;
-    ticks = next->time_since_epoch().count();
+    if (!next || *next <= clock.now()) return;
+    clock.set(*next);
   }
 }
 
@@ -351,8 +350,9 @@ class ScratchDir {
 // One runtime of the sweep on the scratch file, with the shared virtual clock and a record of
 // the bodies it ran.
 struct SweepRuntime {
-  SweepRuntime(RuntimeOptions opts, std::atomic<Clock::rep>& ticks) : runtime(std::move(opts)) {
-    core().set_clock([&ticks] { return Clock::time_point(Clock::duration(ticks.load())); });
+  SweepRuntime(RuntimeOptions opts, const std::shared_ptr<detail::ManualClockEnv>& clock)
+      : runtime(std::move(opts)) {
+    core().set_env(clock);
   }
   detail::RuntimeCore& core() { return detail::RuntimeAccess::core(runtime); }
   std::mutex mutex;
@@ -362,7 +362,7 @@ struct SweepRuntime {
 
 }  // namespace
 
-void TestRuntime::drive() { drive_runs(state_->runtime, state_->ticks); }
+void TestRuntime::drive() { drive_runs(state_->runtime, *state_->clock); }
 
 namespace {
 
@@ -446,23 +446,24 @@ class Crasher {
 // The first life of a case's run on `file`: started and driven until the crash. Returns the
 // run's id; the bodies it ran go to `executed`.
 std::string run_until_crash(const Workflow& wf, const json& input, const RuntimeOptions& file,
-                            std::atomic<Clock::rep>& ticks, CrashPoint point,
+                            const std::shared_ptr<detail::ManualClockEnv>& clock, CrashPoint point,
                             std::vector<std::string>& executed) {
   Crasher crasher(std::move(point));
-  SweepRuntime first(file, ticks);
+  SweepRuntime first(file, clock);
   first.runtime.add(wf);
   crasher.arm(first);
   const std::string id = first.runtime.start(wf.name(), input);
-  drive_runs(first.runtime, ticks);
+  drive_runs(first.runtime, *clock);
   executed = first.executed;
   return id;
 }
 
 // The restart: a new runtime on the file, driven until the run ends. Returns the run as it
 // ended; the bodies it ran go to `executed`.
-RunInfo restart(const Workflow& wf, const RuntimeOptions& file, std::atomic<Clock::rep>& ticks,
-                const std::string& id, std::vector<std::string>& executed) {
-  SweepRuntime second(file, ticks);
+RunInfo restart(const Workflow& wf, const RuntimeOptions& file,
+                const std::shared_ptr<detail::ManualClockEnv>& clock, const std::string& id,
+                std::vector<std::string>& executed) {
+  SweepRuntime second(file, clock);
   second.runtime.add(wf);
   second.core().set_body_hook(
       [&](const std::string&, const std::string& key, int, const detail::Body& body) {
@@ -472,7 +473,7 @@ RunInfo restart(const Workflow& wf, const RuntimeOptions& file, std::atomic<Cloc
         }
         return body();
       });
-  drive_runs(second.runtime, ticks);
+  drive_runs(second.runtime, *clock);
   executed = second.executed;
   return second.runtime.get(id);
 }
@@ -501,15 +502,15 @@ CrashCase crash_case(const Workflow& wf, const json& input, const RuntimeOptions
   ScratchDir dir;
   RuntimeOptions file = quiet(opts);
   file.database = dir.file("sweep.db");
-  std::atomic<Clock::rep> ticks{Clock::now().time_since_epoch().count()};
+  const auto clock = std::make_shared<detail::ManualClockEnv>(detail::Env::system().now());
   // Body k is the n-th body of its step key in the crash-free run's list.
   const auto nth = static_cast<int>(std::count(bodies.begin(), bodies.begin() + k + 1, bodies[k]));
   std::vector<std::string> first, second;
   const std::string id =
-      run_until_crash(wf, input, file, ticks, {bodies[k], nth, before_commit}, first);
+      run_until_crash(wf, input, file, clock, {bodies[k], nth, before_commit}, first);
   // Once the dead runtime's lease has lapsed.
-  ticks += std::chrono::duration_cast<Clock::duration>(opts.lease).count() + 1;
-  const RunInfo after = restart(wf, file, ticks, id, second);
+  clock->advance(std::chrono::duration_cast<Clock::duration>(opts.lease) + Clock::duration(1));
+  const RunInfo after = restart(wf, file, clock, id, second);
   CrashCase c;
   c.body = static_cast<int>(k);
   c.step = bodies[k];

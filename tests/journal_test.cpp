@@ -51,7 +51,7 @@ struct ScriptedHost final : Host {
                                  bug("a scripted test abandoned a step body");
                                },
                                [](const decide::Linger& linger) {
-                                 linger_polling(linger.done);
+                                 linger_polling(linger.done, detail::Env::system());
                                  return Resolution{};
                                },
                                [](const auto&) { return Resolution{}; }},

@@ -313,9 +313,8 @@ TEST_CASE(
   CHECK(runtime.list({})[0].worker == holder);
 
   // The Admin's clock is the one that tells a lapsed lease and a stale heartbeat.
-  std::atomic<std::int64_t> ahead_ms{0};
-  ops::Admin admin(db, {},
-                   [&] { return Clock::now() + std::chrono::milliseconds(ahead_ms.load()); });
+  detail::ManualClockEnv clock(Clock::now());
+  ops::Admin admin(db, {}, &clock);
   json run = admin.show_run(id);
   CHECK(run.at("worker") == holder);
   CHECK(run.at("lease_until") == detail::utc_text(detail::to_ms(*runtime.get(id).lease_until)));
@@ -338,12 +337,12 @@ TEST_CASE(
   CHECK_FALSE(has(shown, "orphaned"));
 
   // Two leases on, as if the process had hung or died: the lease lapsed, the heartbeat is stale.
-  ahead_ms = 2 * RuntimeOptions{}.lease.count() + 1000;
+  clock.advance(2 * RuntimeOptions{}.lease + std::chrono::seconds(1));
   CHECK(admin.show_run(id).at("orphaned") == true);
   CHECK(admin.list_runs({}).at("runs").at(0).at("orphaned") == true);
   CHECK(admin.stats().at("workers") == 0);
   CHECK(test::prometheus::parse(admin.metrics()).value("durable_workers") == 0);
-  ahead_ms = 0;
+  clock.set(Clock::now());
   CHECK(test::prometheus::parse(admin.metrics()).value("durable_workers") == 1);
 
   release = true;

@@ -101,7 +101,7 @@ TEST_CASE("HTTP: pause and resume a run and a workflow, and their bad requests (
 TEST_CASE("HTTP: a start with a priority, tags and a deadline, a list by tag, and their bad "
           "requests, which write nothing (on each store)") {
   Naps naps;
-  ops::Admin admin(naps.db, {}, [&naps] { return naps.clock.now(); });
+  ops::Admin admin(naps.db, {}, &naps.clock.env());
   ops::HttpServer server(client::ephemeral(), ops::api_handler(admin));
   client::Connection http(server.port());
   const auto post = [&](const std::string& body) {

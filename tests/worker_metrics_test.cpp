@@ -170,7 +170,8 @@ TEST_CASE(
     CHECK(store->get_run("held", false)->worker == "gone-host:4242");
 
     // Seen from two leases on, the live runtime has stopped beating as well.
-    ops::Admin later(db, {}, [] { return Clock::now() + 2 * RuntimeOptions{}.lease + 1s; });
+    detail::ManualClockEnv two_leases_on(Clock::now() + 2 * RuntimeOptions{}.lease + 1s);
+    ops::Admin later(db, {}, &two_leases_on);
     metrics = parse(later.metrics());
     CHECK(metrics.value("durable_workers") == 0);
     CHECK(metrics.of("durable_worker_steps_total").empty());

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "env.hpp"
 #include "errors_internal.hpp"
 #include "serialization.hpp"
 #include "store/sql_store.hpp"
@@ -29,7 +30,7 @@ class SqlStore::Keys final : public PayloadKeys {
       insert.bind(1, owner);
       insert.bind(2, key.key_id);
       insert.bind(3, key.wrapped);
-      insert.bind(4, to_ms(Clock::now()));
+      insert.bind(4, Env::system().now_ms());
       insert.run();
     }
     const auto stored = find_data_key(owner);
