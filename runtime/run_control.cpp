@@ -78,7 +78,7 @@ std::size_t RuntimeCore::expire_deadlines() {
     forget_next_deadline();  // under the store's lock, as the writer holds it
     return expired;
   });
-  counters_.runs_failed += failed.size();
+  telemetry_->failed(failed.size());
   for (const std::string& id : failed) {
     logger_.write(LogLevel::warn, "run.deadline", "run failed: it passed its deadline",
                   {{"run_id", id}}, now);

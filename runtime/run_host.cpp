@@ -125,10 +125,10 @@ bool RuntimeCore::RunHost::journal_now(std::vector<EntryWrite>& entries) {
     if (written == Written::refused) return false;
     if (written == Written::yes) run_->pausing = false;  // resumed meanwhile
     run_->next_seq += write.new_entries();
-    core_->record(*run_, &entries, nullptr);
+    core_->telemetry_->record(*run_, &entries, nullptr);
     if (written == Written::paused) {
       core_->logger_.write(LogLevel::info, "run.paused", "paused at a step boundary, as asked",
-                           core_->run_fields(*run_), write.now_ms);
+                           Telemetry::run_fields(*run_), write.now_ms);
       adopt(*run_, entries);
       return false;
     }

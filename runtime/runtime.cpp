@@ -85,9 +85,9 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
                 "RuntimeOptions::only_own_version needs a RuntimeOptions::version to claim by");
   }
   check_utf8(options_.version, "RuntimeOptions::version");
-  start_exporter();
   // Read before the store opens: a bad key file fails the construction with nothing written.
   payloads_ = std::make_shared<const Payloads>(options_.codec, options_.encryption_key_file);
+  telemetry_.emplace(options_, logger_, *env_, quotes_errors());
   store_ = open_store(options_.database, options_.durability, payloads_);
   watch_changes();
   writer_.alone(
@@ -115,7 +115,7 @@ RuntimeCore::~RuntimeCore() {
   if (heartbeat_.joinable()) heartbeat_.join();
   if (watcher_.joinable()) watcher_.join();
   // What is queued goes now, while the logger its failures are reported to still exists.
-  exporter_.reset();
+  telemetry_->close();
   try {
     writer_.alone([&](Store& store) { store.remove_idle_worker(worker_.id); });
   } catch (...) {
@@ -133,25 +133,13 @@ void RuntimeCore::set_env(std::shared_ptr<Env> env) {
   // What was built on the Env before: the change watch (its thread starts with its first wait)
   // and the exporter.
   watch_changes();
-  start_exporter();
+  telemetry_->use(*env_);
 }
 
 void RuntimeCore::watch_changes() {
   changes_ = std::make_shared<ChangeWatch>(
       [database = options_.database] { return open_change_feed(database); }, options_.poll_interval,
       *env_);
-}
-
-void RuntimeCore::start_exporter() {
-  if (options_.otlp_endpoint.empty()) return;
-  exporter_.reset();  // what an exporter on the Env before queued is sent first
-  ops::otlp::ExporterOptions exporter;
-  exporter.endpoint = options_.otlp_endpoint;
-  exporter.service_version = options_.version;
-  exporter.on_error = [this](const std::string& message) {
-    logger_.write(LogLevel::warn, "trace.export_failed", message, json::object(), now_ms());
-  };
-  exporter_ = std::make_unique<ops::otlp::Exporter>(std::move(exporter), *env_);
 }
 
 void RuntimeCore::add(Workflow wf) {
@@ -212,7 +200,7 @@ std::string RuntimeCore::start(std::string_view workflow, json input, StartOptio
     forget_next_deadline();
   }
   if (id == run.id) {
-    ++counters_.runs_started;
+    telemetry_->started(1);
     logger_.write(LogLevel::info, "run.started", "run started",
                   {{"run_id", id}, {"correlation_id", run.correlation_id}, {"workflow", workflow}},
                   run.now_ms);
@@ -235,8 +223,8 @@ std::optional<json> RuntimeCore::published(std::string_view run_id, std::string_
 void RuntimeCore::send_event(std::string_view name, json data) {
   const NewEvent event = new_event(name, data, *env_, options_.max_output_bytes);
   const Published published = writer_.alone([&](Store& store) { return store.publish(event); });
-  ++counters_.events_sent;
-  counters_.runs_started += published.started.size();
+  telemetry_->sent_event();
+  telemetry_->started(published.started.size());
   logger_.write(LogLevel::info, "event.sent",
                 "event stored; woke " + std::to_string(published.woken) +
                     " waiting run(s), started " + std::to_string(published.started.size()),

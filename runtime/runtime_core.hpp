@@ -20,8 +20,8 @@
 #include "engine.hpp"
 #include "fiber_scheduler.hpp"
 #include "log.hpp"
-#include "otlp_exporter.hpp"
 #include "step_pool.hpp"
+#include "telemetry.hpp"
 #include "store.hpp"
 #include "writer.hpp"
 
@@ -95,7 +95,7 @@ class RuntimeCore {
   void unschedule(std::string_view id);
   void serve();  // in runtime/serve.cpp
   void stop();
-  Counters counters() const;
+  Counters counters() const { return telemetry_->counters(); }
   std::string http_url() const {
     std::lock_guard lock(serve_mutex_);
     return http_url_;
@@ -128,12 +128,11 @@ class RuntimeCore {
   void halt() { halted_ = true; }
   /// Waits until the spans made so far have gone to the collector (or were lost); for tests.
   void flush_spans() {
-    if (exporter_) exporter_->flush();
+    telemetry_->flush();
   }
   std::int64_t now_ms() const;
   // What is built on the Env: the watch of the database's changes, the exporter of spans.
   void watch_changes();
-  void start_exporter();
   std::size_t write_transactions() {
     std::lock_guard lock(store_mutex_);
     return store_->write_transactions();
@@ -185,7 +184,6 @@ class RuntimeCore {
   /// logged; the claims go on without it. set_aside() returns the runs left out now.
   void set_aside(const UndecodableRun& run);
   std::vector<std::string> set_aside();
-  void report_quarantined(const std::string& id);
   void start_heartbeat();
   void beat();
   void beat_once();
@@ -209,15 +207,9 @@ class RuntimeCore {
   void check_backlog();
   // serve() was asked to stop: runs are handed back at their next step boundary.
   bool stopping() const { return serving_.load() && stop_requested_.load(); }
-  // Counts and logs what a commit wrote for a run.
-  void record(const RunState& run, const std::vector<EntryWrite>* entries, const RunWrite* write);
-  void record_entry(const RunState& run, const EntryWrite& w, std::int64_t now);
-  void record_status(const RunState& run, const RunWrite& write, std::int64_t now);
-  json step_fields(const RunState& run, const JournalEntry& e) const;
   // Entries a commit wrote join the run's journal in memory (their text dropped: the journal
   // keeps the parsed value only); `entries` is left empty.
   static void adopt(RunState& run, std::vector<EntryWrite>& entries);
-  json run_fields(const RunState& run) const;
   std::shared_ptr<const Workflow> find_workflow(std::string_view name);
   [[noreturn]] void unknown_workflow(std::string_view name);
 
@@ -360,9 +352,6 @@ class RuntimeCore {
 
   RuntimeOptions options_;
   std::shared_ptr<Env> env_;  // first: every member after it may use it
-  // Spans to the collector (RuntimeOptions::otlp_endpoint), or none. Early among the members, so
-  // that it goes last: what is still queued is sent as the runtime closes.
-  std::unique_ptr<ops::otlp::Exporter> exporter_;
   EngineConfig engine_config_;
   Worker worker_;
 
@@ -421,6 +410,9 @@ class RuntimeCore {
   std::map<std::string, std::shared_ptr<const Workflow>, std::less<>> workflows_;
 
   Logger logger_;
+  // Counters, log lines and spans of what commits wrote: made once the payloads are known
+  // (whether its lines may quote an error).
+  std::optional<Telemetry> telemetry_;
   BodyHook body_hook_;
   ConversionHook conversion_hook_;
   CommitHook commit_hook_;
@@ -450,11 +442,6 @@ class RuntimeCore {
   std::int64_t next_backlog_check_ms_ = 0;
   bool backlog_deep_ = false, backlog_old_ = false;  // signals raised and not yet cleared
 
-  struct AtomicCounters {
-    std::atomic<std::uint64_t> runs_started{0}, runs_completed{0}, runs_failed{0}, steps{0},
-        retries{0}, events_sent{0}, schedule_fires{0};
-  };
-  AtomicCounters counters_;
 
   // Bodies in a row that ended within kQuickBody. None at first: a fresh runtime claims a run per
   // free thread until its bodies prove quick.

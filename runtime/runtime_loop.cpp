@@ -97,7 +97,7 @@ class RuntimeCore::Admission {
     Claimed claimed;
     for (;;) {
       claimed = claim(limit);
-      for (const std::string& id : claimed.quarantined) core_->report_quarantined(id);
+      for (const std::string& id : claimed.quarantined) core_->telemetry_->report_quarantined(id);
       if (!claimed.runs.empty() || claimed.quarantined.empty()) break;
     }
     // A claim that took fewer than it could: nothing else is due before the next due time,
@@ -296,7 +296,7 @@ void RuntimeCore::hand_back(const RunState& run, bool yielding) {
       [&](Store& store) { return store.release(run.id, worker_.id, now_ms(), reason); });
   if (released && !yielding) {
     logger_.write(LogLevel::info, "run.handed_back", "handed back at a step boundary on stop",
-                  run_fields(run), now_ms());
+                  Telemetry::run_fields(run), now_ms());
   }
 }
 
@@ -313,7 +313,7 @@ std::size_t RuntimeCore::fail_unreadable(const Claim& claim) {
   write.reason = "run " + claim.run.id + ": " + *claim.unreadable;
   write.error = ErrorInfo{"durable::Error", with_id(errc::database, write.reason), {}, 0};
   write.clear_crashes = claim.crashes > 0;
-  if (commit(write) != Written::refused) record(claim.run, nullptr, &write);
+  if (commit(write) != Written::refused) telemetry_->record(claim.run, nullptr, &write);
   return 0;
 }
 
@@ -388,10 +388,10 @@ bool RuntimeCore::conclude(Claim& claim, Outcome& outcome, bool yielded) {
     if (written == Written::refused) return false;
     if (written == Written::yes) run.pausing = false;  // resumed meanwhile: nothing to make
     claim.crashes = 0;
-    record(run, &outcome.entries, &write);
+    telemetry_->record(run, &outcome.entries, &write);
     if (written == Written::paused) {
       logger_.write(LogLevel::info, "run.paused", "paused at a step boundary, as asked",
-                    run_fields(run), write.now_ms);
+                    Telemetry::run_fields(run), write.now_ms);
       return false;
     }
   }
@@ -544,7 +544,7 @@ std::exception_ptr RuntimeCore::wrote(EntriesWrite& w) {
         e = EntryWrite{*e.transaction->written, e.is_new};
       }
     }
-    record(*w.run, &w.entries, nullptr);
+    telemetry_->record(*w.run, &w.entries, nullptr);
     committed(w.run->id, &w.entries);
   } catch (...) {
     return std::current_exception();

@@ -116,8 +116,8 @@ std::size_t RuntimeCore::fire_schedules() {
     forget_next_fire();  // under the store's lock, as the writer holds it
     return fired;
   });
-  counters_.schedule_fires += started.size();
-  counters_.runs_started += started.size();
+  telemetry_->fired(started.size());
+  telemetry_->started(started.size());
   for (const std::string& id : started) {
     logger_.write(LogLevel::info, "schedule.fired", "a schedule started a run", {{"run_id", id}},
                   now);

@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the runtime reports of its work: the counters, and a log line for each thing a commit
-// changed (a step journaled, retried or failed; a run completed, failed or quarantined).
+#include "telemetry.hpp"
 
 #include "errors_internal.hpp"
 #include "run_spans.hpp"
-#include "runtime_core.hpp"
 
 namespace durable::detail {
 
@@ -18,7 +16,29 @@ void add_error(json& fields, const ErrorInfo& error, bool quoted) {
 }
 }  // namespace
 
-Counters RuntimeCore::counters() const {
+Telemetry::Telemetry(const RuntimeOptions& options, Logger& logger, Env& env, bool quotes_errors)
+    : options_(options), logger_(logger), env_(&env), quotes_errors_(quotes_errors) {
+  start_exporter();
+}
+
+void Telemetry::use(Env& env) {
+  env_ = &env;
+  start_exporter();
+}
+
+void Telemetry::start_exporter() {
+  if (options_.otlp_endpoint.empty()) return;
+  exporter_.reset();  // what an exporter on the Env before queued is sent first
+  ops::otlp::ExporterOptions exporter;
+  exporter.endpoint = options_.otlp_endpoint;
+  exporter.service_version = options_.version;
+  exporter.on_error = [this](const std::string& message) {
+    logger_.write(LogLevel::warn, "trace.export_failed", message, json::object(), env_->now_ms());
+  };
+  exporter_ = std::make_unique<ops::otlp::Exporter>(std::move(exporter), *env_);
+}
+
+Counters Telemetry::counters() const {
   Counters c;
   c.runs_started = counters_.runs_started;
   c.runs_completed = counters_.runs_completed;
@@ -35,18 +55,18 @@ Counters RuntimeCore::counters() const {
   return c;
 }
 
-json RuntimeCore::run_fields(const RunState& run) const {
+json Telemetry::run_fields(const RunState& run) {
   return {{"run_id", run.id}, {"correlation_id", run.correlation_id}, {"workflow", run.workflow}};
 }
 
 // Counts what a commit wrote for a run and logs it: each step at debug (a retry at warn, a step
 // failed for good at error), and the run's change of status.
-void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* entries,
-                         const RunWrite* write) {
-  const std::int64_t now = now_ms();
+void Telemetry::record(const RunState& run, const std::vector<EntryWrite>* entries,
+                       const RunWrite* write) {
+  const std::int64_t now = env_->now_ms();
   if (exporter_) {
     try {
-      for (ops::otlp::Span& span : finished_spans(run, entries, write, now, quotes_errors())) {
+      for (ops::otlp::Span& span : finished_spans(run, entries, write, now, quotes_errors_)) {
         exporter_->add(std::move(span));
       }
     } catch (const std::exception& e) {  // what was committed stands; only its spans are lost
@@ -61,18 +81,18 @@ void RuntimeCore::record(const RunState& run, const std::vector<EntryWrite>* ent
 
 // The fields of a step's log line. They are made only for a line that is written: record()
 // runs for every step.
-json RuntimeCore::step_fields(const RunState& run, const JournalEntry& e) const {
+json Telemetry::step_fields(const RunState& run, const JournalEntry& e) const {
   json fields = run_fields(run);
   fields["step"] = e.key;
   fields["kind"] = to_string(e.kind);
   if (e.state == StepState::retrying || e.state == StepState::failed) {
     fields["attempt"] = e.attempts;
-    if (e.error) add_error(fields, *e.error, quotes_errors());
+    if (e.error) add_error(fields, *e.error, quotes_errors_);
   }
   return fields;
 }
 
-void RuntimeCore::record_entry(const RunState& run, const EntryWrite& w, std::int64_t now) {
+void Telemetry::record_entry(const RunState& run, const EntryWrite& w, std::int64_t now) {
   const JournalEntry& e = w.entry;
   if (w.is_new) ++counters_.steps;
   if (e.kind == StepKind::invoke && e.state == StepState::waiting) ++counters_.runs_started;
@@ -96,7 +116,7 @@ void RuntimeCore::record_entry(const RunState& run, const EntryWrite& w, std::in
   }
 }
 
-void RuntimeCore::record_status(const RunState& run, const RunWrite& write, std::int64_t now) {
+void Telemetry::record_status(const RunState& run, const RunWrite& write, std::int64_t now) {
   const Status status = *write.status;
   if (status == Status::completed) {
     ++counters_.runs_completed;
@@ -110,17 +130,17 @@ void RuntimeCore::record_status(const RunState& run, const RunWrite& write, std:
   if (!logger_.enabled(level)) return;
   json fields = run_fields(run);
   if (status == Status::completed && write.successor) fields["continued_as"] = write.successor->id;
-  if (status == Status::failed && write.error) add_error(fields, *write.error, quotes_errors());
+  if (status == Status::failed && write.error) add_error(fields, *write.error, quotes_errors_);
   logger_.write(level, "run." + std::string(to_string(status)), write.reason, fields, now);
 }
 
-void RuntimeCore::report_quarantined(const std::string& id) {
+void Telemetry::report_quarantined(const std::string& id) {
   ++counters_.runs_failed;
   logger_.write(LogLevel::error, "run.quarantined",
                 "failed without being claimed again: its workers died " +
                     std::to_string(options_.quarantine_after) +
                     " times in a row while holding it (see the run's error)",
-                {{"run_id", id}}, now_ms());
+                {{"run_id", id}}, env_->now_ms());
 }
 
 }  // namespace durable::detail
