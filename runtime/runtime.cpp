@@ -294,26 +294,6 @@ std::vector<StepInfo> RuntimeCore::steps(std::string_view run_id) {
   return std::move(*steps);
 }
 
-void RuntimeCore::cancel(std::string_view run_id, const std::string& reason) {
-  if (!writer_.alone(
-          [&](Store& store) { return store.cancel(std::string(run_id), now_ms(), reason); })) {
-    throw no_such_run(run_id);
-  }
-  logger_.write(LogLevel::info, "run.cancelled", "cancel requested", {{"run_id", run_id}},
-                now_ms());
-  changes_->changed(run_id, "");  // its streams are closed: their readers here learn it now
-  notify_waiters();
-}
-
-void RuntimeCore::retry(std::string_view run_id) {
-  if (!writer_.alone([&](Store& store) { return store.retry(std::string(run_id), now_ms()); })) {
-    throw no_such_run(run_id);
-  }
-  logger_.write(LogLevel::info, "run.retried", "retry requested: queued again",
-                {{"run_id", run_id}}, now_ms());
-  notify_waiters();
-}
-
 // Owners of running runs whose process, on this host, is gone: a restarted runtime takes their
 // runs over at once instead of waiting for the lease. Looked for at most once a second; the
 // owners found stay in every claim until the next look, so all their runs come back, batch
@@ -571,9 +551,45 @@ VerifyReport Runtime::verify(const RunFilter& filter) const {
 }
 std::vector<StepInfo> Runtime::steps(std::string_view run_id) const { return core_->steps(run_id); }
 void Runtime::cancel(std::string_view run_id, std::string reason) {
-  core_->cancel(run_id, std::move(reason));
+  core_->control().cancel(run_id, reason);
 }
-void Runtime::retry(std::string_view run_id) { core_->retry(run_id); }
+void Runtime::retry(std::string_view run_id) { core_->control().retry(run_id); }
+std::size_t Runtime::cancel(const RunFilter& filter, std::string reason) {
+  return core_->control().bulk(detail::BulkAction::cancel, filter, reason);
+}
+std::size_t Runtime::retry(const RunFilter& filter) {
+  return core_->control().bulk(detail::BulkAction::retry, filter, {});
+}
+std::size_t Runtime::purge(const RunFilter& filter) {
+  return core_->control().bulk(detail::BulkAction::purge, filter, {});
+}
+std::size_t Runtime::count(const RunFilter& filter) const {
+  return core_->control().count(filter);
+}
+std::vector<StepProgress> Runtime::progress(std::string_view run_id) const {
+  return core_->control().progress(run_id);
+}
+void Runtime::forget(std::string_view correlation_id) {
+  core_->control().forget(correlation_id);
+}
+void Runtime::pause(std::string_view run_id) { core_->control().pause(run_id); }
+void Runtime::resume(std::string_view run_id) { core_->control().resume(run_id); }
+std::size_t Runtime::pause_workflow(std::string_view workflow) {
+  return core_->control().pause_workflow(workflow);
+}
+std::size_t Runtime::resume_workflow(std::string_view workflow) {
+  return core_->control().resume_workflow(workflow);
+}
+std::vector<std::string> Runtime::paused_workflows() const {
+  return core_->control().paused_workflows();
+}
+std::string Runtime::fork(std::string_view run_id, std::string_view from_step) {
+  return core_->control().fork(run_id, from_step);
+}
+void Runtime::resolve(std::string_view run_id, std::string_view step_key, json output,
+                      std::string reason) {
+  core_->control().resolve(run_id, step_key, std::move(output), reason);
+}
 std::size_t Runtime::run_until_idle() { return core_->run_until_idle(); }
 RunInfo Runtime::wait(std::string_view run_id, std::chrono::milliseconds timeout) {
   return core_->wait(run_id, timeout);

@@ -20,6 +20,7 @@
 #include "engine.hpp"
 #include "fiber_scheduler.hpp"
 #include "log.hpp"
+#include "run_control.hpp"
 #include "step_pool.hpp"
 #include "telemetry.hpp"
 #include "store.hpp"
@@ -50,28 +51,12 @@ class RuntimeCore {
   /// this process (an Admin's HTTP API) made work due.
   void wake() { notify_waiters(); }
   std::vector<StepInfo> steps(std::string_view run_id);
-  std::vector<StepProgress> progress(std::string_view run_id);
-  void cancel(std::string_view run_id, const std::string& reason);
-  void retry(std::string_view run_id);
-  // In runtime/run_control.cpp: pausing runs and workflows.
-  /// Runtime::forget: the cancelled runs are logged and their waiters told.
-  void forget(std::string_view correlation_id);
-  void pause(std::string_view run_id);
-  void resume(std::string_view run_id);
-  std::size_t pause_workflow(std::string_view workflow);
-  std::size_t resume_workflow(std::string_view workflow);
-  std::vector<std::string> paused_workflows();
-  /// Runtime::cancel, retry and purge of a filter (src/bulk.hpp).
-  std::size_t bulk(BulkAction action, const RunFilter& filter, const std::string& reason);
-  std::size_t count(const RunFilter& filter);
+  /// What an operator does to this runtime's runs (runtime/run_control.hpp).
+  RunControl& control() { return control_; }
   /// serve()'s retention: deletes runs that ended longer ago than RuntimeOptions::retention, a
-  /// batch per transaction (runtime/run_control.cpp); returns how long to wait before the next
+  /// batch per transaction (runtime/deadlines.cpp); returns how long to wait before the next
   /// round.
   std::chrono::milliseconds purge_expired_runs();
-  // In runtime/repair.cpp: an operator's repairs of a run.
-  std::string fork(std::string_view run_id, std::string_view from_step);
-  void resolve(std::string_view run_id, std::string_view step_key, json output,
-               const std::string& reason);
   /// Throws InvalidInput when the registered code of the run's workflow would not take
   /// `output` as the result of its failed step `key` (a result that does not convert, a
   /// workflow that then fails or parts from its journal); does nothing for a workflow not
@@ -189,7 +174,7 @@ class RuntimeCore {
   void beat_once();
   void watch_for_work();
   Written commit(const RunWrite& write);
-  // Fails the runs past their deadlines (runtime/run_control.cpp); returns how many.
+  // Fails the runs past their deadlines (runtime/deadlines.cpp); returns how many.
   std::size_t expire_deadlines();
   /// The earliest deadline of a run that has not ended, from the last reading while it holds
   /// (store_mutex_ held).
@@ -347,7 +332,6 @@ class RuntimeCore {
   static constexpr std::chrono::seconds kSetAside{60};  // an undecodable run is left this long
   RunWrite write_for(const RunState& run, const Outcome& outcome, std::int64_t& lease_until_ms);
   std::vector<std::string> dead_owners();
-  WithStore bulk_store();
   std::vector<std::string> workflow_names();
 
   RuntimeOptions options_;
@@ -413,6 +397,17 @@ class RuntimeCore {
   // Counters, log lines and spans of what commits wrote: made once the payloads are known
   // (whether its lines may quote an error).
   std::optional<Telemetry> telemetry_;
+  RunControl control_{{writer_,
+                       [this](const std::function<void(Store&)>& use) {
+                         std::lock_guard lock(store_mutex_);
+                         use(*store_);
+                       },
+                       logger_, env_, [this] { notify_waiters(); },
+                       [this](const std::string& run_id) { changes_->changed(run_id, ""); },
+                       [this](const RecordedRun& run, const std::string& key, const json& output) {
+                         check_resolution(run, key, output);
+                       },
+                       options_.max_output_bytes}};
   BodyHook body_hook_;
   ConversionHook conversion_hook_;
   CommitHook commit_hook_;

@@ -316,7 +316,7 @@ void RuntimeCore::serve() {
       return backoff.failed(logger_, e.what(), now_ms());
     }
     backoff.succeeded(logger_, now_ms());
-    purge_old_events(bulk_store(), options_.event_retention.count(), now_ms(), next_purge_ms,
+    purge_old_events(control_.bulk_store(), options_.event_retention.count(), now_ms(), next_purge_ms,
                      logger_);
     return pause_before(due, now_ms(), options_.poll_interval,
                         std::chrono::milliseconds(5 * kMinPause));

@@ -17,6 +17,7 @@
 #include "log.hpp"
 #include "otlp_exporter.hpp"
 #include "run_model.hpp"
+#include "store.hpp"
 
 namespace durable::detail {
 
