@@ -605,10 +605,12 @@ void Runtime::send(std::string_view run_id, std::string_view topic, json message
   core_->send(run_id, topic, std::move(message));
 }
 std::string Runtime::schedule(std::string_view workflow, json input, Schedule when) {
-  return core_->schedule(workflow, std::move(input), std::move(when));
+  return core_->schedules().schedule(workflow, input, when);
 }
-std::vector<ScheduleInfo> Runtime::schedules() const { return core_->schedules(); }
-void Runtime::unschedule(std::string_view schedule_id) { core_->unschedule(schedule_id); }
+std::vector<ScheduleInfo> Runtime::schedules() const { return core_->schedules().list(); }
+void Runtime::unschedule(std::string_view schedule_id) {
+  core_->schedules().unschedule(schedule_id);
+}
 void Runtime::serve() { core_->serve(); }
 void Runtime::stop() { core_->stop(); }
 std::string Runtime::http_url() const { return core_->http_url(); }

@@ -20,7 +20,9 @@
 #include "engine.hpp"
 #include "fiber_scheduler.hpp"
 #include "log.hpp"
+#include "lookahead.hpp"
 #include "run_control.hpp"
+#include "schedules.hpp"
 #include "step_pool.hpp"
 #include "telemetry.hpp"
 #include "store.hpp"
@@ -75,9 +77,8 @@ class RuntimeCore {
   /// on: this runtime's commits wake them at once, other processes' through the database's feed.
   const std::shared_ptr<ChangeWatch>& changes() const { return changes_; }
   void send(std::string_view run_id, std::string_view topic, json message);
-  std::string schedule(std::string_view workflow, json input, Schedule when);
-  std::vector<ScheduleInfo> schedules();
-  void unschedule(std::string_view id);
+  /// The schedules of this runtime's database (runtime/schedules.hpp).
+  Schedules& schedules() { return schedules_; }
   void serve();  // in runtime/serve.cpp
   void stop();
   Counters counters() const { return telemetry_->counters(); }
@@ -180,12 +181,6 @@ class RuntimeCore {
   /// (store_mutex_ held).
   std::optional<std::int64_t> next_deadline();
   void forget_next_deadline() { next_deadline_.forget(); }
-  // Starts the runs of due schedules (runtime/schedule.cpp); returns how many.
-  std::size_t fire_schedules();
-  /// When a schedule fires next, from the last reading while it holds (store_mutex_ held).
-  std::optional<std::int64_t> next_fire();
-  /// The next fire time is read again at the next look (store_mutex_ held).
-  void forget_next_fire() { next_fire_.forget(); }
   /// When a run, a schedule's fire or a deadline is due next, if any is (runtime/serve.cpp).
   std::optional<std::int64_t> next_anything_due();
   // Logs the backlog signals when a threshold is crossed (runtime/serve.cpp).
@@ -355,27 +350,7 @@ class RuntimeCore {
   std::mt19937_64 random_{env_->random()};
   std::int64_t next_owner_scan_ms_ = 0;
   std::int64_t next_forget_ms_ = 0;  // the heartbeat's next forget_dead_workers
-  // The next fire time of any schedule as last read, and until when that reading is used: this
-  // runtime's own schedule changes and each run_until_idle(), wait() or serve() pass read it
-  // afresh, and other processes' changes are seen after poll_interval, as their runs are.
-  struct Lookahead {
-    std::optional<std::int64_t> ms;  // the time read; none: nothing is coming
-    std::chrono::steady_clock::time_point known_until{};
-    // The time, read again with `read` once poll_interval passed or the time came.
-    template <class Read>
-    std::optional<std::int64_t> get(Env& env, std::chrono::milliseconds poll, Read&& read) {
-      const std::int64_t now_ms = env.now_ms();
-      const auto now = env.steady_now();
-      if (now >= known_until || (ms && *ms <= now_ms)) {
-        ms = read();
-        known_until = now + poll;
-      }
-      return ms;
-    }
-    void forget() { known_until = {}; }
-  };
-  Lookahead next_fire_;
-  // The same for the earliest deadline of a run (runtime/run_control.cpp).
+  // The earliest deadline of a run that has not ended, as last read (runtime/deadlines.cpp).
   Lookahead next_deadline_;
   std::vector<std::string> dead_owners_;  // found by the last look
   std::set<std::string> executing_;       // runs this runtime claimed and has not yet let go
@@ -408,6 +383,22 @@ class RuntimeCore {
                          check_resolution(run, key, output);
                        },
                        options_.max_output_bytes}};
+  Schedules schedules_{{writer_,
+                        [this](const std::function<void(Store&)>& use) {
+                          std::lock_guard lock(store_mutex_);
+                          use(*store_);
+                        },
+                        logger_, env_, [this] { notify_waiters(); },
+                        [this](std::string_view name) {
+                          std::shared_ptr<const Workflow> wf = find_workflow(name);
+                          if (!wf) unknown_workflow(name);
+                          return wf;
+                        },
+                        [this](std::size_t runs) {
+                          telemetry_->fired(runs);
+                          telemetry_->started(runs);
+                        },
+                        options_.poll_interval, options_.max_output_bytes}};
   BodyHook body_hook_;
   ConversionHook conversion_hook_;
   CommitHook commit_hook_;

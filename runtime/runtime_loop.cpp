@@ -87,7 +87,7 @@ class RuntimeCore::Admission {
       scheduler_->recheck_at(next_look_);
       return false;
     }
-    core_->fire_schedules();  // also while a steady stream of work keeps this loop busy
+    core_->schedules_.fire();  // also while a steady stream of work keeps this loop busy
     core_->expire_deadlines();
     if (core_->serving_) core_->check_backlog();
     // Quick bodies: a whole batch at once, whose commits go together. Slow ones: a run per free
@@ -161,7 +161,7 @@ class RuntimeCore::Admission {
         due = core_->store_->next_due(names_, {core_->executing_.begin(), core_->executing_.end()});
       }
       // Read by fire_schedules() and expire_deadlines() just before: no read, mostly.
-      fire = core_->next_fire();
+      fire = core_->schedules_.next_fire(*core_->store_);
       deadline = core_->next_deadline();
     }
     const std::int64_t now_ms = core_->now_ms();
@@ -228,7 +228,7 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
   start_heartbeat();
   {
     std::lock_guard lock(store_mutex_);
-    forget_next_fire();  // each pass sees the schedules other processes wrote since the last
+    schedules_.forget_next_fire();  // each pass sees the schedules other processes wrote since the last
   }
   FiberScheduler scheduler(step_pool());
   Admission admission(*this, scheduler, deadline, batch);

@@ -330,7 +330,7 @@ std::optional<std::int64_t> RuntimeCore::next_anything_due() {
   const std::vector<std::string> names = workflow_names();
   std::lock_guard lock(store_mutex_);
   std::optional<std::int64_t> due = store_->next_due(names, {executing_.begin(), executing_.end()});
-  for (const std::optional<std::int64_t> next : {next_fire(), next_deadline()}) {
+  for (const std::optional<std::int64_t> next : {schedules_.next_fire(*store_), next_deadline()}) {
     if (next) due = due ? std::min(*due, *next) : next;
   }
   return due;

@@ -1,12 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Schedules: recurring starts every interval or by a cron expression, stored in the database and
-// fired by whichever runtime looks first, once per due time.
+#include "schedules.hpp"
 
 #include "cron.hpp"
 #include "durations.hpp"
 #include "errors_internal.hpp"
-#include "ids.hpp"
-#include "runtime_core.hpp"
 #include "serialization.hpp"
 
 namespace durable::detail {
@@ -24,9 +21,9 @@ std::optional<std::int64_t> next_slot(const ScheduleRow& row, std::int64_t now) 
 
 }  // namespace
 
-std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedule when) {
-  const std::shared_ptr<const Workflow> wf = find_workflow(workflow);
-  if (!wf) unknown_workflow(workflow);
+std::string Schedules::schedule(std::string_view workflow, const json& input,
+                                const Schedule& when) {
+  const std::shared_ptr<const Workflow> wf = c_.workflow(workflow);
   const std::string label = "schedule of '" + std::string(workflow) + "'";
   const bool interval = when.every.count() != 0;
   if (interval == !when.cron.empty()) {
@@ -45,11 +42,11 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
   if (!interval) cron = Cron::parse(when.cron);  // throws Error naming what is wrong
   ScheduleRow row;
   // Stored form first: it refuses a value nested too deep before anything copies it.
-  row.input = storable_text(input, label + ": the input", options_.max_output_bytes);
+  row.input = storable_text(input, label + ": the input", c_.max_output_bytes);
   wf->check_input(input);
-  const std::int64_t now = now_ms();
+  const std::int64_t now = c_.env->now_ms();
   check_utf8(when.id, label + ": the schedule id");
-  row.id = when.id.empty() ? env_->new_id() : when.id;
+  row.id = when.id.empty() ? c_.env->new_id() : when.id;
   row.workflow = std::string(workflow);
   row.every_ms = when.every.count();
   row.cron = when.cron;
@@ -74,53 +71,50 @@ std::string RuntimeCore::schedule(std::string_view workflow, json input, Schedul
                {"count", when.count ? json(*when.count) : json()},
                {"first", when.first ? json(to_ms(*when.first)) : json()}};
   row.spec = spec.dump();
-  const bool written = writer_.alone([&](Store& store) {
+  const bool written = c_.writer.alone([&](Store& store) {
     forget_next_fire();  // under the store's lock, as the writer holds it
     return store.put_schedule(row, now);
   });
   if (written) {
-    logger_.write(LogLevel::info, "schedule.stored", "schedule stored",
-                  {{"schedule", row.id}, {"workflow", row.workflow}}, now);
-    notify_waiters();
+    c_.logger.write(LogLevel::info, "schedule.stored", "schedule stored",
+                    {{"schedule", row.id}, {"workflow", row.workflow}}, now);
+    c_.wake();
   }
   return row.id;
 }
 
-std::vector<ScheduleInfo> RuntimeCore::schedules() {
-  std::lock_guard lock(store_mutex_);
-  return store_->list_schedules();
+std::vector<ScheduleInfo> Schedules::list() {
+  std::vector<ScheduleInfo> all;
+  c_.read([&](Store& store) { all = store.list_schedules(); });
+  return all;
 }
 
-void RuntimeCore::unschedule(std::string_view id) {
-  const bool removed = writer_.alone([&](Store& store) {
+void Schedules::unschedule(std::string_view id) {
+  const bool removed = c_.writer.alone([&](Store& store) {
     forget_next_fire();  // under the store's lock, as the writer holds it
     return store.remove_schedule(std::string(id));
   });
   if (!removed) throw NotFound("no schedule with id '" + std::string(id) + "'");
 }
 
-std::optional<std::int64_t> RuntimeCore::next_fire() {
-  return next_fire_.get(*env_, options_.poll_interval,
-                        [this] { return store_->next_schedule_at(); });
+std::optional<std::int64_t> Schedules::next_fire(Store& store) {
+  return next_fire_.get(*c_.env, c_.poll_interval, [&] { return store.next_schedule_at(); });
 }
 
-std::size_t RuntimeCore::fire_schedules() {
-  const std::int64_t now = now_ms();
-  {
-    std::lock_guard lock(store_mutex_);
-    const std::optional<std::int64_t> next = next_fire();
-    if (!next || *next > now) return 0;  // a write only when one is due
-  }
-  const std::vector<std::string> started = writer_.alone([&](Store& store) {
+std::size_t Schedules::fire() {
+  const std::int64_t now = c_.env->now_ms();
+  std::optional<std::int64_t> next;
+  c_.read([&](Store& store) { next = next_fire(store); });
+  if (!next || *next > now) return 0;  // a write only when one is due
+  const std::vector<std::string> started = c_.writer.alone([&](Store& store) {
     std::vector<std::string> fired = store.fire_schedules(now, next_slot);
     forget_next_fire();  // under the store's lock, as the writer holds it
     return fired;
   });
-  telemetry_->fired(started.size());
-  telemetry_->started(started.size());
+  c_.started(started.size());
   for (const std::string& id : started) {
-    logger_.write(LogLevel::info, "schedule.fired", "a schedule started a run", {{"run_id", id}},
-                  now);
+    c_.logger.write(LogLevel::info, "schedule.fired", "a schedule started a run", {{"run_id", id}},
+                    now);
   }
   return started.size();
 }
