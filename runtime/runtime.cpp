@@ -107,13 +107,7 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
 }
 
 RuntimeCore::~RuntimeCore() {
-  {
-    std::lock_guard lock(heartbeat_mutex_);
-    stopping_ = true;
-  }
-  heartbeat_wake_.notify_all();
-  if (heartbeat_.joinable()) heartbeat_.join();
-  if (watcher_.joinable()) watcher_.join();
+  heartbeat_.stop();
   // What is queued goes now, while the logger its failures are reported to still exists.
   telemetry_->close();
   try {
@@ -126,8 +120,7 @@ RuntimeCore::~RuntimeCore() {
 std::int64_t RuntimeCore::now_ms() const { return env_->now_ms(); }
 
 void RuntimeCore::set_env(std::shared_ptr<Env> env) {
-  std::lock_guard lock(heartbeat_mutex_);
-  if (heartbeat_.joinable() || pool_) bug("a runtime's Env is given before its threads start");
+  if (heartbeat_.started() || pool_) bug("a runtime's Env is given before its threads start");
   env_ = std::move(env);
   random_.seed(env_->random());
   // What was built on the Env before: the change watch (its thread starts with its first wait)
@@ -309,106 +302,6 @@ std::vector<std::string> RuntimeCore::dead_owners() {
   return dead_owners_;
 }
 
-void RuntimeCore::start_heartbeat() {
-  std::call_once(heartbeat_started_, [this] {
-    heartbeat_ = env_->start_thread([this] { beat(); });
-    watcher_ = env_->start_thread([this] { watch_for_work(); });
-  });
-}
-
-// Renews the leases of the runs this runtime executes, a third of a lease apart, so a step body
-// longer than the lease keeps its run, and marks the worker seen at every beat, executing or
-// not, which is what `stats` counts as a live worker. Runs on its own thread from the first
-// run_until_idle(), wait() or serve() until the runtime is destroyed.
-void RuntimeCore::beat() {
-  std::unique_lock lock(heartbeat_mutex_);
-  while (!stopping_) {
-    lock.unlock();
-    beat_once();
-    lock.lock();
-    env_->wait_for(heartbeat_wake_, lock, options_.lease / 3, [this] { return stopping_; });
-  }
-}
-
-// A failed write (a busy or full disk, a lost connection) is logged, since no caller hears of
-// it, and tried again at the next beat; meanwhile the commit of each step still checks that the
-// run is ours, and a worker seen less than kLiveLeases leases ago still counts as live.
-void RuntimeCore::beat_once() {
-  const auto failed = [this](const std::exception& e, const char* what) {
-    logger_.write(LogLevel::warn, "runtime.heartbeat_failed",
-                  std::string("cannot ") + what + "; trying again at the next beat",
-                  {{"error", e.what()}}, now_ms());
-  };
-  Beat beat;
-  {
-    std::lock_guard store_lock(store_mutex_);  // guards executing_ too
-    beat.held.assign(executing_.begin(), executing_.end());
-  }
-  // A halted runtime (the crash sweep's crash) is as dead as a killed one: it goes unseen.
-  if (!halted_) beat.worker = &worker_;
-  beat.owner = worker_.id;
-  beat.now_ms = now_ms();
-  beat.lease_ms = options_.lease.count();
-  beat.counters = counters_json(counters());
-  beat.until_ms = beat.now_ms + beat.lease_ms;
-  try {
-    if (beat.worker != nullptr || !beat.held.empty()) {
-      Writer::Request request;
-      request.beats = {&beat};
-      writer_.write(request);
-    }
-  } catch (const std::exception& e) {
-    failed(e, "mark this worker seen and renew the leases of the runs it executes");
-  }
-  try {
-    // The rows of workers long dead, whichever host they ran on (the constructor forgets only
-    // this host's), once a lease: their silence is measured in leases too.
-    if (!halted_ && now_ms() >= next_forget_ms_) {
-      next_forget_ms_ = now_ms() + options_.lease.count();
-      writer_.alone([&](Store& store) { return store.forget_dead_workers(now_ms()); });
-    }
-  } catch (const std::exception& e) {
-    failed(e, "forget the workers that stopped beating");
-  }
-}
-
-// Wakes the worker loops as soon as another process (on any host) announces due work, where the
-// database can tell (WorkWatch; PostgreSQL's LISTEN/NOTIFY); polling every poll_interval stays
-// the fallback, and the only way on SQLite. A watch whose connection broke is opened again, no
-// more often than once a second. Runs from the first run_until_idle(), wait() or serve() until
-// the runtime is destroyed, waking at least every kWatchSlice to see whether it is.
-void RuntimeCore::watch_for_work() {
-  constexpr auto kWatchSlice = std::chrono::milliseconds(200);
-  std::unique_ptr<WorkWatch> watch;
-  bool first = true;
-  std::unique_lock lock(heartbeat_mutex_);
-  while (!stopping_) {
-    if (!watch && !first) {
-      // A second apart, and no wait at all once the runtime closes.
-      if (env_->wait_for(heartbeat_wake_, lock, std::chrono::seconds(1),
-                         [this] { return stopping_; })) {
-        break;
-      }
-    }
-    lock.unlock();
-    bool woke = false;
-    try {
-      if (!watch) {
-        first = false;
-        watch = open_work_watch(options_.database);
-        if (!watch) return;  // nothing to watch: polling it is
-      }
-      woke = watch->wait(kWatchSlice);
-    } catch (const std::exception& e) {
-      watch.reset();
-      logger_.write(LogLevel::warn, "runtime.watch_lost",
-                    "cannot listen for work other processes start; polling meanwhile",
-                    {{"error", e.what()}}, now_ms());
-    }
-    if (woke) notify_waiters();
-    lock.lock();
-  }
-}
 
 StepPool& RuntimeCore::step_pool() {
   std::call_once(pool_started_, [this] {

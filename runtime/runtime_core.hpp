@@ -19,13 +19,15 @@
 #include "change_watch.hpp"
 #include "engine.hpp"
 #include "fiber_scheduler.hpp"
+#include "heartbeat.hpp"
 #include "log.hpp"
 #include "lookahead.hpp"
 #include "run_control.hpp"
 #include "schedules.hpp"
 #include "step_pool.hpp"
-#include "telemetry.hpp"
 #include "store.hpp"
+#include "telemetry.hpp"
+#include "worker_counters.hpp"
 #include "writer.hpp"
 
 namespace durable::detail {
@@ -170,10 +172,6 @@ class RuntimeCore {
   /// logged; the claims go on without it. set_aside() returns the runs left out now.
   void set_aside(const UndecodableRun& run);
   std::vector<std::string> set_aside();
-  void start_heartbeat();
-  void beat();
-  void beat_once();
-  void watch_for_work();
   Written commit(const RunWrite& write);
   // Fails the runs past their deadlines (runtime/deadlines.cpp); returns how many.
   std::size_t expire_deadlines();
@@ -349,7 +347,6 @@ class RuntimeCore {
   }};
   std::mt19937_64 random_{env_->random()};
   std::int64_t next_owner_scan_ms_ = 0;
-  std::int64_t next_forget_ms_ = 0;  // the heartbeat's next forget_dead_workers
   // The earliest deadline of a run that has not ended, as last read (runtime/deadlines.cpp).
   Lookahead next_deadline_;
   std::vector<std::string> dead_owners_;  // found by the last look
@@ -358,12 +355,6 @@ class RuntimeCore {
 
   std::once_flag pool_started_;
   std::unique_ptr<StepPool> pool_;  // step threads, from the first run executed
-  std::once_flag heartbeat_started_;
-  std::thread heartbeat_;
-  std::thread watcher_;         // WorkWatch: wakes the loops when another process made work due
-  std::mutex heartbeat_mutex_;  // guards stopping_
-  std::condition_variable heartbeat_wake_;
-  bool stopping_ = false;
 
   std::mutex workflows_mutex_;
   std::map<std::string, std::shared_ptr<const Workflow>, std::less<>> workflows_;
@@ -383,6 +374,13 @@ class RuntimeCore {
                          check_resolution(run, key, output);
                        },
                        options_.max_output_bytes}};
+  Heartbeat heartbeat_{{writer_, logger_, env_, worker_, [this] { return halted_.load(); },
+                        [this] {
+                          std::lock_guard lock(store_mutex_);  // guards executing_ too
+                          return std::vector<std::string>(executing_.begin(), executing_.end());
+                        },
+                        [this] { return counters_json(counters()); },
+                        [this] { notify_waiters(); }, options_.lease, options_.database}};
   Schedules schedules_{{writer_,
                         [this](const std::function<void(Store&)>& use) {
                           std::lock_guard lock(store_mutex_);

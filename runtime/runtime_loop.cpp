@@ -225,7 +225,7 @@ class RuntimeCore::Admission {
 
 std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_point> deadline,
                                  std::size_t batch) {
-  start_heartbeat();
+  heartbeat_.start();
   {
     std::lock_guard lock(store_mutex_);
     schedules_.forget_next_fire();  // each pass sees the schedules other processes wrote since the last
