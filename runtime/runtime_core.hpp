@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "backlog_watch.hpp"
 #include "bulk.hpp"
 #include "change_watch.hpp"
 #include "engine.hpp"
@@ -181,8 +182,6 @@ class RuntimeCore {
   void forget_next_deadline() { next_deadline_.forget(); }
   /// When a run, a schedule's fire or a deadline is due next, if any is (runtime/serve.cpp).
   std::optional<std::int64_t> next_anything_due();
-  // Logs the backlog signals when a threshold is crossed (runtime/serve.cpp).
-  void check_backlog();
   // serve() was asked to stop: runs are handed back at their next step boundary.
   bool stopping() const { return serving_.load() && stop_requested_.load(); }
   // Entries a commit wrote join the run's journal in memory (their text dropped: the journal
@@ -422,9 +421,11 @@ class RuntimeCore {
   mutable std::mutex serve_mutex_;  // guards serve_wake_ and http_url_
   std::string http_url_;
   std::function<void()> serve_wake_;  // while serving: makes the loop look for work now
-  std::mutex backlog_mutex_;          // guards the three below
-  std::int64_t next_backlog_check_ms_ = 0;
-  bool backlog_deep_ = false, backlog_old_ = false;  // signals raised and not yet cleared
+  BacklogWatch backlog_{[this](const std::function<void(Store&)>& use) {
+                          std::lock_guard lock(store_mutex_);
+                          use(*store_);
+                        },
+                        logger_, env_, options_};
 
 
   // Bodies in a row that ended within kQuickBody. None at first: a fresh runtime claims a run per

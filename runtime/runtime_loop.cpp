@@ -89,7 +89,7 @@ class RuntimeCore::Admission {
     }
     core_->schedules_.fire();  // also while a steady stream of work keeps this loop busy
     core_->expire_deadlines();
-    if (core_->serving_) core_->check_backlog();
+    if (core_->serving_) core_->backlog_.check();
     // Quick bodies: a whole batch at once, whose commits go together. Slow ones: a run per free
     // thread, so that no claimed run waits for a thread while the runs due after it wait too.
     std::size_t limit = std::min(batch_, kClaimBatch - alive);

@@ -309,7 +309,7 @@ void RuntimeCore::serve() {
     std::optional<std::int64_t> due;
     try {
       run_due(std::nullopt, kClaimBatch);
-      check_backlog();
+      backlog_.check();
       if (stop_requested_ || wake_generation() != seen) return {};  // woken while it ran
       due = next_anything_due();
     } catch (const std::exception& e) {
@@ -356,51 +356,6 @@ void RuntimeCore::Served::set_url(std::string url) const {
 void RuntimeCore::stop() {
   stop_requested_ = true;
   notify_waiters();
-}
-
-// The backlog signals: runs due and not yet claimed, by count and by the age of the oldest.
-// Looked at once per poll_interval at most; each signal is logged when crossed and when cleared.
-void RuntimeCore::check_backlog() {
-  // serve() calls this from its thread; a wait() or run_until_idle() on another thread while it
-  // serves does too. One look at a time; the other skips.
-  std::unique_lock guard(backlog_mutex_, std::try_to_lock);
-  if (!guard.owns_lock()) return;
-  const std::int64_t now = now_ms();
-  if (now < next_backlog_check_ms_) return;
-  next_backlog_check_ms_ = now + options_.poll_interval.count();
-  if (options_.backlog_warning == 0 && options_.backlog_age_breach.count() == 0) return;
-  Backlog backlog;
-  {
-    std::lock_guard lock(store_mutex_);
-    backlog = store_->backlog(now);
-  }
-  const std::int64_t age = backlog.oldest_due_ms ? now - *backlog.oldest_due_ms : 0;
-  const json fields = {{"pending", backlog.depth}, {"oldest_pending_age_ms", age}};
-  if (options_.backlog_warning > 0) {
-    const bool deep = backlog.depth >= options_.backlog_warning;
-    if (deep != backlog_deep_) {
-      logger_.write(deep ? LogLevel::warn : LogLevel::info,
-                    deep ? "workflow.backlog_warning" : "workflow.backlog_cleared",
-                    deep ? std::to_string(backlog.depth) + " runs due and not claimed (threshold " +
-                               std::to_string(options_.backlog_warning) + ")"
-                         : "pending depth back under the threshold",
-                    fields, now);
-      backlog_deep_ = deep;
-    }
-  }
-  if (options_.backlog_age_breach.count() > 0) {
-    const bool old = age >= options_.backlog_age_breach.count();
-    if (old != backlog_old_) {
-      logger_.write(old ? LogLevel::warn : LogLevel::info,
-                    old ? "workflow.backlog_age_breach" : "workflow.backlog_age_cleared",
-                    old ? "the oldest due run has waited " + std::to_string(age) +
-                              " ms to be claimed (threshold " +
-                              std::to_string(options_.backlog_age_breach.count()) + " ms)"
-                        : "the oldest due run's wait is back under the threshold",
-                    fields, now);
-      backlog_old_ = old;
-    }
-  }
 }
 
 }  // namespace durable::detail
