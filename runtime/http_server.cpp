@@ -135,7 +135,7 @@ struct Shared {
   HttpOptions options;
   HttpHandler handler;
   const void* server = nullptr;  // for serving_on_this_thread
-  std::optional<asio::thread_pool> handler_pool;
+  std::optional<asio::thread_pool> handler_pool;  // outside the Env: the HTTP edge's threads
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> connections{0};
   std::atomic<std::size_t> refusing{0};

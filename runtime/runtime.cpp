@@ -5,11 +5,10 @@
 #include <durable/runtime.hpp>
 #include <fstream>
 #include <sstream>
-#include <thread>
+#include <utility>
 
 #include "durations.hpp"
 #include "errors_internal.hpp"
-#include "ids.hpp"
 #include "published.hpp"
 #include "replay_check.hpp"
 #include "retry.hpp"
@@ -120,11 +119,13 @@ RuntimeCore::~RuntimeCore() {
 std::int64_t RuntimeCore::now_ms() const { return env_->now_ms(); }
 
 void RuntimeCore::set_env(std::shared_ptr<Env> env) {
-  if (heartbeat_.started() || pool_) bug("a runtime's Env is given before its threads start");
-  env_ = std::move(env);
+  if (heartbeat_.started() || pool_ || serving_) {
+    throw Error(errc::misuse, "a runtime's Env is given before its threads start");
+  }
+  // The Env before stays until what was built on it is rebuilt on this one: the change watch
+  // (its thread starts with its first wait) and the exporter.
+  const std::shared_ptr<Env> before = std::exchange(env_, std::move(env));
   random_.seed(env_->random());
-  // What was built on the Env before: the change watch (its thread starts with its first wait)
-  // and the exporter.
   watch_changes();
   telemetry_->use(*env_);
 }
@@ -302,7 +303,6 @@ std::vector<std::string> RuntimeCore::dead_owners() {
   return dead_owners_;
 }
 
-
 StepPool& RuntimeCore::step_pool() {
   std::call_once(pool_started_, [this] {
     pool_ =
@@ -456,15 +456,11 @@ std::size_t Runtime::retry(const RunFilter& filter) {
 std::size_t Runtime::purge(const RunFilter& filter) {
   return core_->control().bulk(detail::BulkAction::purge, filter, {});
 }
-std::size_t Runtime::count(const RunFilter& filter) const {
-  return core_->control().count(filter);
-}
+std::size_t Runtime::count(const RunFilter& filter) const { return core_->control().count(filter); }
 std::vector<StepProgress> Runtime::progress(std::string_view run_id) const {
   return core_->control().progress(run_id);
 }
-void Runtime::forget(std::string_view correlation_id) {
-  core_->control().forget(correlation_id);
-}
+void Runtime::forget(std::string_view correlation_id) { core_->control().forget(correlation_id); }
 void Runtime::pause(std::string_view run_id) { core_->control().pause(run_id); }
 void Runtime::resume(std::string_view run_id) { core_->control().resume(run_id); }
 std::size_t Runtime::pause_workflow(std::string_view workflow) {

@@ -90,10 +90,9 @@ class RuntimeCore {
     return http_url_;
   }
 
-  /// Replaces the clock (tests), before any run is executed: every time the runtime reads or
-  /// journals comes from it. It is read from the heartbeat thread too.
   /// The world this runtime lives in (src/env.hpp): the system's, or a test's own (the test kit's
-  /// virtual clock), given before serve(), run_until_idle() or wait() start the runtime's threads.
+  /// virtual clock), given before serve(), run_until_idle() or wait() start the runtime's threads
+  /// and before anything waits on its changes (Error errc::misuse after).
   void set_env(std::shared_ptr<Env> env);
   Env& env() const { return *env_; }
   /// What runs a step body instead of calling it (the test kit: mocks, injected failures, a
@@ -116,12 +115,8 @@ class RuntimeCore {
   /// starts, as if the process had died at this point. Callable from any thread.
   void halt() { halted_ = true; }
   /// Waits until the spans made so far have gone to the collector (or were lost); for tests.
-  void flush_spans() {
-    telemetry_->flush();
-  }
+  void flush_spans() { telemetry_->flush(); }
   std::int64_t now_ms() const;
-  // What is built on the Env: the watch of the database's changes, the exporter of spans.
-  void watch_changes();
   std::size_t write_transactions() {
     std::lock_guard lock(store_mutex_);
     return store_->write_transactions();
@@ -245,6 +240,8 @@ class RuntimeCore {
   };
 
  private:
+  // The watch of the database's changes, built on the Env (again by set_env).
+  void watch_changes();
   StepPool& step_pool();
 
   // What the engine asks of the runtime while one run's invocation runs.
@@ -373,13 +370,6 @@ class RuntimeCore {
                          check_resolution(run, key, output);
                        },
                        options_.max_output_bytes}};
-  Heartbeat heartbeat_{{writer_, logger_, env_, worker_, [this] { return halted_.load(); },
-                        [this] {
-                          std::lock_guard lock(store_mutex_);  // guards executing_ too
-                          return std::vector<std::string>(executing_.begin(), executing_.end());
-                        },
-                        [this] { return counters_json(counters()); },
-                        [this] { notify_waiters(); }, options_.lease, options_.database}};
   Schedules schedules_{{writer_,
                         [this](const std::function<void(Store&)>& use) {
                           std::lock_guard lock(store_mutex_);
@@ -427,7 +417,6 @@ class RuntimeCore {
                         },
                         logger_, env_, options_};
 
-
   // Bodies in a row that ended within kQuickBody. None at first: a fresh runtime claims a run per
   // free thread until its bodies prove quick.
   std::atomic<int> quick_bodies_{0};
@@ -448,6 +437,14 @@ class RuntimeCore {
   std::mutex wake_mutex_;  // wait() sleeps on wake_ until a start, retry or cancel
   std::condition_variable wake_;
   std::uint64_t wake_generation_ = 0;  // counts starts, retries and cancels
+  // Last: its threads use the members above (stopped first by ~RuntimeCore all the same).
+  Heartbeat heartbeat_{{writer_, logger_, env_, worker_, [this] { return halted_.load(); },
+                        [this] {
+                          std::lock_guard lock(store_mutex_);  // guards executing_ too
+                          return std::vector<std::string>(executing_.begin(), executing_.end());
+                        },
+                        [this] { return counters_json(counters()); }, [this] { notify_waiters(); },
+                        options_.lease, options_.database}};
 };
 
 /// Reaches into a Runtime: for the tests (its clock, its hooks) and for durable::cli_main (its

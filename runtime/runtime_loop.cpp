@@ -160,7 +160,7 @@ class RuntimeCore::Admission {
       if (!claimed.next_due_read) {
         due = core_->store_->next_due(names_, {core_->executing_.begin(), core_->executing_.end()});
       }
-      // Read by fire_schedules() and expire_deadlines() just before: no read, mostly.
+      // Read by Schedules::fire() and expire_deadlines() just before: no read, mostly.
       fire = core_->schedules_.next_fire(*core_->store_);
       deadline = core_->next_deadline();
     }
@@ -228,7 +228,8 @@ std::size_t RuntimeCore::run_due(std::optional<std::chrono::steady_clock::time_p
   heartbeat_.start();
   {
     std::lock_guard lock(store_mutex_);
-    schedules_.forget_next_fire();  // each pass sees the schedules other processes wrote since the last
+    schedules_
+        .forget_next_fire();  // each pass sees the schedules other processes wrote since the last
   }
   FiberScheduler scheduler(step_pool());
   Admission admission(*this, scheduler, deadline, batch);

@@ -33,7 +33,7 @@ class Schedules {
     Logger& logger;
     const std::shared_ptr<Env>& env;  // the runtime's, as it is when asked
     std::function<void()> wake;       // the runtime's loops and waiters look again
-    /// The workflow add()ed under the name; throws NotFound for another.
+    /// The workflow add()ed under the name; throws UnknownWorkflow for another.
     std::function<std::shared_ptr<const Workflow>(std::string_view)> workflow;
     std::function<void(std::size_t runs)> started;  // counted
     std::chrono::milliseconds poll_interval;

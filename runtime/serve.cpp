@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The worker loop on Boost.Asio: one timer brings the loop back when the next run is due (a
+// The worker loop: a pause on the Env's clock brings the loop back when the next run is due (a
 // sleep, a backoff, a delayed start, an event timeout, a schedule) or, at the latest, after
-// poll_interval, to find work other processes wrote. SIGINT and SIGTERM are watched on a thread
+// poll_interval, to find work other processes wrote; a start, event, cancel or stop in this
+// process ends the pause at once. SIGINT and SIGTERM are watched on a thread
 // of their own, so a stop is seen while a batch of runs executes on the serving thread.
 
 #include <algorithm>
@@ -316,8 +317,8 @@ void RuntimeCore::serve() {
       return backoff.failed(logger_, e.what(), now_ms());
     }
     backoff.succeeded(logger_, now_ms());
-    purge_old_events(control_.bulk_store(), options_.event_retention.count(), now_ms(), next_purge_ms,
-                     logger_);
+    purge_old_events(control_.bulk_store(), options_.event_retention.count(), now_ms(),
+                     next_purge_ms, logger_);
     return pause_before(due, now_ms(), options_.poll_interval,
                         std::chrono::milliseconds(5 * kMinPause));
   };

@@ -22,6 +22,7 @@ Telemetry::Telemetry(const RuntimeOptions& options, Logger& logger, Env& env, bo
 }
 
 void Telemetry::use(Env& env) {
+  exporter_.reset();  // its thread, which reads env_, ends first; what it queued is sent
   env_ = &env;
   start_exporter();
 }

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "decision.hpp"
 
-#include <chrono>
-#include <thread>
-
 namespace durable::detail {
 
 void run_in_turn(std::vector<BodyTask>& bodies,

@@ -74,9 +74,12 @@ class Env {
   template <class Rep, class Period>
   static std::chrono::steady_clock::duration deadline_of(std::chrono::duration<Rep, Period> d) {
     using Ticks = std::chrono::steady_clock::duration;
-    const auto cap = std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(
-        std::chrono::hours(24 * 365 * 100));
-    return std::chrono::duration_cast<Ticks>(d < cap ? d : cap);
+    constexpr std::chrono::hours kCentury{24 * 365 * 100};
+    // Compared as floating point: a century does not fit every duration type.
+    if (std::chrono::duration<double>(d) >= std::chrono::duration<double>(kCentury)) {
+      return std::chrono::duration_cast<Ticks>(kCentury);
+    }
+    return std::chrono::duration_cast<Ticks>(d);
   }
 };
 

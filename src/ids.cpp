@@ -2,11 +2,8 @@
 #include "ids.hpp"
 
 #include <charconv>
-#include <chrono>
 #include <cstdio>
 #include <durable/errors.hpp>
-#include <mutex>
-#include <random>
 
 #include "env.hpp"
 #include "serialization.hpp"

@@ -20,17 +20,18 @@ class ReplayHost final : public Host {
   // Nothing is run or written: a body not run and a transaction not written are steps not done
   // yet; a write is refused.
   Resolution carry_out(const Decision& decision) override {
-    return std::visit(
-        Handlers{[this](const decide::Park&) { return Resolution{true, now_ms()}; },
-                 [](const decide::HandOver&) -> Resolution {
-                   bug("a replay abandoned a step body it never runs");
-                 },
-                 [](const decide::Linger& linger) {
-                   linger_polling(linger.done, Env::system());
-                   return Resolution{};
-                 },
-                 [](const auto&) { return Resolution{false}; }},
-        decision);
+    return std::visit(Handlers{[this](const decide::Park&) {
+                                 return Resolution{true, now_ms()};
+                               },
+                               [](const decide::HandOver&) -> Resolution {
+                                 bug("a replay abandoned a step body it never runs");
+                               },
+                               [](const decide::Linger& linger) {
+                                 linger_polling(linger.done, Env::system());
+                                 return Resolution{};
+                               },
+                               [](const auto&) { return Resolution{false}; }},
+                      decision);
   }
   std::int64_t now_ms() override { return Env::system().now_ms(); }
   std::int64_t event_horizon() override { return 0; }

@@ -6,9 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <durable/errors.hpp>
 #include <durable/options.hpp>
+#include <map>
 #include <string>
 #include <string_view>
 

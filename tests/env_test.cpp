@@ -3,7 +3,6 @@
 // randomness through the Env it is given, so a test can put the whole runtime on a world of its
 // own. (tests/check_env.cmake holds the code to it; these hold the runtime to what it is given.)
 
-#include "durations.hpp"
 #include "env.hpp"
 
 #include <doctest/doctest.h>
@@ -13,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "durations.hpp"
 #include "stores.hpp"
 #include "support.hpp"
 

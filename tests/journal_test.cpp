@@ -33,29 +33,28 @@ struct ScriptedHost final : Host {
       nested.push_back(write);
       return true;
     };
-    return std::visit(Handlers{[&](const decide::RunBodies& run) {
-                                 run_in_turn(run.bodies, keep);
-                                 return Resolution{};
-                               },
-                               [&](const decide::WriteNested& write) {
-                                 return Resolution{keep(write.write)};
-                               },
-                               [&](const decide::WriteTransaction& write) {
-                                 write_at_once(write.write, write.done, keep);
-                                 return Resolution{};
-                               },
-                               [](const decide::Journal&) {
-                                 return Resolution{false};  // every_step only
-                               },
-                               [](const decide::HandOver&) -> Resolution {
-                                 bug("a scripted test abandoned a step body");
-                               },
-                               [](const decide::Linger& linger) {
-                                 linger_polling(linger.done, detail::Env::system());
-                                 return Resolution{};
-                               },
-                               [](const auto&) { return Resolution{}; }},
-                      decision);
+    return std::visit(
+        Handlers{[&](const decide::RunBodies& run) {
+                   run_in_turn(run.bodies, keep);
+                   return Resolution{};
+                 },
+                 [&](const decide::WriteNested& write) { return Resolution{keep(write.write)}; },
+                 [&](const decide::WriteTransaction& write) {
+                   write_at_once(write.write, write.done, keep);
+                   return Resolution{};
+                 },
+                 [](const decide::Journal&) {
+                   return Resolution{false};  // every_step only
+                 },
+                 [](const decide::HandOver&) -> Resolution {
+                   bug("a scripted test abandoned a step body");
+                 },
+                 [](const decide::Linger& linger) {
+                   linger_polling(linger.done, detail::Env::system());
+                   return Resolution{};
+                 },
+                 [](const auto&) { return Resolution{}; }},
+        decision);
   }
   std::int64_t now_ms() override { return now; }
   std::int64_t event_horizon() override { return 0; }
