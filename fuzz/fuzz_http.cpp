@@ -34,6 +34,7 @@
 #include <string_view>
 
 #include "admin.hpp"
+#include "env.hpp"
 #include "api.hpp"
 #include "http_checks.hpp"
 #include "http_messages.hpp"
@@ -156,12 +157,13 @@ class Database {
       fs::remove(to);
       if (fs::exists(from)) fs::copy_file(from, to);
     }
-    const auto now = seed_.now;
-    admin_ = std::make_unique<durable::ops::Admin>(db.string(), nullptr, [now] { return now; });
+    clock_.set(seed_.now);  // every input sees the seed's time
+    admin_ = std::make_unique<durable::ops::Admin>(db.string(), nullptr, &clock_);
     inputs_ = 0;
   }
 
   const Seed& seed_;
+  durable::detail::ManualClockEnv clock_{durable::Clock::time_point{}};  // before the Admin on it
   std::unique_ptr<durable::ops::Admin> admin_;
   int inputs_ = 0;
 };
