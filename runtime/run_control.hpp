@@ -13,22 +13,15 @@
 #include <vector>
 
 #include "bulk.hpp"
-#include "env.hpp"
-#include "log.hpp"
+#include "services.hpp"
 #include "store.hpp"
-#include "writer.hpp"
 
 namespace durable::detail {
 
 class RunControl {
  public:
-  /// What it works with, all of the runtime's and outliving it.
-  struct Context {
-    Writer& writer;
-    WithStore read;  // a read of the store, under its lock
-    Logger& logger;
-    const std::shared_ptr<Env>& env;  // the runtime's, as it is when asked
-    std::function<void()> wake;       // the runtime's loops and waiters look again
+  /// What it works with: the runtime's services, and its own.
+  struct Context : Services {
     std::function<void(const std::string& run_id)> closed;  // the run's streams are closed
     /// Throws InvalidInput when the runtime's code would not take a resolved step's output.
     std::function<void(const RecordedRun&, const std::string& key, const json& output)>

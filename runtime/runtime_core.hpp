@@ -25,6 +25,7 @@
 #include "lookahead.hpp"
 #include "run_control.hpp"
 #include "schedules.hpp"
+#include "services.hpp"
 #include "step_pool.hpp"
 #include "store.hpp"
 #include "telemetry.hpp"
@@ -332,6 +333,17 @@ class RuntimeCore {
   // it while it commits.
   std::mutex store_mutex_;
   std::unique_ptr<Store> store_;
+  /// A read of the store under its lock, for the parts below.
+  WithStore reads() {
+    return [this](const std::function<void(Store&)>& use) {
+      std::lock_guard lock(store_mutex_);
+      use(*store_);
+    };
+  }
+  /// What the parts below work with (runtime/services.hpp).
+  Services services() {
+    return {writer_, reads(), logger_, env_, [this] { notify_waiters(); }};
+  }
   std::shared_ptr<ChangeWatch> changes_;      // see changes()
   std::shared_ptr<const Payloads> payloads_;  // options_.codec and encryption_key_file
   // The one writer of this runtime's runs (runtime/writer.hpp): starts, invocations' outcomes,
@@ -359,23 +371,13 @@ class RuntimeCore {
   // Counters, log lines and spans of what commits wrote: made once the payloads are known
   // (whether its lines may quote an error).
   std::optional<Telemetry> telemetry_;
-  RunControl control_{{writer_,
-                       [this](const std::function<void(Store&)>& use) {
-                         std::lock_guard lock(store_mutex_);
-                         use(*store_);
-                       },
-                       logger_, env_, [this] { notify_waiters(); },
+  RunControl control_{{services(),
                        [this](const std::string& run_id) { changes_->changed(run_id, ""); },
                        [this](const RecordedRun& run, const std::string& key, const json& output) {
                          check_resolution(run, key, output);
                        },
                        options_.max_output_bytes}};
-  Schedules schedules_{{writer_,
-                        [this](const std::function<void(Store&)>& use) {
-                          std::lock_guard lock(store_mutex_);
-                          use(*store_);
-                        },
-                        logger_, env_, [this] { notify_waiters(); },
+  Schedules schedules_{{services(),
                         [this](std::string_view name) {
                           std::shared_ptr<const Workflow> wf = find_workflow(name);
                           if (!wf) unknown_workflow(name);
@@ -411,11 +413,7 @@ class RuntimeCore {
   mutable std::mutex serve_mutex_;  // guards serve_wake_ and http_url_
   std::string http_url_;
   std::function<void()> serve_wake_;  // while serving: makes the loop look for work now
-  BacklogWatch backlog_{[this](const std::function<void(Store&)>& use) {
-                          std::lock_guard lock(store_mutex_);
-                          use(*store_);
-                        },
-                        logger_, env_, options_};
+  BacklogWatch backlog_{reads(), logger_, env_, options_};
 
   // Bodies in a row that ended within kQuickBody. None at first: a fresh runtime claims a run per
   // free thread until its bodies prove quick.

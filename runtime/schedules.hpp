@@ -16,23 +16,16 @@
 #include <vector>
 
 #include "bulk.hpp"
-#include "env.hpp"
-#include "log.hpp"
 #include "lookahead.hpp"
+#include "services.hpp"
 #include "store.hpp"
-#include "writer.hpp"
 
 namespace durable::detail {
 
 class Schedules {
  public:
-  /// What it works with, all of the runtime's and outliving it.
-  struct Context {
-    Writer& writer;
-    WithStore read;  // a read of the store, under its lock
-    Logger& logger;
-    const std::shared_ptr<Env>& env;  // the runtime's, as it is when asked
-    std::function<void()> wake;       // the runtime's loops and waiters look again
+  /// What it works with: the runtime's services, and its own.
+  struct Context : Services {
     /// The workflow add()ed under the name; throws UnknownWorkflow for another.
     std::function<std::shared_ptr<const Workflow>(std::string_view)> workflow;
     std::function<void(std::size_t runs)> started;  // counted
