@@ -95,15 +95,16 @@ std::string title(Workload w, const Sizes& s) {
   return std::string(name) + ": " + runs;
 }
 
-// The target of issue 13 for a workload at a durability: for W0 the most raw commits a run may
-// cost, for the others the least ratio of steps/s to raw commits/s. None: 0.
+// The target for a workload at a durability (issue 13's; issue 42 raised W1 one at a time at full
+// to 0.9x): for W0 the most raw commits a run may cost, for the others the least ratio of
+// steps/s to raw commits/s. None: 0.
 double target(Workload w, Durability d) {
   const bool full = d == Durability::full;
   switch (w) {
     case Workload::w0:
       return full ? 2 : 4;
     case Workload::w1_one:
-      return full ? 0.8 : 0.6;
+      return full ? 0.9 : 0.6;
     case Workload::w1_all:
       return full ? 6.2 : 0;
     case Workload::w2:
