@@ -213,39 +213,4 @@ std::optional<json> Attempt::last_heartbeat() {
   return earlier;
 }
 
-// The invocation's side of abandoned attempts.
-
-void Invocation::abandon(std::shared_ptr<Attempt> attempt) {
-  std::lock_guard lock(abandoned_mutex_);
-  abandoned_.push_back(std::move(attempt));
-}
-
-bool Invocation::any_abandoned() {
-  std::lock_guard lock(abandoned_mutex_);
-  return !abandoned_.empty();
-}
-
-bool Invocation::hand_over(Outcome outcome) {
-  Outcome final = final_outcome(std::move(outcome));
-  std::exception_ptr error;
-  try {
-    host_->carry_out(decide::HandOver{final});
-  } catch (...) {
-    error = std::current_exception();  // rethrown once out of the handler: linger() may switch
-  }                                    // fibers, which a handler must not span
-  linger();
-  if (error) std::rethrow_exception(error);
-  ending_ = Outcome{Outcome::Kind::handed_over, {}, {}, {}, 0, std::move(final.reason), {}};
-  return false;
-}
-
-void Invocation::linger() {
-  if (!any_abandoned()) return;
-  host_->carry_out(decide::Linger{[this] {
-    std::lock_guard lock(abandoned_mutex_);
-    return std::all_of(abandoned_.begin(), abandoned_.end(),
-                       [](const std::shared_ptr<Attempt>& a) { return a->ended(); });
-  }});
-}
-
 }  // namespace durable::detail

@@ -52,13 +52,13 @@ void BodyScope::refuse(std::string_view tool, std::string_view id) const {
 }
 
 const json* BodyScope::begin_run(std::string_view id, const StepOptions& opts) {
-  Invocation::Pending& p = add(id, opts, {});
+  PendingStep& p = add(id, opts, {});
   if (p.result) return finish(p);  // journaled already
   return nullptr;
 }
 
 const json& BodyScope::run_new(Body body) {
-  Invocation::Pending& p = pending_.back();
+  PendingStep& p = pending_.back();
   p.body = std::move(body);
   run(p);
   return *finish(p);
@@ -97,8 +97,8 @@ const json& BodyScope::await(std::size_t slot) {
 
 // Finds or creates the entry of the next nested call with this id. A journaled entry comes back
 // with its result set; a new one (or one due for another attempt) without.
-Invocation::Pending& BodyScope::add(std::string_view id, const StepOptions& opts,
-                                    std::optional<std::size_t> item) {
+PendingStep& BodyScope::add(std::string_view id, const StepOptions& opts,
+                            std::optional<std::size_t> item) {
   if (transaction_) refuse(item ? "step.map" : "step.run", id);
   check_step_id(id);
   std::string base = prefix_ + std::string(id);
@@ -112,7 +112,7 @@ Invocation::Pending& BodyScope::add(std::string_view id, const StepOptions& opts
   // without it.
   const LiveHold live(attempt_);
   if (!live) throw Lost{};
-  Invocation::Pending& p = pending_.emplace_back();
+  PendingStep& p = pending_.emplace_back();
   p.key = journal_key(base, ++uses_[base]);
   p.base = std::move(base);
   p.options = opts;
@@ -123,7 +123,7 @@ Invocation::Pending& BodyScope::add(std::string_view id, const StepOptions& opts
     const NonDeterminism error(invocation_->step_label(entry->key) + " was journaled as " +
                                describe(*entry) + ", but the code now calls step.run with it" +
                                at_call_site());
-    invocation_->diverged_ = ErrorInfo{"durable::NonDeterminism", error.what(), entry->key, 0};
+    invocation_->rules_.diverged_in_body(error, entry->key);
     throw error;
   }
   if (entry->state == StepState::retrying) {
@@ -140,7 +140,7 @@ Invocation::Pending& BodyScope::add(std::string_view id, const StepOptions& opts
 
 // Runs a nested body on this thread and journals its entry. A nested attempt abandoned at its
 // timeout is waited for here: it may use this body's frames, which live only as long as it.
-void BodyScope::run(Invocation::Pending& p) {
+void BodyScope::run(PendingStep& p) {
   Invocation& in = *invocation_;
   const std::int64_t began = in.host_->now_ms();
   std::shared_ptr<Attempt> abandoned;
@@ -170,9 +170,7 @@ void BodyScope::run(Invocation::Pending& p) {
     p.lost = true;
     throw Lost{};
   }
-  p.result = output ? in.output_entry(p, std::move(*output)) : in.attempt_failed(p, error);
-  p.result->entry.duration_ms = in.host_->now_ms() - began;
-  p.result->entry.started_at_ms = began;
+  p.result = in.results_.ended(p, began, std::move(output), error);
   p.result->outer_attempt = attempt_ != nullptr ? attempt_->number() : 0;
   if (!in.host_->carry_out(decide::WriteNested{*p.result}).kept) {
     p.lost = true;
@@ -186,7 +184,7 @@ void BodyScope::run(Invocation::Pending& p) {
   }
 }
 
-const json* BodyScope::finish(const Invocation::Pending& p) {
+const json* BodyScope::finish(const PendingStep& p) {
   const JournalEntry& e = p.result->entry;
   switch (e.state) {
     case StepState::completed:

@@ -49,17 +49,16 @@ class BodyScope {
   bool ready(std::size_t slot) const { return pending_.at(slot).result.has_value(); }
 
  private:
-  Invocation::Pending& add(std::string_view id, const StepOptions& opts,
-                           std::optional<std::size_t> item);
-  void run(Invocation::Pending& p);
-  const json* finish(const Invocation::Pending& p);
+  PendingStep& add(std::string_view id, const StepOptions& opts, std::optional<std::size_t> item);
+  void run(PendingStep& p);
+  const json* finish(const PendingStep& p);
 
   Invocation* invocation_;
   Attempt* attempt_;  // whose body this is: its nested writes stop once it is abandoned
   bool transaction_;  // a Step::transaction's body
   std::string prefix_;
   BodyScope* outer_;
-  std::deque<Invocation::Pending> pending_;
+  std::deque<PendingStep> pending_;
   std::unordered_map<std::string, int> uses_;
 };
 

@@ -35,15 +35,17 @@ Invocation::Invocation(RunState& run, const Workflow& workflow, const EngineConf
       workflow_(&workflow),
       config_(&config),
       now_ms_(now_ms),
-      random_(&random),
       host_(&host),
       step_(*this),
-      cursor_(run.journal) {}
+      cursor_(run.journal),
+      rules_(run, cursor_, config),
+      results_(run, workflow, config, random, host),
+      pending_({*this, host, run, config, results_, nested_mutex_}) {}
 
 Invocation::~Invocation() = default;
 
 std::string Invocation::step_label(std::string_view key) const {
-  return "step '" + std::string(key) + "' of run " + run_->id;
+  return detail::step_label(key, run_->id);
 }
 
 // The history reason of a run waiting out a step's backoff: "step 'call' of run … attempt 1 of 5
@@ -51,7 +53,7 @@ std::string Invocation::step_label(std::string_view key) const {
 std::string Invocation::retry_text(const JournalEntry& e, const StepOptions& opts) const {
   const std::string error = e.error ? reason_error(*e.error) : "no error recorded";
   return step_label(e.key) + " attempt " + std::to_string(e.attempts) + " of " +
-         std::to_string(policy_of(opts).max_attempts) + " failed (" + error +
+         std::to_string(results_.policy_of(opts).max_attempts) + " failed (" + error +
          "); next attempt at " + format_time(*e.wake_at_ms);
 }
 
@@ -78,7 +80,7 @@ Outcome Invocation::execute() {
   outcome.kind = Outcome::Kind::failed;
   try {
     json output = workflow_->invoke(step_, run_->input);
-    check_strict_end(&output);
+    rules_.check_end(&output);
     flush();  // started steps never awaited complete before the run does
     outcome.kind = Outcome::Kind::completed;
     outcome.output = std::move(output);
@@ -122,59 +124,14 @@ Outcome Invocation::final_outcome(Outcome outcome) {
   if (outcome.kind == Outcome::Kind::handed_over) return outcome;
   for (EntryWrite& failed : failed_) outcome.entries.push_back(std::move(failed));
   failed_.clear();
-  if (diverged_ && outcome.kind != Outcome::Kind::lost) {
+  if (const auto& diverged = rules_.diverged(); diverged && outcome.kind != Outcome::Kind::lost) {
     outcome.kind = Outcome::Kind::failed;
-    outcome.error = diverged_;
+    outcome.error = diverged;
     outcome.reason = host_->reasons_quote_errors()
-                         ? "the workflow diverged from its journal: " + diverged_->message
+                         ? "the workflow diverged from its journal: " + diverged->message
                          : "the workflow diverged from its journal (the run's error says how)";
   }
   return outcome;
-}
-
-void Invocation::note_new(std::string_view key, std::string_view tool,
-                          const JournalEntry* retrying) {
-  if (retrying == nullptr) refuse_patch_id(key, tool);
-  // Nothing unmet now: nothing can be later, as calls only meet entries.
-  if (retrying == nullptr && config_->strict && cursor_.went_past()) {
-    NewCall call{std::string(key), std::string(tool), call_site(), nullptr};
-    if (tool != "step.start" && tool != "step.map") {
-      check_strict(call);
-    } else if (!parallel_new_) {
-      parallel_new_ = std::move(call);
-    }
-  }
-  if (!config_->replay_only || first_new_) return;
-  first_new_ = NewCall{std::string(key), std::string(tool), call_site(), retrying};
-}
-
-void Invocation::check_strict(const NewCall& call) {
-  const JournalEntry* missed = cursor_.first_unmet();
-  if (missed == nullptr) return;
-  diverge_strictly(*missed, "the code now calls " + call.tool + "('" + call.key + "')" +
-                                (call.site.empty() ? "" : " (at " + call.site + ")") +
-                                ", which the journal of run " + run_->id +
-                                " does not hold, where the journal holds step '" + missed->key +
-                                "', " + describe(*missed) + ", which no call met before it");
-}
-
-void Invocation::check_strict_end(const json* output) {
-  if (!config_->strict) return;
-  const JournalEntry* missed = cursor_.first_unmet();
-  if (missed == nullptr) return;
-  const std::string ends = output != nullptr ? "returned " + shortened_dump(*output)
-                                             : "continues as a new run (step.continue_as_new)";
-  diverge_strictly(*missed, "the workflow now " + ends + " without calling step '" + missed->key +
-                                "', " + describe(*missed) + ", which the journal of run " +
-                                run_->id + " holds");
-}
-
-void Invocation::diverge_strictly(const JournalEntry& missed, std::string what) {
-  diverge_with(NonDeterminism(std::move(what) +
-                              " (strict replay: the code no longer makes the calls this run "
-                              "made). Restore the code the run began on, or put the change "
-                              "behind step.patched(); retry() resumes the run once fixed"),
-               missed.key);
 }
 
 void Invocation::end(Outcome outcome) {
@@ -204,7 +161,7 @@ void Invocation::before_step_call() {
     swallowed_ = true;
     throw Unwind{};
   }
-  if (diverged_) throw NonDeterminism(diverged_->message);
+  if (const auto& diverged = rules_.diverged()) throw NonDeterminism(diverged->message);
   if (!failed_.empty()) {
     if (config_->resident) {  // journal the failures and go on in place
       journal_in_place(failed_);
@@ -224,37 +181,12 @@ void Invocation::before_step_call() {
   }
 }
 
-void Invocation::diverge(const JournalEntry& entry, std::string_view tool) {
-  if (entry.kind == StepKind::patch) patch_id_taken(entry.key, tool);  // a step with its id
-  diverge_with(NonDeterminism(step_label(entry.key) + " was journaled as " + describe(entry) +
-                              ", but the code now calls " + std::string(tool) + " with that id" +
-                              at_call_site() +
-                              ". Give the new step another id, or restore the old code; retry() "
-                              "resumes the run once fixed"),
-               entry.key);
-}
-
-// The run met NonDeterminism: it fails whatever the code does next, with this error as thrown
-// (its message with its id).
-void Invocation::diverge_with(const NonDeterminism& error, std::string key) {
-  diverged_site_ = call_site();
-  diverged_ = ErrorInfo{"durable::NonDeterminism", error.what(), std::move(key), 0};
-  throw error;
-}
-
-const RetryPolicy& Invocation::policy_of(const StepOptions& opts) const {
-  static const RetryPolicy kDefault{};
-  if (opts.retry) return *opts.retry;
-  if (workflow_->options().retry) return *workflow_->options().retry;
-  return kDefault;
-}
-
 const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) {
   if (BodyScope* nested = scope()) return nested->begin_run(id, opts);
   before_step_call();
   ReplayCursor::Match match = cursor_.next(id);
   JournalEntry* entry = match.entry;
-  if (entry != nullptr && entry->kind != StepKind::run) diverge(*entry, "step.run");
+  if (entry != nullptr && entry->kind != StepKind::run) rules_.diverge(*entry, "step.run");
   if (entry != nullptr && entry->state == StepState::completed) {
     last_key_ = entry->key;
     return &entry->output;
@@ -263,7 +195,7 @@ const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) 
     throw StepFailed(entry->error.value_or(ErrorInfo{"unknown", "", entry->key, entry->attempts}));
   }
   if (entry == nullptr) check_step_id(id);
-  note_new(entry != nullptr ? std::string_view(entry->key) : match.key, "step.run", entry);
+  rules_.note_new(entry != nullptr ? std::string_view(entry->key) : match.key, "step.run", entry);
   // New, or due for another attempt: its body runs at the wait point run_new() makes.
   add_pending(std::move(match), std::string(id), opts, {}, entry);
   return nullptr;
@@ -271,7 +203,7 @@ const json* Invocation::begin_run(std::string_view id, const StepOptions& opts) 
 
 const json* Invocation::run_new(Body body) {
   if (BodyScope* nested = scope()) return &nested->run_new(std::move(body));
-  Pending& pending = pending_.back();
+  PendingStep& pending = pending_.back();
   pending.body = std::move(body);
   return await(pending.slot);
 }
@@ -285,20 +217,20 @@ std::size_t Invocation::start_step(std::string_view id, const StepOptions& opts,
   if (item) base += "[" + std::to_string(*item) + "]";
   ReplayCursor::Match match = item ? cursor_.next_internal(base) : cursor_.next(id);
   JournalEntry* entry = match.entry;
-  if (entry != nullptr && entry->kind != StepKind::run) diverge(*entry, "step.start");
+  if (entry != nullptr && entry->kind != StepKind::run) rules_.diverge(*entry, "step.start");
   if (entry != nullptr &&
       (entry->state == StepState::completed || entry->state == StepState::failed)) {
     slots_.push_back(Slot{entry, {}});
     return slots_.size() - 1;
   }
-  note_new(entry != nullptr ? std::string_view(entry->key) : match.key,
-           item ? "step.map" : "step.start", entry);
+  rules_.note_new(entry != nullptr ? std::string_view(entry->key) : match.key,
+                  item ? "step.map" : "step.start", entry);
   return add_pending(std::move(match), std::move(base), opts, std::move(body), entry);
 }
 
 std::size_t Invocation::add_pending(ReplayCursor::Match match, std::string base,
                                     const StepOptions& opts, Body body, JournalEntry* retrying) {
-  Pending& p = pending_.emplace_back();
+  PendingStep& p = pending_.add();
   p.key = retrying != nullptr ? retrying->key : std::move(match.key);
   p.base = std::move(base);
   p.options = opts;
@@ -333,37 +265,25 @@ const json* Invocation::await(std::size_t slot) {
   return &s.entry->output;
 }
 
-// What a wait point's bodies came to: the outcome to journal, and what waits for a later round.
-struct Invocation::Round {
-  Outcome outcome{Outcome::Kind::step_done, {}, {}, {}, 0, {}, {}};
-  std::optional<std::int64_t> wake;        // the earliest time something waits for
-  std::optional<std::int64_t> retry_wake;  // the earliest retry this round wrote, and why
-  std::string retry_reason;
-  bool lost = false;       // a nested step's write was refused
-  bool journaled = false;  // something beside failures for good is to be journaled
-  std::deque<Pending> again;  // retries and held-back bodies, for a resident invocation
-  std::vector<std::pair<std::size_t, std::string>> completed;  // slot, key
-
-  void wake_at(std::int64_t t) { wake = wake ? std::min(*wake, t) : t; }
-};
-
 // A wait point: every pending body that is due runs now, concurrently. Whatever completed or
 // must be retried is journaled. Under every_step that ends the invocation (false, ending_ set);
 // resident (under on_recovery) the workflow goes on in place, after waiting out a short backoff.
 // Steps that only failed for good are held, so that StepFailed reaches the workflow in this
 // invocation.
 bool Invocation::settle() {
-  if (parallel_new_) {  // no body runs before its new siblings are known to be in order
-    const NewCall call = std::move(*parallel_new_);
-    parallel_new_.reset();
-    check_strict(call);
-  }
+  rules_.check_parallel();  // no body runs before its new siblings are known to be in order
   while (!pending_.empty()) {
-    run_due();
-    Round round = fold();
+    const PendingSteps::Ran ran = pending_.run_due(now_ms_);
+    if (ran.write_error) store_failed(ran.write_error);
+    // Entries the step threads journaled are this invocation's own from here on: the calls after
+    // them (a failure caught, the same id used again) number past them.
+    if (ran.written) cursor_.absorb_appended();
+    PendingSteps::Round round = pending_.fold();
+    for (auto& [slot, failure] : round.failures) slots_[slot].failure = std::move(failure);
+    for (EntryWrite& f : round.failed) failed_.push_back(std::move(f));
     // A body abandoned at its timeout still runs on frames this invocation must keep: whatever
     // it ends in is handed over before it unwinds (and nothing goes on in place).
-    const bool abandoned = any_abandoned();
+    const bool abandoned = pending_.any_abandoned();
     if (round.lost) {
       Outcome gone{Outcome::Kind::lost, {}, {}, {}, 0, "a nested step's write was refused", {}};
       if (abandoned) return hand_over(std::move(gone));
@@ -371,10 +291,7 @@ bool Invocation::settle() {
     }
     // Only failures: StepFailed reaches the workflow now.
     if (!round.journaled && !round.wake && !abandoned) return true;
-    for (EntryWrite& f : failed_) round.outcome.entries.push_back(std::move(f));
-    failed_.clear();
-    name_outcome(round);
-    Outcome& outcome = round.outcome;
+    Outcome outcome = outcome_of(round);
     if (abandoned) return hand_over(std::move(outcome));
     if (!stays_resident(outcome)) {
       ending_ = std::move(outcome);
@@ -383,94 +300,24 @@ bool Invocation::settle() {
     journal_in_place(outcome.entries);
     for (const auto& [slot, key] : round.completed) slots_[slot].entry = run_->journal.find(key);
     if (round.wake) park_in_place(*round.wake);
-    pending_ = std::move(round.again);
+    pending_.go_again(std::move(round.again));
   }
   return true;
 }
 
-// Runs the pending bodies that are due, concurrently, then the due transactions; a store that
-// failed to write what a body ended in ends the invocation.
-void Invocation::run_due() {
-  const auto due = static_cast<std::size_t>(std::count_if(
-      pending_.begin(), pending_.end(), [this](const Pending& p) { return p.due_ms <= now_ms_; }));
-  const bool each_when_ended = config_->write_as_ended && due > 1;
-  std::vector<BodyTask> bodies;
-  for (Pending& p : pending_) {
-    if (p.due_ms <= now_ms_ && !p.transaction) bodies.push_back(task_of(p, each_when_ended));
-  }
-  if (!bodies.empty()) {
-    host_->carry_out(decide::RunBodies{bodies});
-    now_ms_ = host_->now_ms();  // the bodies took time
-  }
-  for (Pending& p : pending_) {
-    if (p.due_ms <= now_ms_ && p.transaction && !any_abandoned()) write_transaction(p);
-  }
-  bool written = false;
-  for (const Pending& p : pending_) {
-    if (p.write_error) {  // the store failed
-      linger();           // not out of here while an abandoned body may use these frames
-      store_failed(p.write_error);
-    }
-    written = written || p.written;
-  }
-  // Entries the step threads journaled are this invocation's own from here on: the calls after
-  // them (a failure caught, the same id used again) number past them.
-  if (written) cursor_.absorb_appended();
-}
-
-// Folds the pending steps, once their due bodies ran, into a round: the entries to journal
-// (those the step threads did not write already), failures for good held in failed_, retries
-// and what is not due yet kept to go again.
-Invocation::Round Invocation::fold() {
-  Round round;
-  for (Pending& p : pending_) {
-    round.lost = round.lost || p.lost;
-    if (!p.result) {  // not due yet, or held back by a nested retry
-      round.wake_at(p.postponed_until.value_or(p.due_ms));
-      p.postponed_until.reset();
-      round.again.push_back(std::move(p));
-      continue;
-    }
-    EntryWrite write = std::move(*p.result);
-    p.result.reset();
-    const JournalEntry& e = write.entry;
-    if (e.state == StepState::failed) {
-      slots_[p.slot].failure = e.error;
-      if (!p.written) failed_.push_back(std::move(write));
-      continue;
-    }
-    round.journaled = true;
-    if (e.state == StepState::retrying) {
-      if (!round.retry_wake || *e.wake_at_ms < *round.retry_wake) {
-        round.retry_wake = e.wake_at_ms;
-        round.retry_reason = retry_text(e, p.options);
-      }
-      round.wake_at(*e.wake_at_ms);
-      Pending& retry = round.again.emplace_back(std::move(p));
-      retry.written = false;
-      retry.attempt = e.attempts + 1;
-      retry.due_ms = *e.wake_at_ms;
-      retry.is_new = false;
-    } else {
-      round.completed.emplace_back(p.slot, e.key);
-    }
-    if (!p.written) round.outcome.entries.push_back(std::move(write));
-  }
-  pending_.clear();
-  return round;
-}
-
-// The round's outcome as its history says it: a sleep until the next attempt, or what was
-// journaled.
-void Invocation::name_outcome(Round& round) const {
-  Outcome& outcome = round.outcome;
+// The round's outcome, with the failures for good held so far, as its history says it: a sleep
+// until the next attempt, or what was journaled.
+Outcome Invocation::outcome_of(PendingSteps::Round& round) {
+  Outcome outcome{Outcome::Kind::step_done, std::move(round.entries), {}, {}, 0, {}, {}};
+  for (EntryWrite& f : failed_) outcome.entries.push_back(std::move(f));
+  failed_.clear();
   if (round.wake) {
     outcome.kind = Outcome::Kind::sleep;
     outcome.wake_at_ms = *round.wake;
-    outcome.reason = round.retry_wake == round.wake
-                         ? round.retry_reason
+    outcome.reason = round.retry && round.retry->wake_at_ms == round.wake
+                         ? retry_text(*round.retry, round.retry_options)
                          : "waiting for a step's next attempt at " + format_time(*round.wake);
-    return;
+    return outcome;
   }
   const auto one = [this](const JournalEntry& e) {
     return step_label(e.key) + (e.state == StepState::failed ? " failed for good" : " completed");
@@ -478,6 +325,21 @@ void Invocation::name_outcome(Round& round) const {
   outcome.reason = outcome.entries.size() == 1
                        ? one(outcome.entries.front().entry)
                        : std::to_string(outcome.entries.size()) + " parallel steps journaled";
+  return outcome;
+}
+
+bool Invocation::hand_over(Outcome outcome) {
+  Outcome final = final_outcome(std::move(outcome));
+  std::exception_ptr error;
+  try {
+    host_->carry_out(decide::HandOver{final});
+  } catch (...) {
+    error = std::current_exception();  // rethrown once out of the handler: linger() may switch
+  }                                    // fibers, which a handler must not span
+  pending_.linger();
+  if (error) std::rethrow_exception(error);
+  ending_ = Outcome{Outcome::Kind::handed_over, {}, {}, {}, 0, std::move(final.reason), {}};
+  return false;
 }
 
 bool Invocation::stays_resident(const Outcome& outcome) const {
@@ -508,146 +370,6 @@ Outcome Invocation::evicted(std::int64_t wake_ms) const {
   outcome.wake_at_ms = wake_ms;
   outcome.reason = "evicted until " + format_time(wake_ms);
   return outcome;
-}
-
-// A pending step's body, to run at a wait point. A parallel body's entry is journaled as it ends,
-// from its step thread, and added to the run's journal, so that a crash while its siblings run
-// does not lose it. Nothing of that throws out of the body's thread or out of the runtime's
-// commit: a failure is kept in p.write_error and rethrown on the workflow's side, once every
-// body has returned.
-BodyTask Invocation::task_of(Pending& p, bool journal_as_ended) {
-  BodyTask task{[this, &p] { run_body(p); }, nullptr, nullptr};
-  if (!journal_as_ended) return task;
-  task.ended = [&p]() -> const EntryWrite* { return p.result && !p.lost ? &*p.result : nullptr; };
-  task.written = when_written(p);
-  return task;
-}
-
-// What becomes of p once its entry was written on its own (as its body ended, or a transaction's):
-// it joins the run's journal, as the store wrote it (a transaction's body decides its entry
-// there).
-WriteDone Invocation::when_written(Pending& p) {
-  return [this, &p](bool written, std::exception_ptr error) {
-    if (error) {
-      p.write_error = error;
-      return;
-    }
-    if (!written) {
-      p.lost = true;
-      return;
-    }
-    try {
-      if (const auto& tx = p.result->transaction; tx && tx->written) {
-        p.result = EntryWrite{*tx->written, p.result->is_new};
-      }
-      JournalEntry entry = p.result->entry;
-      entry.output_text = std::string();  // the journal keeps the parsed value only
-      std::lock_guard lock(nested_mutex_);
-      if (p.result->is_new) {
-        run_->journal.append(std::move(entry));
-      } else {
-        run_->journal.update(std::move(entry));
-      }
-      p.written = true;
-    } catch (...) {
-      p.write_error = std::current_exception();
-    }
-  };
-}
-
-void Invocation::run_body(Pending& p) {
-  const std::int64_t began = host_->now_ms();
-  std::shared_ptr<Attempt> abandoned;
-  try {
-    // By value: an abandoned body outlives p.
-    json output = Attempt::run(
-        *host_, p.key, p.attempt, p.options, config_->max_output_bytes, nullptr,
-        [this, key = p.key, attempt = p.attempt, body = p.body] {
-          BodyScope scope(*this, key + "/");
-          return host_->call_body(key, attempt, body);
-        },
-        abandoned);
-    p.result = output_entry(p, std::move(output));
-    p.result->entry.duration_ms = host_->now_ms() - began;
-    p.result->entry.started_at_ms = began;
-  } catch (const Postpone& postpone) {
-    p.postponed_until = postpone.until_ms;
-  } catch (const Lost&) {
-    p.lost = true;
-  } catch (...) {
-    p.result = attempt_failed(p, std::current_exception());
-    p.result->entry.duration_ms = host_->now_ms() - began;
-    p.result->entry.started_at_ms = began;
-  }
-  if (abandoned) abandon(std::move(abandoned));
-}
-
-JournalEntry Invocation::entry_of(const Pending& p) const {
-  JournalEntry entry;
-  entry.key = p.key;
-  entry.base = p.base;
-  entry.kind = StepKind::run;
-  entry.attempts = p.attempt;
-  entry.invocation = run_->invocations + 1;
-  return entry;
-}
-
-EntryWrite Invocation::output_entry(const Pending& p, json output) {
-  JournalEntry entry = entry_of(p);
-  std::string text;
-  std::optional<std::string> refused;
-  if (const auto problem = encode(output, text)) {
-    refused = step_label(p.key) + " returned a value that cannot be journaled: " + *problem;
-  } else if (text.size() > config_->max_output_bytes) {
-    refused = step_label(p.key) + " returned " + human_bytes(text.size()) + "; the limit is " +
-              human_bytes(config_->max_output_bytes) +
-              " (RuntimeOptions::max_output_bytes). Store large data elsewhere and return a "
-              "reference to it";
-  }
-  if (refused) {
-    entry.state = StepState::failed;
-    entry.error = ErrorInfo{"durable::NonRetryableError", with_id(errc::too_large, *refused), p.key,
-                            p.attempt};
-  } else {
-    entry.state = StepState::completed;
-    entry.output = std::move(output);
-    entry.output_text = std::move(text);
-  }
-  return {std::move(entry), p.is_new};
-}
-
-EntryWrite Invocation::attempt_failed(const Pending& p, std::exception_ptr error) {
-  ErrorInfo info = describe(error);
-  info.step_id = p.key;
-  info.attempts = p.attempt;
-  const RetryPolicy& policy = policy_of(p.options);
-  std::optional<std::chrono::milliseconds> retry_after;
-  bool retryable = true;
-  try {
-    std::rethrow_exception(error);
-  } catch (const NonRetryableError&) {
-    retryable = false;
-  } catch (const RetryAfterError& e) {
-    retry_after = e.after;
-  } catch (...) {
-  }
-  JournalEntry entry = entry_of(p);
-  entry.error = info;
-  if (!retryable || p.attempt >= policy.max_attempts) {
-    entry.state = StepState::failed;
-  } else {
-    std::chrono::milliseconds delay{0};
-    if (retry_after) {
-      delay = *retry_after;
-    } else {
-      std::lock_guard lock(random_mutex_);
-      delay = backoff(policy, p.attempt, *random_);
-    }
-    entry.state = StepState::retrying;
-    // From when this attempt failed, not from when the invocation began: a body may run long.
-    entry.wake_at_ms = host_->now_ms() + std::max<std::int64_t>(0, delay.count());
-  }
-  return {std::move(entry), p.is_new};
 }
 
 void Invocation::bad_conversion(const json& value, std::string_view type,

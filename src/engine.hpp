@@ -25,7 +25,10 @@
 #include "env.hpp"
 #include "errors_internal.hpp"
 #include "journal.hpp"
+#include "pending_steps.hpp"
+#include "replay_rules.hpp"
 #include "run_model.hpp"
+#include "step_results.hpp"
 
 namespace durable::detail {
 
@@ -113,7 +116,7 @@ struct EngineConfig {
   bool replay_only = false;
   /// Strict replay (RuntimeOptions::strict_replay; always under replay_only): a call the journal
   /// does not hold, or the workflow's return, while a journaled entry of the run's own is still
-  /// unmet is a NonDeterminism (check_strict). False: entries are matched by id alone.
+  /// unmet is a NonDeterminism (ReplayRules). False: entries are matched by id alone.
   bool strict = true;
   /// Parallel bodies are journaled as each ends (BodyTask::ended),
   /// not with the invocation's outcome: a crash re-runs only those that had not ended.
@@ -180,20 +183,9 @@ class Invocation {
   bool patched(std::string_view id);
   void deprecate_patch(std::string_view id);
   [[noreturn]] void continue_as_new(json input);
-  /// A step call the journal does not hold, or holds as still to be retried: the code goes on
-  /// past what was recorded there.
-  struct NewCall {
-    std::string key;                         ///< the journal key the call makes
-    std::string tool;                        ///< "step.run", "step.sleep", ...
-    std::string site;                        ///< "file:line" of the call, or empty
-    const JournalEntry* retrying = nullptr;  ///< the entry, for a call the journal holds
-  };
-  /// EngineConfig::replay_only: the first such call of this invocation.
-  const std::optional<NewCall>& first_new() const { return first_new_; }
-  /// A call found the journal holding another kind of step under its id (the run fails).
-  bool diverged() const { return diverged_.has_value(); }
-  /// Where that call was made ("file:line"; empty when unknown).
-  const std::string& diverged_site() const { return diverged_site_; }
+  /// The rules its calls were held to: which diverged, where, and (EngineConfig::replay_only)
+  /// the first new call.
+  const ReplayRules& rules() const { return rules_; }
   /// The cursor that matched this invocation's calls (EngineConfig::replay_only: which met what).
   const ReplayCursor& cursor() const { return cursor_; }
   std::string_view run_id() const { return run_->id; }
@@ -207,22 +199,6 @@ class Invocation {
   void journal_stream(std::string_view stream, json output, std::string_view did);
   friend class BodyScope;
 
-  // A step whose body is to run at the next wait point.
-  struct Pending {
-    std::string key, base;
-    StepOptions options;
-    int attempt = 1;
-    bool is_new = true;
-    std::int64_t due_ms = 0;  // a retry not due before this time
-    Body body;
-    std::size_t slot = 0;
-    std::optional<EntryWrite> result;             // filled by the body's run
-    std::optional<std::int64_t> postponed_until;  // a nested step's retry holds the body back
-    bool lost = false;                            // a nested write was refused
-    bool written = false;            // journaled by its step thread as it ended (parallel steps)
-    std::exception_ptr write_error;  // that write failed
-    TransactionBody transaction;     // a Step::transaction: run by the store, not a step thread
-  };
   // A started step as the workflow sees it through its Future.
   struct Slot {
     const JournalEntry* entry = nullptr;  // journaled: the value or the failure
@@ -237,30 +213,11 @@ class Invocation {
   // The store failed under a call of the workflow's: unwinds the workflow, and execute() throws
   // `error` whatever the workflow does with the unwinding.
   [[noreturn]] void store_failed(std::exception_ptr error);
-  [[noreturn]] void diverge(const JournalEntry& entry, std::string_view tool);
-  // Strict replay, the one rule (EngineConfig::strict): before a call the journal does not hold
-  // runs, every entry of the run's own the journal held must have been met by a call. A parallel
-  // step (start, map) is checked at the wait point that would run its body, so that siblings
-  // journaled in another order than called are met first.
-  void check_strict(const NewCall& call);
-  // The same before the workflow's ending: its return of `output`, or (null) its
-  // continue_as_new.
-  void check_strict_end(const json* output);
-  [[noreturn]] void diverge_strictly(const JournalEntry& missed, std::string what);
-  [[noreturn]] void diverge_with(const NonDeterminism& error, std::string key);
-  // A new step call whose id a patch marker of this run holds: an Error (a patch's id is its own).
-  void refuse_patch_id(std::string_view key, std::string_view tool) const;
-  [[noreturn]] void patch_id_taken(std::string_view id, std::string_view tool) const;
-  // A patch call whose id a step of this run holds: an Error, as above.
-  void refuse_step_id(std::string_view id, std::string_view tool) const;
   // A call the journal holds nothing for, so it journals `entry` (completed) before it returns.
   void journal_completed(JournalEntry entry, std::string reason);
   // step.now, uuid, random: the value journaled under `id` as {tool: value}, made by `make` at
   // the first call and given back by every replay.
   json value(std::string_view id, std::string_view tool, const std::function<json()>& make);
-  // The generator the run's retry jitter uses, under the lock that bodies on several threads
-  // share.
-  std::uint64_t random_bits();
   // Runs every pending body (a wait point). False when the invocation must end because something
   // was journaled: ending_ then holds its outcome, and the caller unwinds.
   [[nodiscard]] bool settle();
@@ -268,21 +225,8 @@ class Invocation {
   void flush() {
     if (!settle()) unwind();
   }
-  struct Round;
-  void run_due();
-  Round fold();
-  void name_outcome(Round& round) const;
-  void run_body(Pending& pending);
-  WriteDone when_written(Pending& pending);
-  BodyTask task_of(Pending& pending, bool journal_as_ended);
-  // A Step::transaction's attempt: its body runs in the store's transaction that journals it.
-  void write_transaction(Pending& pending);
-  EntryWrite attempt_failed(const Pending& pending, std::exception_ptr error);
-  EntryWrite output_entry(const Pending& pending, json output);
-  JournalEntry entry_of(const Pending& pending) const;
   std::size_t add_pending(ReplayCursor::Match match, std::string base, const StepOptions& opts,
                           Body body, JournalEntry* retrying);
-  const RetryPolicy& policy_of(const StepOptions& opts) const;
   bool stays_resident(const Outcome& outcome) const;
   // The journal entry of a call reached with `kind`, after the checks every such call makes;
   // null for a call the journal does not hold yet. Runs the started steps first.
@@ -307,7 +251,7 @@ class Invocation {
   /// host lets reasons quote errors.
   std::string reason_error(const ErrorInfo& e) const;
   Outcome final_outcome(Outcome outcome);
-  void note_new(std::string_view key, std::string_view tool, const JournalEntry* retrying);
+  Outcome outcome_of(PendingSteps::Round& round);
   // A nested step call from a body running on a step thread; null when not inside a body of
   // this invocation.
   BodyScope* scope() const;
@@ -316,38 +260,24 @@ class Invocation {
   const Workflow* workflow_;
   const EngineConfig* config_;
   std::int64_t now_ms_;
-  std::mt19937_64* random_;
   Host* host_;
   Step step_;
   ReplayCursor cursor_;
-  std::deque<Pending> pending_;
+  ReplayRules rules_;  // after cursor_, which it reads
+  StepResults results_;
+  std::mutex nested_mutex_;  // the journal, while bodies run nested steps
+  PendingSteps pending_;
   std::vector<Slot> slots_;
   std::string_view last_key_;            // the step whose journaled result run() is converting
   std::optional<Outcome> ending_;        // set when the runtime's unwinding began
   bool swallowed_ = false;               // a step call came after the unwinding began
   std::exception_ptr store_error_;       // set by store_failed(): execute() throws it
   std::vector<EntryWrite> failed_;       // steps failed for good here, not yet in an outcome
-  std::optional<ErrorInfo> diverged_;    // NonDeterminism met: the run fails whatever follows
-  std::string diverged_site_;            // the call that met it
-  std::optional<NewCall> first_new_;     // replay_only: the first call past the journal
-  std::optional<NewCall> parallel_new_;  // a new parallel step not yet checked (check_strict)
   std::map<std::string, bool, std::less<>> patches_;  // step.patched: each id's answer, by its
                                                       // first call in this invocation
   // Ends the invocation of a settle() that left bodies abandoned (at their timeout) running:
   // hands `outcome` over and lingers until they return; false, for the caller to unwind.
   [[nodiscard]] bool hand_over(Outcome outcome);
-  void abandon(std::shared_ptr<Attempt> attempt);
-  bool any_abandoned();
-  // Waits until every abandoned body has returned (at once when none was abandoned).
-  void linger();
-
-  std::mutex nested_mutex_;  // the journal, while bodies run nested steps
-  // The Sql objects transaction bodies were given: kept, ended, for the invocation's life, so
-  // that one kept past its body's call throws instead of reaching freed memory.
-  std::vector<std::unique_ptr<Sql>> sqls_;
-  std::mutex abandoned_mutex_;  // abandoned_: bodies on several threads add to it
-  std::vector<std::shared_ptr<Attempt>> abandoned_;  // attempts abandoned, still running
-  std::mutex random_mutex_;                          // random_, used by bodies on several threads
 };
 
 }  // namespace durable::detail

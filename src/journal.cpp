@@ -2,6 +2,7 @@
 #include "journal.hpp"
 
 #include <array>
+#include <utility>
 
 #include "durations.hpp"
 #include "errors_internal.hpp"
@@ -83,6 +84,10 @@ void Journal::update(JournalEntry entry) {
 }
 
 JournalEntry* Journal::find(std::string_view key) {
+  return const_cast<JournalEntry*>(std::as_const(*this).find(key));
+}
+
+const JournalEntry* Journal::find(std::string_view key) const {
   const auto it = by_key_.find(std::string(key));
   return it == by_key_.end() ? nullptr : &entries_[it->second];
 }
@@ -164,6 +169,10 @@ const JournalEntry* ReplayCursor::first_unmet() const {
 void ReplayCursor::leave_track() {
   on_track_ = false;
   for (std::size_t i = 0; i < position_; ++i) ++uses_[journal_->entries()[i].base];
+}
+
+std::string step_label(std::string_view key, std::string_view run_id) {
+  return "step '" + std::string(key) + "' of run " + std::string(run_id);
 }
 
 std::string describe(const JournalEntry& e) {

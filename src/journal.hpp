@@ -77,6 +77,9 @@ struct JournalEntry {
 /// 2026-11-21T09:00:00Z, over".
 std::string describe(const JournalEntry& entry);
 
+/// How messages name a step: "step 'charge' of run 5f2…".
+std::string step_label(std::string_view key, std::string_view run_id);
+
 /// The journal key of the n-th use of a step id in a run: "id" for n == 1, "id#n" after.
 std::string journal_key(std::string_view id, int n);
 
@@ -91,6 +94,7 @@ class Journal {
   /// Replaces the entry with the same key.
   void update(JournalEntry entry);
   JournalEntry* find(std::string_view key);
+  const JournalEntry* find(std::string_view key) const;
   /// The position of the entry with this key in entries(), or nullopt.
   std::optional<std::size_t> position(std::string_view key) const;
   const std::deque<JournalEntry>& entries() const { return entries_; }
@@ -155,7 +159,7 @@ class ReplayCursor {
   /// invocation began and that no call of it has met so far; null when every one was. Patch
   /// markers are left out (a marker with no call left is a patch removed once deprecated), and
   /// so are nested entries (their bodies meet them) and the entries this invocation journaled in
-  /// place. Strict replay's question (Invocation::check_strict).
+  /// place. Strict replay's question (ReplayRules::note_new).
   const JournalEntry* first_unmet() const;
 
  private:

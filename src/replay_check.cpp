@@ -44,7 +44,7 @@ std::string ending(bool completed, const json& output, const std::optional<Error
 }
 
 // "step.run('charge#2') (at orders.cpp:41)"
-std::string call_text(const Invocation::NewCall& call) {
+std::string call_text(const NewCall& call) {
   return call.tool + "('" + call.key + "')" + (call.site.empty() ? "" : " (at " + call.site + ")");
 }
 
@@ -81,12 +81,13 @@ std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& record
 
   // A call that found the journal holding another kind of step under its id, or strict
   // replay's divergence: a call the journal does not hold, or the return, before a journaled
-  // step was met (the engine's rule, Invocation::check_strict).
-  if (invocation.diverged()) {
+  // step was met (the engine's rule, ReplayRules).
+  const ReplayRules& rules = invocation.rules();
+  if (rules.diverged()) {
     const ErrorInfo error = outcome.error.value_or(ErrorInfo{});
-    return diverged(recorded, error.step_id, error.message, invocation.diverged_site());
+    return diverged(recorded, error.step_id, error.message, rules.diverged_site());
   }
-  const std::optional<Invocation::NewCall>& next = invocation.first_new();
+  const std::optional<NewCall>& next = rules.first_new();
   // What the runtime would not stop at, but a replay reports: the workflow failing, or waiting,
   // before a journaled step.
   if (const JournalEntry* missed = invocation.cursor().first_unmet()) {

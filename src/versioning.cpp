@@ -13,42 +13,12 @@
 
 namespace durable::detail {
 
-std::uint64_t Invocation::random_bits() {
-  const std::lock_guard lock(random_mutex_);
-  return (*random_)();
-}
-
-void Invocation::refuse_patch_id(std::string_view key, std::string_view tool) const {
-  const std::size_t hash = key.find('#');
-  if (hash == std::string_view::npos) return;  // a first use: a patch under it would have matched
-  const std::string_view id = key.substr(0, hash);
-  const JournalEntry* first = run_->journal.find(id);
-  if (first != nullptr && first->kind == StepKind::patch) patch_id_taken(id, tool);
-}
-
-void Invocation::patch_id_taken(std::string_view id, std::string_view tool) const {
-  throw Error(errc::misuse, std::string(tool) + "('" + std::string(id) +
-                                "') uses the id of a step.patched of run " + run_->id +
-                                at_call_site() +
-                                ": a patch's id names the patch alone; give the step "
-                                "another id");
-}
-
-void Invocation::refuse_step_id(std::string_view id, std::string_view tool) const {
-  check_step_id(id);
-  const JournalEntry* first = run_->journal.find(id);
-  if (first == nullptr || first->kind == StepKind::patch) return;
-  throw Error(errc::misuse, std::string(tool) + "('" + std::string(id) + "') of run " + run_->id +
-                                at_call_site() + ": a step of this run already uses that id (" +
-                                describe(*first) + "); a patch's id names the patch alone");
-}
-
 json Invocation::value(std::string_view id, std::string_view tool,
                        const std::function<json()>& make) {
   const std::string name = "step." + std::string(tool);
   ReplayCursor::Match match;
   if (const JournalEntry* entry = begin_special(id, StepKind::value, name, match)) {
-    if (!entry->output.is_object() || !entry->output.contains(tool)) diverge(*entry, name);
+    if (!entry->output.is_object() || !entry->output.contains(tool)) rules_.diverge(*entry, name);
     last_key_ = entry->key;  // for the message of a journaled value that does not convert
     return entry->output.at(tool);
   }
@@ -73,14 +43,14 @@ json Invocation::value(std::string_view id, std::string_view tool,
 bool Invocation::patched(std::string_view id) {
   if (BodyScope* nested = scope()) nested->refuse("step.patched", id);
   before_step_call();
-  refuse_step_id(id, "step.patched");
+  rules_.refuse_step_id(id, "step.patched");
   if (const auto decided = patches_.find(id); decided != patches_.end()) return decided->second;
   const bool marked = cursor_.take_marker(id) != nullptr;
   const bool taken = marked || !cursor_.went_past();
   patches_.emplace(std::string(id), taken);  // before the marker's write, which may end the call
   if (marked || !taken) return taken;
   ReplayCursor::Match match = cursor_.next(id);
-  note_new(match.key, "step.patched", nullptr);
+  rules_.note_new(match.key, "step.patched", nullptr);
   flush();  // started steps complete before the marker, as before any other entry
   journal_completed(new_entry(match, id, StepKind::patch),
                     "patch '" + std::string(id) + "' taken: the run follows the new code");
@@ -93,20 +63,21 @@ bool Invocation::patched(std::string_view id) {
 void Invocation::deprecate_patch(std::string_view id) {
   if (BodyScope* nested = scope()) nested->refuse("step.deprecate_patch", id);
   before_step_call();
-  refuse_step_id(id, "step.deprecate_patch");
+  rules_.refuse_step_id(id, "step.deprecate_patch");
   if (const auto decided = patches_.find(id); decided != patches_.end()) {
     if (decided->second) return;
   } else if (cursor_.take_marker(id) != nullptr || !cursor_.went_past()) {
     return;
   }
-  diverge_with(NonDeterminism("run " + run_->id + " went past step.deprecate_patch('" +
-                              std::string(id) + "')" + at_call_site() +
-                              " on code older than the patch, and that code is gone. Finish such "
-                              "runs on code that still calls step.patched('" +
-                              std::string(id) +
-                              "'), then deprecate it; retry() resumes the run once the code can "
-                              "replay it"),
-               std::string(id));
+  rules_.diverge_with(
+      NonDeterminism("run " + run_->id + " went past step.deprecate_patch('" + std::string(id) +
+                     "')" + at_call_site() +
+                     " on code older than the patch, and that code is gone. Finish such "
+                     "runs on code that still calls step.patched('" +
+                     std::string(id) +
+                     "'), then deprecate it; retry() resumes the run once the code can "
+                     "replay it"),
+      std::string(id));
 }
 
 // Ends the invocation, and the run, as completed with no output; the store creates the run that
@@ -118,7 +89,7 @@ void Invocation::continue_as_new(json input) {
   const std::string what = "the input of step.continue_as_new in run " + run_->id;
   storable_text(input, what, config_->max_output_bytes);
   host_->check_child(workflow_->name(), input);
-  check_strict_end(nullptr);
+  rules_.check_end(nullptr);
   flush();  // started steps complete before the run does, as before a return
   Outcome outcome;
   outcome.kind = Outcome::Kind::completed;
@@ -147,10 +118,11 @@ json Invocation::now_value(std::string_view id) {
   return value(id, "now", [this] { return json(host_->now_ms()); });
 }
 json Invocation::uuid_value(std::string_view id) {
-  return value(id, "uuid", [this] { return json(uuid_text(random_bits(), random_bits())); });
+  return value(id, "uuid",
+               [this] { return json(uuid_text(results_.random_bits(), results_.random_bits())); });
 }
 json Invocation::random_value(std::string_view id) {
-  return value(id, "random", [this] { return json(random_bits()); });
+  return value(id, "random", [this] { return json(results_.random_bits()); });
 }
 
 }  // namespace durable::detail

@@ -17,11 +17,11 @@ void Invocation::sleep_until(std::string_view id, std::int64_t wake_at_ms) {
   before_step_call();
   ReplayCursor::Match match = cursor_.next(id);
   JournalEntry* entry = match.entry;
-  if (entry != nullptr && entry->kind != StepKind::sleep) diverge(*entry, "step.sleep");
+  if (entry != nullptr && entry->kind != StepKind::sleep) rules_.diverge(*entry, "step.sleep");
   flush();  // started steps complete before the run sleeps
   if (entry == nullptr) {
     check_step_id(id);
-    note_new(match.key, "step.sleep", nullptr);
+    rules_.note_new(match.key, "step.sleep", nullptr);
     JournalEntry sleep;
     sleep.key = std::move(match.key);
     sleep.base = std::string(id);
@@ -90,10 +90,10 @@ JournalEntry* Invocation::begin_internal(std::string_view base, StepKind kind,
 JournalEntry* Invocation::begin_at(ReplayCursor::Match& match, StepKind kind,
                                    std::string_view tool, const std::function<void()>& refuse_new) {
   JournalEntry* entry = match.entry;
-  if (entry != nullptr && entry->kind != kind) diverge(*entry, tool);
+  if (entry != nullptr && entry->kind != kind) rules_.diverge(*entry, tool);
   if (entry == nullptr) {
     if (refuse_new) refuse_new();
-    note_new(match.key, tool, nullptr);
+    rules_.note_new(match.key, tool, nullptr);
   }
   flush();  // started steps complete before it, as before any step
   return entry;
@@ -250,7 +250,7 @@ json Invocation::invoke(std::string_view id, std::string_view workflow, json inp
     const bool is_new = entry == nullptr;
     if (!is_new) {
       match.key = entry->key;
-      note_new(entry->key, "step.invoke", entry);
+      rules_.note_new(entry->key, "step.invoke", entry);
     }
     JournalEntry call = new_entry(match, id, StepKind::invoke);
     call.state = StepState::waiting;
