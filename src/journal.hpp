@@ -159,7 +159,7 @@ class ReplayCursor {
   /// invocation began and that no call of it has met so far; null when every one was. Patch
   /// markers are left out (a marker with no call left is a patch removed once deprecated), and
   /// so are nested entries (their bodies meet them) and the entries this invocation journaled in
-  /// place. Strict replay's question (ReplayRules::note_new).
+  /// place. Strict replay's question (ReplayRules).
   const JournalEntry* first_unmet() const;
 
  private:

@@ -134,14 +134,13 @@ void PendingSteps::run_body(PendingStep& p) {
   const std::int64_t began = c_.host.now_ms();
   std::shared_ptr<Attempt> abandoned;
   try {
-    // By value: an abandoned body outlives p.
-    Invocation& invocation = c_.invocation;
-    Host& host = c_.host;
+    // By value: an abandoned body outlives p (the invocation and its host wait for it).
     json output = Attempt::run(
-        host, p.key, p.attempt, p.options, c_.config.max_output_bytes, nullptr,
-        [&invocation, &host, key = p.key, attempt = p.attempt, body = p.body] {
-          BodyScope scope(invocation, key + "/");
-          return host.call_body(key, attempt, body);
+        c_.host, p.key, p.attempt, p.options, c_.config.max_output_bytes, nullptr,
+        [invocation = &c_.invocation, host = &c_.host, key = p.key, attempt = p.attempt,
+         body = p.body] {
+          BodyScope scope(*invocation, key + "/");
+          return host->call_body(key, attempt, body);
         },
         abandoned);
     p.result = c_.results.ended(p, began, std::move(output), nullptr);

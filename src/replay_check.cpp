@@ -43,19 +43,12 @@ std::string ending(bool completed, const json& output, const std::optional<Error
   return completed ? "returned " + shortened_dump(output) : "failed (" + error_text(error) + ")";
 }
 
-// "step.run('charge#2') (at orders.cpp:41)"
-std::string call_text(const NewCall& call) {
-  return call.tool + "('" + call.key + "')" + (call.site.empty() ? "" : " (at " + call.site + ")");
-}
-
 Divergence diverged(const RunInfo& run, std::string step, std::string message, std::string where) {
   return Divergence{run.id, run.workflow, std::move(step), std::move(message), std::move(where)};
 }
 
-}  // namespace
-
-std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& recorded,
-                                       std::vector<JournalEntry> journal) {
+// The run as an invocation of it sees it, from what was recorded.
+RunState state_of(const RunInfo& recorded, std::vector<JournalEntry> journal) {
   RunState run;
   run.id = recorded.id;
   run.workflow = recorded.workflow;
@@ -65,6 +58,14 @@ std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& record
   run.invocations = recorded.invocations;
   for (JournalEntry& entry : journal) run.journal.append(std::move(entry));
   run.next_seq = run.journal.size();
+  return run;
+}
+
+}  // namespace
+
+std::optional<Divergence> check_replay(const Workflow& wf, const RunInfo& recorded,
+                                       std::vector<JournalEntry> journal) {
+  RunState run = state_of(recorded, std::move(journal));
   EngineConfig config;
   config.replay_only = true;
   config.strict = true;

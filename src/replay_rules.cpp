@@ -10,6 +10,10 @@
 
 namespace durable::detail {
 
+std::string call_text(const NewCall& call) {
+  return call.tool + "('" + call.key + "')" + (call.site.empty() ? "" : " (at " + call.site + ")");
+}
+
 void ReplayRules::note_new(std::string_view key, std::string_view tool,
                            const JournalEntry* retrying) {
   if (retrying == nullptr) refuse_patch_id(key, tool);
@@ -36,8 +40,7 @@ void ReplayRules::check_parallel() {
 void ReplayRules::check_strict(const NewCall& call) {
   const JournalEntry* missed = cursor_.first_unmet();
   if (missed == nullptr) return;
-  diverge_strictly(*missed, "the code now calls " + call.tool + "('" + call.key + "')" +
-                                (call.site.empty() ? "" : " (at " + call.site + ")") +
+  diverge_strictly(*missed, "the code now calls " + call_text(call) +
                                 ", which the journal of run " + run_.id +
                                 " does not hold, where the journal holds step '" + missed->key +
                                 "', " + describe(*missed) + ", which no call met before it");

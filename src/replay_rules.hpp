@@ -27,6 +27,9 @@ struct NewCall {
   const JournalEntry* retrying = nullptr;  ///< the entry, for a call the journal holds
 };
 
+/// How messages name a new call: "step.run('charge#2') (at orders.cpp:41)".
+std::string call_text(const NewCall& call);
+
 class ReplayRules {
  public:
   /// `run`, `cursor` and `config` are the invocation's and outlive these rules.

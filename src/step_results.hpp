@@ -40,7 +40,7 @@ struct PendingStep {
 
 class StepResults {
  public:
-  /// All four are the invocation's and outlive it.
+  /// All five are the invocation's and outlive it.
   StepResults(const RunState& run, const Workflow& workflow, const EngineConfig& config,
               std::mt19937_64& random, Host& host)
       : run_(run), workflow_(workflow), config_(config), random_(random), host_(host) {}
