@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer harness of the decoding of the JSON text the store reads back (a step's output and
-// error, a run's input and result: SqlStore::stored, which scans the depth before it parses),
+// error, a run's input and result: SqlTables::stored, which scans the depth before it parses),
 // and of what durable then does with the value: an error read back from it, the dumps that put
 // a value in a message, and encode(), which writes a value to store it. A database written by
 // an older durable or another tool may hold any text there.

@@ -119,7 +119,7 @@ UPDATE workers SET seen_at = started_at;
 ALTER TABLE steps ADD COLUMN started_at INTEGER;
 )sql",
                                                              R"sql(
--- The same index, its predicate without an IN list: see kLiveStatus in sql_store.hpp.
+-- The same index, its predicate without an IN list: see kLiveStatus in store/tables.hpp.
 DROP INDEX runs_claimable;
 CREATE INDEX runs_claimable ON runs (due_at)
   WHERE (status = 'pending' OR status = 'sleeping' OR status = 'waiting' OR status = 'running');

@@ -125,8 +125,8 @@ std::unique_ptr<SQLite::Database> open_writer(const std::string& path, Durabilit
                 open_error_message(path, SQLITE_READONLY, EACCES, "the file is read-only"));
   }
   try {
-    // A new file gives the pages a purge frees back to the file system (SqlStore::delete_runs),
-    // which only a file that has no table yet can be set to do.
+    // A new file gives the pages a purge frees back to the file system
+    // (Interventions::delete_runs), which only a file that has no table yet can be set to do.
     if (version == 0) db->exec("PRAGMA auto_vacuum = INCREMENTAL");
     migrate(*db, path, version);
     if (path != ":memory:") {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // A run's lifecycle: its statuses, the transitions between them and the history line each
-// writes. The table is lifecycle.cpp's; SqlStore::change_status (src/store/lifecycle.cpp) is the
-// one writer of runs.status, and checks every change against it.
+// writes. The table is lifecycle.cpp's; RunLifecycle::change_status (src/store/lifecycle.cpp) is
+// the one writer of runs.status, and checks every change against it.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Claims: which runs a worker takes and in what order (the dead owners' first, then lapsed
-// leases, then due runs within the workflows' concurrency limits), the lease a claim holds, runs
+// leases, then due runs within the workflows' concurrency limits), the lease a claim takes, runs
 // quarantined after crashing their workers, and the due queue the worker loop sleeps on.
 //
 // A run taken over counts one more crashed claim: its owner died (or stopped renewing) while
@@ -16,7 +16,7 @@
 #include "errors_internal.hpp"
 #include "serialization.hpp"
 #include "store/flow.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
@@ -53,11 +53,6 @@ std::string excluding(const char* column, std::size_t n) {
   return std::string(" AND ") + column + " NOT IN (" + sql::placeholders(n) + ")";
 }
 
-int bind_all(sql::Query& query, int index, const std::vector<std::string>& values) {
-  for (const std::string& value : values) query.bind(index++, value);
-  return index;
-}
-
 }  // namespace
 
 // A run the request may claim, with its status before the claim and its count of crashed
@@ -65,7 +60,7 @@ int bind_all(sql::Query& query, int index, const std::vector<std::string>& value
 // take() hands the runtime, read with it. (Not read back by the claim's UPDATE: on SQLite,
 // RETURNING buffers its rows in a temporary table built at each execution, about 20,000
 // instructions a claimed run under callgrind.)
-struct SqlStore::Candidate {
+struct Claims::Candidate {
   std::string id;
   Status before = Status::pending;
   int crashes = 0;
@@ -97,7 +92,7 @@ constexpr int kCandidateColumnCount = 13;
 
 // The candidate in the current row of a query that selects kCandidateColumns first. Read only
 // for a run about to be admitted: SQLite reads a large input's pages only when asked for it.
-SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int crashes) {
+Claims::Candidate Claims::candidate(sql::Query& row, Status before, int crashes) {
   Candidate run;
   run.id = row.text(0);
   run.before = before;
@@ -119,9 +114,9 @@ SqlStore::Candidate SqlStore::candidate(sql::Query& row, Status before, int cras
 // The live runs of these workflows but the excluded ones, from the partial index that holds
 // them in due order: the runs a claim may take, for next_due, due_count and claim_due alike.
 // Its parameters: the workflows, then the excluded ids.
-std::string SqlStore::live_runs(std::size_t workflows, std::size_t excluded) const {
-  return "FROM runs" + std::string(db_->dialect().claimable_runs_index) + " WHERE " + kLiveStatus +
-         of_workflows(workflows) + excluding("id", excluded);
+std::string Claims::live_runs(std::size_t workflows, std::size_t excluded) const {
+  return "FROM runs" + std::string(t_.db().dialect().claimable_runs_index) + " WHERE " +
+         kLiveStatus + of_workflows(workflows) + excluding("id", excluded);
 }
 
 // The due runs in the order claims take them: a higher priority first, and within one
@@ -141,30 +136,30 @@ constexpr ClaimTier kTiers[] = {{" AND priority > 0", "priority DESC, due_at", t
 }  // namespace
 
 // live_runs() for a tier of claim_due.
-std::string SqlStore::tier_runs(const ClaimTier& tier, std::size_t workflows,
-                                std::size_t excluded) const {
+std::string Claims::tier_runs(const ClaimTier& tier, std::size_t workflows,
+                              std::size_t excluded) const {
   if (!tier.prioritized) return live_runs(workflows, excluded) + tier.condition;
   // The index's predicate first, as written in it: SQLite uses a partial index only then.
-  return "FROM runs" + std::string(db_->dialect().prioritized_runs_index) +
+  return "FROM runs" + std::string(t_.db().dialect().prioritized_runs_index) +
          " WHERE priority != 0 AND " + kLiveStatus + of_workflows(workflows) +
          excluding("id", excluded) + tier.condition;
 }
 
 // A run of no version yet is anyone's: its first claimer stamps it (take()).
-std::string SqlStore::of_workflows(std::size_t workflows) const {
+std::string Claims::of_workflows(std::size_t workflows) const {
   return " AND workflow IN (" + sql::placeholders(workflows) + ")" +
-         (only_own_version_ ? " AND (version = ? OR version = '')" : "");
+         (t_.only_own_version() ? " AND (version = ? OR version = '')" : "");
 }
 
-int SqlStore::bind_workflows(sql::Query& query, int index,
-                             const std::vector<std::string>& workflows) {
+int Claims::bind_workflows(sql::Query& query, int index,
+                           const std::vector<std::string>& workflows) {
   index = bind_all(query, index, workflows);
-  if (only_own_version_) query.bind(index++, version_);
+  if (t_.only_own_version()) query.bind(index++, t_.version());
   return index;
 }
 
-Claimed SqlStore::claim(const ClaimRequest& request) {
-  return guarded([&] {
+Claimed Claims::claim(const ClaimRequest& request) {
+  return t_.guarded([&] {
     Claimed claimed;
     if (request.workflows.empty() || request.limit == 0) return claimed;
     // Relaxed where it may be: a claim lost to a power cut takes every later commit with it, so
@@ -173,7 +168,7 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
     // wait the other way, after a body of the timed-out branch ran. That claim is made again,
     // durable.
     for (const sql::Sync sync : {sql::Sync::relaxed, sql::Sync::durable}) {
-      sql::Transaction tx(db(), sync);
+      sql::Transaction tx(t_.db(), sync);
       const std::vector<Candidate> candidates = claimable(request);
       if (sync == sql::Sync::relaxed &&
           std::any_of(candidates.begin(), candidates.end(),
@@ -215,11 +210,11 @@ Claimed SqlStore::claim(const ClaimRequest& request) {
 // whose time came, running whose lease lapsed). A workflow at its concurrency limit gets no more
 // runs made running. Where writers run side by side, each row read here is locked, and rows
 // another claimer holds are skipped (Dialect::lock_claimable).
-std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request) {
+std::vector<Claims::Candidate> Claims::claimable(const ClaimRequest& request) {
   std::vector<Candidate> due;
   std::vector<std::string> skip = request.executing;
   skip.insert(skip.end(), request.set_aside.begin(), request.set_aside.end());
-  const std::string lock(db().dialect().lock_claimable);
+  const std::string lock(t_.db().dialect().lock_claimable);
   // Whether to stop here: an isolated run is claimed alone; one met after others is left for a
   // later claim.
   const int isolate = isolate_after(request);
@@ -237,11 +232,11 @@ std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request
   // of the queue. A takeover makes no more runs running, so the limits do not apply.
   for (const std::string& owner : request.dead_owners) {
     if (due.size() >= request.limit) break;
-    sql::Query orphans(db(), "SELECT " + std::string(kCandidateColumns) +
-                                 " FROM runs WHERE status = 'running' AND owner = ? AND "
-                                 "due_at > ?" +
-                                 of_workflows(request.workflows.size()) +
-                                 excluding("id", skip.size()) + " LIMIT ?" + lock);
+    sql::Query orphans(t_.db(), "SELECT " + std::string(kCandidateColumns) +
+                                    " FROM runs WHERE status = 'running' AND owner = ? AND "
+                                    "due_at > ?" +
+                                    of_workflows(request.workflows.size()) +
+                                    excluding("id", skip.size()) + " LIMIT ?" + lock);
     int j = 1;
     orphans.bind(j++, owner);
     orphans.bind(j++, request.now_ms);
@@ -255,10 +250,11 @@ std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request
   // Then runs whose owner's lease lapsed (a hung or partitioned owner elsewhere): also
   // takeovers, so a workflow at its limit gets them too.
   if (due.size() < request.limit) {
-    sql::Query lapsed(db(), "SELECT " + std::string(kCandidateColumns) +
-                                " FROM runs WHERE status = 'running' AND due_at <= ?" +
-                                of_workflows(request.workflows.size()) +
-                                excluding("id", skip.size()) + " ORDER BY due_at LIMIT ?" + lock);
+    sql::Query lapsed(t_.db(), "SELECT " + std::string(kCandidateColumns) +
+                                   " FROM runs WHERE status = 'running' AND due_at <= ?" +
+                                   of_workflows(request.workflows.size()) +
+                                   excluding("id", skip.size()) + " ORDER BY due_at LIMIT ?" +
+                                   lock);
     int j = 1;
     lapsed.bind(j++, request.now_ms);
     j = bind_workflows(lapsed, j, request.workflows);
@@ -272,7 +268,8 @@ std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request
   // made (where writers run side by side): that one is not started either. (A takeover above
   // still is: a run asked to pause is paused by it.)
   ClaimRequest starting = request;
-  for (const std::string& name : read_paused_workflows()) std::erase(starting.workflows, name);
+  for (const std::string& name : lifecycle_.read_paused_workflows())
+    std::erase(starting.workflows, name);
   if (!starting.workflows.empty()) claim_due(starting, due, skip, admit);
   return due;
 }
@@ -280,17 +277,17 @@ std::vector<SqlStore::Candidate> SqlStore::claimable(const ClaimRequest& request
 // Due runs to start or wake, within the limits (FlowGate), after the takeovers. A batch may
 // fill up with runs the gate holds back: the query is made again without them.
 template <class Admit>
-void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& due,
-                         std::vector<std::string>& skip, const Admit& admit) {
-  FlowGate gate(db(), request, [this](const std::string& key) { lock(key); });
+void Claims::claim_due(const ClaimRequest& request, std::vector<Candidate>& due,
+                       std::vector<std::string>& skip, const Admit& admit) {
+  FlowGate gate(t_.db(), request, [this](const std::string& key) { t_.lock(key); });
   std::vector<std::string> workflows = gate.open(request.workflows);
   for (const ClaimTier& tier : kTiers) {
     while (due.size() < request.limit && !workflows.empty()) {
-      sql::Query query(db(), "SELECT " + std::string(kCandidateColumns) + ", status " +
-                                 tier_runs(tier, workflows.size(), skip.size()) + gate.exclusion() +
-                                 " AND status != 'running' AND due_at <= ? " + "ORDER BY " +
-                                 tier.order + " LIMIT ?" +
-                                 std::string(db().dialect().lock_claimable));
+      sql::Query query(t_.db(), "SELECT " + std::string(kCandidateColumns) + ", status " +
+                                    tier_runs(tier, workflows.size(), skip.size()) +
+                                    gate.exclusion() + " AND status != 'running' AND due_at <= ? " +
+                                    "ORDER BY " + tier.order + " LIMIT ?" +
+                                    std::string(t_.db().dialect().lock_claimable));
       int i = bind_workflows(query, 1, workflows);
       i = bind_all(query, i, skip);
       i = gate.bind_exclusion(query, i);
@@ -326,7 +323,7 @@ void SqlStore::claim_due(const ClaimRequest& request, std::vector<Candidate>& du
 // Fails a run that crashed its worker request.quarantine_after times, inside claim()'s
 // transaction, instead of claiming it again: retried forever, it would kill every worker that
 // takes it, first thing after each restart.
-void SqlStore::quarantine(const Candidate& run, std::int64_t now_ms) {
+void Claims::quarantine(const Candidate& run, std::int64_t now_ms) {
   const std::string message =
       "quarantined: the worker holding this run died " + std::to_string(run.crashes) +
       " times in a row before the run could journal anything (a crash in its workflow code or a "
@@ -336,23 +333,23 @@ void SqlStore::quarantine(const Candidate& run, std::int64_t now_ms) {
   StatusChange change{Move::quarantine, run.id, Status::failed, now_ms, message, run.before};
   change.set_null("owner")
       .set_null("due_at")
-      .set("error", error_stored({run.id, run.correlation_id, "error"}, error))
+      .set("error", t_.error_stored({run.id, run.correlation_id, "error"}, error))
       .set("crashes", std::int64_t{run.crashes});
-  if (!change_status(change)) bug("run " + run.id + " changed while its claim held it");
-  resolve_parent(run.id, Status::failed, std::nullopt, error, now_ms);
+  if (!lifecycle_.change_status(change)) bug("run " + run.id + " changed while its claim held it");
+  waits_.resolve_parent(run.id, Status::failed, std::nullopt, error, now_ms);
 }
 
 // A running run asked to pause whose owner died before it could: paused where the owner left
 // it, due at once when resumed, instead of being claimed.
-void SqlStore::pause_orphan(const Candidate& run, std::int64_t now_ms) {
+void Claims::pause_orphan(const Candidate& run, std::int64_t now_ms) {
   StatusChange change{Move::pause_orphaned, run.id, Status::paused, now_ms, "", run.before};
   change.set("paused_from", std::string("pending")).set("due_at", now_ms).set_null("owner");
-  if (!change_status(change)) bug("run " + run.id + " changed while its claim held it");
+  if (!lifecycle_.change_status(change)) bug("run " + run.id + " changed while its claim held it");
 }
 
 // Claims one run inside claim()'s transaction: owner and lease, sleeps that are over marked
 // completed, the journal loaded, the transition recorded.
-Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
+Claim Claims::take(const Candidate& candidate, const ClaimRequest& request) {
   const std::string& id = candidate.id;
   const Status before = candidate.before;
   Claim claim;
@@ -371,53 +368,53 @@ Claim SqlStore::take(const Candidate& candidate, const ClaimRequest& request) {
     change.set("owner", request.owner)
         .set("due_at", claim.lease_until_ms)
         .set("crashes", std::int64_t{candidate.crashes})
-        .set_sql("version = CASE WHEN version = '' THEN ? ELSE version END", version_);
+        .set_sql("version = CASE WHEN version = '' THEN ? ELSE version END", t_.version());
     if (stamp.flow_key) change.set("flow_key", *stamp.flow_key);
     if (stamp.rate_key) change.set("rate_key", *stamp.rate_key);
     change.set_sql("began_at = coalesce(began_at, ?)", request.now_ms);
-    if (!change_status(change)) bug("run " + id + " vanished while being claimed");
+    if (!lifecycle_.change_status(change)) bug("run " + id + " vanished while being claimed");
   }
   // The row was read in this transaction, and locked where writers run side by side.
-  unreadable_.reset();
+  t_.clear_unreadable();
   claim.run.id = id;
   claim.run.workflow = candidate.workflow;
   claim.run.correlation_id = candidate.correlation_id;
   claim.run.traceparent = candidate.traceparent;
   claim.run.created_at_ms = candidate.created_at_ms;
-  claim.run.input = payload({id, candidate.correlation_id, "input"}, candidate.input);
+  claim.run.input = t_.payload({id, candidate.correlation_id, "input"}, candidate.input);
   claim.run.invocations = candidate.invocations;
-  if (!candidate.tags.empty()) claim.run.tags = tags_of(stored(candidate.tags));
+  if (!candidate.tags.empty()) claim.run.tags = tags_of(t_.stored(candidate.tags));
   // Sleep entries are left sleeping by a sleeping run, or by a resident one (running) that slept
   // in place; wait entries only by a waiting run. A pending run has neither.
   if (before == Status::sleeping || before == Status::running) {
-    sql::Query end_sleeps(db(),
+    sql::Query end_sleeps(t_.db(),
                           "UPDATE steps SET state = 'completed', updated_at = ?1 "
                           "WHERE run_id = ?2 AND state = 'sleeping' AND wake_at <= ?1");
     end_sleeps.bind(1, request.now_ms);
     end_sleeps.bind(2, id);
     end_sleeps.run();
   }
-  if (before == Status::waiting) time_out_waits(id, request.now_ms);
-  for (JournalEntry& entry : load_journal(id)) {
+  if (before == Status::waiting) waits_.time_out_waits(id, request.now_ms);
+  for (JournalEntry& entry : reads_.load_journal(id)) {
     claim.run.invocations = std::max(claim.run.invocations, entry.invocation);
     claim.run.journal.append(std::move(entry));
   }
   claim.run.next_seq = claim.run.journal.size();
-  claim.unreadable = std::exchange(unreadable_, std::nullopt);
+  claim.unreadable = t_.take_unreadable();
   return claim;
 }
 
-bool SqlStore::release(const std::string& id, const std::string& owner, std::int64_t now_ms,
-                       const std::string& reason) {
-  return guarded([&] {
-    sql::Transaction tx(db(), sql::Sync::journal);
+bool Claims::release(const std::string& id, const std::string& owner, std::int64_t now_ms,
+                     const std::string& reason) {
+  return t_.guarded([&] {
+    sql::Transaction tx(t_.db(), sql::Sync::journal);
     // A run asked to pause is paused as it is handed back.
     std::optional<bool> pausing;
     {
-      sql::Query row(db(),
+      sql::Query row(t_.db(),
                      "SELECT paused FROM runs WHERE id = ? AND status = 'running' AND "
                      "owner = ?" +
-                         std::string(db().dialect().lock_row));
+                         std::string(t_.db().dialect().lock_row));
       row.bind(1, id);
       row.bind(2, owner);
       if (row.next()) pausing = row.int64(0) != kNotPaused;
@@ -432,49 +429,35 @@ bool SqlStore::release(const std::string& id, const std::string& owner, std::int
                         owner};
     change.set_null("owner").set("due_at", now_ms);
     if (*pausing) change.set("paused_from", std::string("pending"));
-    const bool released = change_status(change);
-    if (released) announce_work();
+    const bool released = lifecycle_.change_status(change);
+    if (released) t_.announce_work();
     tx.commit();
     return released;
   });
 }
 
-// Inside the group's transaction: relaxed, as a claim, when alone in it (a renewal lost to a
-// power cut went with the worker that made it).
-void SqlStore::renew_leases(const std::string& owner, const std::vector<std::string>& ids,
-                            std::int64_t until_ms) {
-  if (ids.empty()) return;
-  sql::Query renew(db(),
-                   "UPDATE runs SET due_at = ? WHERE status = 'running' AND owner = ? AND id IN (" +
-                       sql::placeholders(ids.size()) + ")");
-  renew.bind(1, until_ms);
-  renew.bind(2, owner);
-  bind_all(renew, 3, ids);
-  renew.run();
+std::optional<std::int64_t> Claims::next_due(const std::vector<std::string>& workflows,
+                                             const std::vector<std::string>& executing) {
+  return t_.guarded([&] { return earliest_due(workflows, executing); });
 }
 
-std::optional<std::int64_t> SqlStore::next_due(const std::vector<std::string>& workflows,
-                                               const std::vector<std::string>& executing) {
-  return guarded([&] { return earliest_due(workflows, executing); });
-}
-
-std::optional<std::int64_t> SqlStore::earliest_due(const std::vector<std::string>& workflows,
-                                                   const std::vector<std::string>& excluded) {
+std::optional<std::int64_t> Claims::earliest_due(const std::vector<std::string>& workflows,
+                                                 const std::vector<std::string>& excluded) {
   if (workflows.empty()) return std::nullopt;
-  sql::Query query(db(), "SELECT min(due_at) " + live_runs(workflows.size(), excluded.size()));
+  sql::Query query(t_.db(), "SELECT min(due_at) " + live_runs(workflows.size(), excluded.size()));
   bind_all(query, bind_workflows(query, 1, workflows), excluded);
   if (!query.next() || query.is_null(0)) return std::nullopt;
   return query.int64(0);
 }
 
-std::size_t SqlStore::due_count(const std::vector<std::string>& workflows,
-                                const std::vector<std::string>& executing, std::int64_t now_ms,
-                                std::size_t limit) {
-  return guarded([&]() -> std::size_t {
+std::size_t Claims::due_count(const std::vector<std::string>& workflows,
+                              const std::vector<std::string>& executing, std::int64_t now_ms,
+                              std::size_t limit) {
+  return t_.guarded([&]() -> std::size_t {
     if (workflows.empty() || limit == 0) return 0;
-    sql::Query query(db(), "SELECT count(*) FROM (SELECT 1 " +
-                               live_runs(workflows.size(), executing.size()) +
-                               " AND due_at <= ? LIMIT ?) AS due");
+    sql::Query query(t_.db(), "SELECT count(*) FROM (SELECT 1 " +
+                                  live_runs(workflows.size(), executing.size()) +
+                                  " AND due_at <= ? LIMIT ?) AS due");
     int i = bind_all(query, bind_workflows(query, 1, workflows), executing);
     query.bind(i++, now_ms);
     query.bind(i, static_cast<std::int64_t>(limit));
@@ -483,13 +466,13 @@ std::size_t SqlStore::due_count(const std::vector<std::string>& workflows,
   });
 }
 
-Backlog SqlStore::backlog(std::int64_t now_ms) {
-  return guarded([&] {
+Backlog Claims::backlog(std::int64_t now_ms) {
+  return t_.guarded([&] {
     // The due ones only, from the index of live runs by due time: as many as the backlog, however
     // many runs sleep or ended.
-    sql::Query query(db(), "SELECT count(*), min(due_at) FROM runs" +
-                               std::string(db().dialect().claimable_runs_index) + " WHERE " +
-                               kLiveStatus + " AND status != 'running' AND due_at <= ?");
+    sql::Query query(t_.db(), "SELECT count(*), min(due_at) FROM runs" +
+                                  std::string(t_.db().dialect().claimable_runs_index) + " WHERE " +
+                                  kLiveStatus + " AND status != 'running' AND due_at <= ?");
     query.bind(1, now_ms);
     Backlog backlog;
     if (query.next()) {

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // A run's writes: its journal entries and its change of status in one transaction, fenced by
 // ownership (written only while the run is `running` under the writer), alone or with other
-// runs' writes (group commit); and reading a journal back.
+// runs' writes (group commit). Reading a journal back is runs.cpp's.
 
 #include <algorithm>
 
 #include "errors_internal.hpp"
 #include "serialization.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
@@ -23,9 +23,6 @@ constexpr const char* kEntryUpdate =
     "wake_at = ?10, invocation = ?11, updated_at = ?12, duration_ms = coalesce(?13, duration_ms), "
     "started_at = coalesce(?14, started_at), resolved = coalesce(?15, resolved) "
     "WHERE run_id = ?1 AND key = ?2 AND CAST(?3 AS BIGINT) IS NOT NULL";
-constexpr const char* kJournalSelect =
-    "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation, updated_at, "
-    "duration_ms, started_at, resolved FROM steps WHERE run_id = ? ORDER BY seq";
 
 void bind_optional(sql::Query& query, int index, const std::optional<std::int64_t>& value) {
   if (value) {
@@ -37,9 +34,9 @@ void bind_optional(sql::Query& query, int index, const std::optional<std::int64_
 
 }  // namespace
 
-Written SqlStore::commit(const RunWrite& w) {
-  return guarded([&] {
-    sql::Transaction tx(db(), sql::Sync::journal);
+Written Commits::commit(const RunWrite& w) {
+  return t_.guarded([&] {
+    sql::Transaction tx(t_.db(), sql::Sync::journal);
     const Written written = apply(w);
     if (written == Written::refused) return written;  // rolled back: nothing written
     tx.commit();
@@ -59,17 +56,18 @@ sql::Sync sync_of(const WriteGroup& group) {
 }
 }  // namespace
 
-GroupWritten SqlStore::write_group(const WriteGroup& group) {
-  return guarded([&] {
+GroupWritten Commits::write_group(const WriteGroup& group) {
+  return t_.guarded([&] {
     GroupWritten out;
-    sql::Transaction tx(db(), sync_of(group));
-    for (const NewRun* run : group.starts) out.ids.push_back(insert_run(*run));
+    sql::Transaction tx(t_.db(), sync_of(group));
+    for (const NewRun* run : group.starts) out.ids.push_back(lifecycle_.insert_run(*run));
     for (const RunWrite* w : group.writes) out.written.push_back(apply(*w));
-    for (const StreamValue* v : group.stream_values) out.streamed.push_back(write_stream(*v));
-    for (const ProgressWrite* p : group.progress) out.saved.push_back(save_progress(*p));
+    for (const StreamValue* v : group.stream_values)
+      out.streamed.push_back(outputs_.write_stream(*v));
+    for (const ProgressWrite* p : group.progress) out.saved.push_back(outputs_.save_progress(*p));
     for (const Beat* b : group.beats) {
-      if (b->worker != nullptr) touch(*b->worker, b->now_ms, b->lease_ms, b->counters);
-      renew_leases(b->owner, b->held, b->until_ms);
+      if (b->worker != nullptr) workers_.touch(*b->worker, b->now_ms, b->lease_ms, b->counters);
+      workers_.renew_leases(b->owner, b->held, b->until_ms);
     }
     tx.commit();
     const auto took = [](Written w) { return w != Written::refused; };
@@ -78,23 +76,15 @@ GroupWritten SqlStore::write_group(const WriteGroup& group) {
   });
 }
 
-bool SqlStore::held_by(const std::string& run_id, const std::string& owner) {
-  sql::Query owned(db(), "SELECT 1 FROM runs WHERE id = ? AND owner = ? AND status = 'running'" +
-                             std::string(db().dialect().lock_row));
-  owned.bind(1, run_id);
-  owned.bind(2, owner);
-  return owned.next();
-}
-
 // Writes one run's change inside the caller's transaction, if the run is still running under
 // the writer; says how it came out. A pause asked for while the run ran is made by the first
 // write at a step boundary that does not end the run: its entries are written, and the run,
 // instead of going on, is paused where the write would have left it.
-Written SqlStore::apply(const RunWrite& w) {
+Written Commits::apply(const RunWrite& w) {
   const std::optional<HeldRun> held = held_for(w);
   if (!held) return Written::refused;
   if (w.clear_crashes) {
-    sql::Query clear(db(), "UPDATE runs SET crashes = 0 WHERE id = ?");
+    sql::Query clear(t_.db(), "UPDATE runs SET crashes = 0 WHERE id = ?");
     clear.bind(1, w.run_id);
     clear.run();
   }
@@ -108,7 +98,7 @@ Written SqlStore::apply(const RunWrite& w) {
   if (w.status) {
     move_run(w, woke, held->has_parent);
   } else if (w.renew_lease) {
-    sql::Query renew(db(),
+    sql::Query renew(t_.db(),
                      "UPDATE runs SET due_at = ?, invocations = ?, updated_at = ? WHERE id = ?");
     renew.bind(1, w.due_ms);
     renew.bind(2, w.invocations);
@@ -121,12 +111,12 @@ Written SqlStore::apply(const RunWrite& w) {
 
 // The row of a run a write is for, locked until the transaction ends, if the run is still
 // running under the writer.
-std::optional<SqlStore::HeldRun> SqlStore::held_for(const RunWrite& w) {
-  sql::Query owner(db(),
+std::optional<Commits::HeldRun> Commits::held_for(const RunWrite& w) {
+  sql::Query owner(t_.db(),
                    "SELECT status, coalesce(owner, ''), CASE WHEN parent_id IS NULL THEN 0 "
                    "ELSE 1 END, paused, CASE WHEN rate_key IS NOT NULL AND first_body_at IS "
                    "NULL THEN 1 ELSE 0 END FROM runs WHERE id = ?" +
-                       std::string(db().dialect().lock_row));
+                       std::string(t_.db().dialect().lock_row));
   owner.bind(1, w.run_id);
   if (!owner.next() || owner.text(0) != "running" || owner.text(1) != w.owner) {
     return std::nullopt;
@@ -136,7 +126,7 @@ std::optional<SqlStore::HeldRun> SqlStore::held_for(const RunWrite& w) {
 
 // Writes a run write's entries, a Step::transaction's run here; returns whether a wait written
 // among them was completed at once by an earlier event.
-bool SqlStore::write_entries(const RunWrite& w, bool gated) {
+bool Commits::write_entries(const RunWrite& w, bool gated) {
   bool woke = false;
   std::size_t seq = w.first_seq;
   std::optional<std::int64_t> first_body;  // the earliest begin of a body written here
@@ -157,7 +147,7 @@ bool SqlStore::write_entries(const RunWrite& w, bool gated) {
 
 // A write that ends or suspends its run (w.status): the run's row, a wait completed meanwhile,
 // and its successor or its parent.
-void SqlStore::move_run(const RunWrite& w, bool woke, bool has_parent) {
+void Commits::move_run(const RunWrite& w, bool woke, bool has_parent) {
   const bool ends = ended(*w.status);
   const bool keeps_due =
       (*w.status == Status::sleeping || *w.status == Status::waiting) && w.due_ms != kNever;
@@ -168,23 +158,24 @@ void SqlStore::move_run(const RunWrite& w, bool woke, bool has_parent) {
       .set("invocations", w.invocations)
       .set("paused", std::int64_t{kNotPaused});
   if (w.output) {
-    change.set("output", encoded({w.run_id, "", "output"}, *w.output));
+    change.set("output", t_.encoded({w.run_id, "", "output"}, *w.output));
   } else {
     change.set_null("output");
   }
   if (w.error) {
-    change.set("error", error_stored({w.run_id, "", "error"}, *w.error));
+    change.set("error", t_.error_stored({w.run_id, "", "error"}, *w.error));
   } else {
     change.set_null("error");
   }
-  if (!change_status(change)) bug("run " + w.run_id + " changed under its owner's write");
+  if (!lifecycle_.change_status(change))
+    bug("run " + w.run_id + " changed under its owner's write");
   if (*w.status == Status::waiting && (woke || !still_waiting(w.run_id))) {
-    wake(w.run_id, w.now_ms, "what it waited for came while the wait was being journaled");
+    waits_.wake(w.run_id, w.now_ms, "what it waited for came while the wait was being journaled");
   }
   if (w.successor) {
     continue_as(w.run_id, *w.successor);
   } else if (has_parent && (*w.status == Status::completed || *w.status == Status::failed)) {
-    resolve_parent(w.run_id, *w.status, w.output, w.error, w.now_ms);
+    waits_.resolve_parent(w.run_id, *w.status, w.output, w.error, w.now_ms);
   }
 }
 
@@ -192,8 +183,8 @@ void SqlStore::move_run(const RunWrite& w, bool woke, bool has_parent) {
 // commit of that entry on, the run counts in its key's window by this time instead of as a
 // claimed run that has yet to begin (FlowGate). A body's entry is its first record of having
 // begun: until then the run is running, so it is counted all along.
-void SqlStore::note_first_body(const std::string& run_id, std::int64_t at_ms) {
-  sql::Query update(db(),
+void Commits::note_first_body(const std::string& run_id, std::int64_t at_ms) {
+  sql::Query update(t_.db(),
                     "UPDATE runs SET first_body_at = ? WHERE id = ? AND first_body_at IS NULL");
   update.bind(1, at_ms);
   update.bind(2, run_id);
@@ -202,7 +193,7 @@ void SqlStore::note_first_body(const std::string& run_id, std::int64_t at_ms) {
 
 // A write at a step boundary of a run asked to pause: the run is paused as the write would have
 // left it (sleeping until its wake time, waiting, or due now to go on), holding no owner.
-void SqlStore::pause_at_write(const RunWrite& w, bool woke) {
+void Commits::pause_at_write(const RunWrite& w, bool woke) {
   Status from = w.status.value_or(Status::pending);
   std::optional<std::int64_t> due = w.now_ms;
   if (from == Status::sleeping) {
@@ -226,14 +217,15 @@ void SqlStore::pause_at_write(const RunWrite& w, bool woke) {
       .set("due_at", due)
       .set_null("owner")
       .set("invocations", w.invocations);
-  if (!change_status(change)) bug("run " + w.run_id + " changed under its owner's write");
+  if (!lifecycle_.change_status(change))
+    bug("run " + w.run_id + " changed under its owner's write");
 }
 
 // step.continue_as_new: the run that takes over from `id` (completed in this transaction), with
 // its parent, whom it answers in its stead: the parent's invoke step now waits on it.
-void SqlStore::continue_as(const std::string& id, NewRun successor) {
+void Commits::continue_as(const std::string& id, NewRun successor) {
   {
-    sql::Query parent(db(), "SELECT parent_id, parent_step FROM runs WHERE id = ?");
+    sql::Query parent(t_.db(), "SELECT parent_id, parent_step FROM runs WHERE id = ?");
     parent.bind(1, id);
     if (parent.next() && !parent.is_null(0)) {
       successor.parent_id = parent.text(0);
@@ -244,28 +236,28 @@ void SqlStore::continue_as(const std::string& id, NewRun successor) {
     // Held until this transaction ends: a cancel of the parent, where writers run side by side,
     // either comes first (the parent has ended: no successor, nothing to answer) or after, and
     // then finds the successor among the children it cancels.
-    const std::optional<Status> parent = locked_status(successor.parent_id);
+    const std::optional<Status> parent = t_.locked_status(successor.parent_id);
     if (!parent || ended(*parent)) return;
-    sql::Query waiting(db(),
+    sql::Query waiting(t_.db(),
                        "SELECT output FROM steps WHERE run_id = ? AND key = ? AND "
                        "state = 'waiting'");
     waiting.bind(1, successor.parent_id);
     waiting.bind(2, successor.parent_step);
     const std::string slot = step_slot(successor.parent_step, "output");
     const PayloadAt at{successor.parent_id, "", slot};
-    json call = waiting.next() && !waiting.is_null(0) ? payload(at, waiting.text(0)) : json();
+    json call = waiting.next() && !waiting.is_null(0) ? t_.payload(at, waiting.text(0)) : json();
     if (call.is_object() && call.value("run", "") == id) {
       call["run"] = successor.id;
-      sql::Query update(db(), "UPDATE steps SET output = ? WHERE run_id = ? AND key = ?");
-      update.bind(1, encoded(at, call.dump()));
+      sql::Query update(t_.db(), "UPDATE steps SET output = ? WHERE run_id = ? AND key = ?");
+      update.bind(1, t_.encoded(at, call.dump()));
       update.bind(2, successor.parent_id);
       update.bind(3, successor.parent_step);
       update.run();
     }
   }
-  insert_run(successor);
-  carry_messages(id, successor.id);
-  sql::Query link(db(), "UPDATE runs SET continued_as = ? WHERE id = ?");
+  lifecycle_.insert_run(successor);
+  waits_.carry_messages(id, successor.id);
+  sql::Query link(t_.db(), "UPDATE runs SET continued_as = ? WHERE id = ?");
   link.bind(1, successor.id);
   link.bind(2, id);
   link.run();
@@ -275,7 +267,7 @@ void SqlStore::continue_as(const std::string& id, NewRun successor) {
 // registered, a receive takes a message already there, an invoke creates its child, a publish
 // stores the key's value, a stream's write or close is applied, a set_tags merges the run's tags.
 // Returns whether a wait was completed at once.
-bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
+bool Commits::side_effects(const RunWrite& w, const EntryWrite& write) {
   const JournalEntry& e = write.entry;
   if (e.kind == StepKind::send && e.state == StepState::completed && write.is_new) {
     NewEvent event;
@@ -283,37 +275,37 @@ bool SqlStore::side_effects(const RunWrite& w, const EntryWrite& write) {
     event.name = e.output.value("name", "");
     event.data = e.output.value("data", json::object()).dump();
     event.now_ms = w.now_ms;
-    event.correlation_id = correlation_of(w.run_id);
-    publish_in(event);
+    event.correlation_id = t_.correlation_of(w.run_id);
+    waits_.publish_in(event);
   } else if (e.kind == StepKind::event && e.state == StepState::waiting) {
-    return register_wait(w.run_id, e, w.now_ms);
+    return waits_.register_wait(w.run_id, e, w.now_ms);
   } else if (e.kind == StepKind::receive && e.state == StepState::waiting && write.is_new) {
-    return register_receive(w.run_id, e, w.now_ms);
+    return waits_.register_receive(w.run_id, e, w.now_ms);
   } else if (e.kind == StepKind::invoke && e.state == StepState::waiting) {
-    create_child(w.run_id, e, w.now_ms);
+    waits_.create_child(w.run_id, e, w.now_ms);
   } else if (e.kind == StepKind::publish && write.is_new) {
-    write_published(w.run_id, e, w.now_ms);
+    outputs_.write_published(w.run_id, e, w.now_ms);
   } else if (e.kind == StepKind::tags && write.is_new) {
-    merge_tags(w.run_id, e);
+    outputs_.merge_tags(w.run_id, e);
   } else if (e.kind == StepKind::stream && write.is_new) {
     // The engine refused a write to a closed stream before journaling it (Host::stream_closed).
     std::optional<std::string> value;
     if (!e.output.contains("close")) value = e.output.value("value", json()).dump();
-    append_stream(w.run_id, e.output.value("stream", ""), value, w.now_ms);
+    outputs_.append_stream(w.run_id, e.output.value("stream", ""), value, w.now_ms);
   }
   return false;
 }
 
-bool SqlStore::still_waiting(const std::string& run_id) {
-  sql::Query query(db(), "SELECT 1 FROM steps WHERE run_id = ? AND state = 'waiting' LIMIT 1" +
-                             std::string(db().dialect().lock_row));
+bool Commits::still_waiting(const std::string& run_id) {
+  sql::Query query(t_.db(), "SELECT 1 FROM steps WHERE run_id = ? AND state = 'waiting' LIMIT 1" +
+                                std::string(t_.db().dialect().lock_row));
   query.bind(1, run_id);
   return query.next();
 }
 
-void SqlStore::write_entry(const RunWrite& w, const EntryWrite& write, std::size_t seq) {
+void Commits::write_entry(const RunWrite& w, const EntryWrite& write, std::size_t seq) {
   const JournalEntry& e = write.entry;
-  sql::Query s(db(), write.is_new ? kEntryInsert : kEntryUpdate);
+  sql::Query s(t_.db(), write.is_new ? kEntryInsert : kEntryUpdate);
   s.bind(1, w.run_id);
   s.bind(2, e.key);
   s.bind(3, static_cast<std::int64_t>(seq));
@@ -327,12 +319,12 @@ void SqlStore::write_entry(const RunWrite& w, const EntryWrite& write, std::size
   if (!has_output) {
     s.bind_null(7);
   } else if (!e.output_text.empty()) {
-    s.bind(7, encoded({w.run_id, "", output_slot}, e.output_text));
+    s.bind(7, t_.encoded({w.run_id, "", output_slot}, e.output_text));
   } else {
-    s.bind(7, encoded({w.run_id, "", output_slot}, e.output.dump()));
+    s.bind(7, t_.encoded({w.run_id, "", output_slot}, e.output.dump()));
   }
   if (e.error) {
-    s.bind(8, error_stored({w.run_id, "", step_slot(e.key, "error")}, *e.error));
+    s.bind(8, t_.error_stored({w.run_id, "", step_slot(e.key, "error")}, *e.error));
   } else {
     s.bind_null(8);
   }
@@ -344,66 +336,6 @@ void SqlStore::write_entry(const RunWrite& w, const EntryWrite& write, std::size
   bind_optional(s, 14, e.started_at_ms);
   s.bind_text_or_null(15, e.resolved);
   s.run();
-}
-
-std::vector<JournalEntry> SqlStore::load_journal(const std::string& id) {
-  sql::Query q(db(), kJournalSelect);
-  q.bind(1, id);
-  std::vector<JournalEntry> entries;
-  while (q.next()) {
-    JournalEntry e;
-    e.key = q.text(0);
-    e.base = q.text(1);
-    const auto kind = step_kind_from_string(q.text(2));
-    const auto state = step_state_from_string(q.text(3));
-    if (!kind || !state)
-      fail("the journal of run " + id + " has an entry of unknown kind or state");
-    e.kind = *kind;
-    e.state = *state;
-    if (!q.is_null(4)) e.output = payload({id, "", step_slot(e.key, "output")}, q.text(4));
-    if (!q.is_null(5)) e.error = error_read({id, "", step_slot(e.key, "error")}, q.text(5));
-    e.attempts = q.int32(6);
-    if (!q.is_null(7)) e.wake_at_ms = q.int64(7);
-    e.invocation = q.int32(8);
-    e.updated_at_ms = q.int64(9);
-    if (!q.is_null(10)) e.duration_ms = q.int64(10);
-    if (!q.is_null(11)) e.started_at_ms = q.int64(11);
-    if (!q.is_null(12)) e.resolved = q.text(12);
-    entries.push_back(std::move(e));
-  }
-  return entries;
-}
-
-std::optional<std::vector<JournalEntry>> SqlStore::journal(const std::string& id) {
-  return reading([&]() -> std::optional<std::vector<JournalEntry>> {
-    if (!run_exists(id)) return std::nullopt;
-    return load_journal(id);
-  });
-}
-
-std::optional<std::vector<StepInfo>> SqlStore::list_steps(const std::string& id) {
-  return reading([&] { return read_steps(id); });
-}
-
-std::optional<std::vector<StepInfo>> SqlStore::read_steps(const std::string& id) {
-  if (!run_exists(id)) return std::nullopt;
-  std::vector<StepInfo> steps;
-  for (const JournalEntry& e : load_journal(id)) {
-    StepInfo info;
-    info.id = e.key;
-    info.kind = to_string(e.kind);
-    info.status = to_string(e.state);
-    info.output = e.output;
-    info.error = e.error;
-    info.attempts = e.attempts;
-    if (e.wake_at_ms) info.wake_at = to_time(*e.wake_at_ms);
-    if (e.duration_ms) info.duration = std::chrono::milliseconds(*e.duration_ms);
-    if (e.started_at_ms) info.started_at = to_time(*e.started_at_ms);
-    info.updated_at = to_time(e.updated_at_ms);
-    info.resolved = e.resolved;
-    steps.push_back(std::move(info));
-  }
-  return steps;
 }
 
 }  // namespace durable::detail

@@ -3,7 +3,7 @@
 // workflows it triggers, in one transaction; a wait journaled after a matching event was stored
 // is completed at once, when it is registered. So neither order of a wait and its event loses
 // the event. Where writers run side by side, both transactions first take one lock, "events"
-// (SqlStore::lock), held to their commit: the one that commits second sees the other's row, and
+// (SqlTables::lock), held to their commit: the one that commits second sees the other's row, and
 // events get their seq in commit order. That order matters beyond one name: a wait counts only
 // events after `since`, the highest seq committed when it began, so an event given a lower seq
 // but committed later would be missed by it.
@@ -31,7 +31,7 @@
 
 #include "errors_internal.hpp"
 #include "ids.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
@@ -58,9 +58,9 @@ bool matches(const json& match, const json& data) {
 
 }  // namespace
 
-Published SqlStore::publish(const NewEvent& event) {
-  return guarded([&] {
-    sql::Transaction tx(db());
+Published Waits::publish(const NewEvent& event) {
+  return t_.guarded([&] {
+    sql::Transaction tx(t_.db());
     Published result = publish_in(event);
     tx.commit();
     return result;
@@ -68,16 +68,16 @@ Published SqlStore::publish(const NewEvent& event) {
 }
 
 // Stores an event inside the caller's transaction and delivers it.
-Published SqlStore::publish_in(const NewEvent& event) {
-  lock("events");
+Published Waits::publish_in(const NewEvent& event) {
+  t_.lock("events");
   Published result;
   {
-    sql::Query insert(db(),
+    sql::Query insert(t_.db(),
                       "INSERT INTO events (id, name, data, at, correlation_id) "
                       "VALUES (?, ?, ?, ?, ?) RETURNING seq");
     insert.bind(1, event.id);
     insert.bind(2, event.name);
-    insert.bind(3, encoded(event_data(event.id, event.correlation_id), event.data));
+    insert.bind(3, t_.encoded(event_data(event.id, event.correlation_id), event.data));
     insert.bind(4, event.now_ms);
     insert.bind_text_or_null(5, event.correlation_id);
     if (!insert.next()) bug("event " + event.id + " was stored with no sequence number");
@@ -85,17 +85,17 @@ Published SqlStore::publish_in(const NewEvent& event) {
     while (insert.next()) {
     }
   }
-  const json data = stored(event.data);
+  const json data = t_.stored(event.data);
   const json full = {
       {"id", event.id}, {"name", event.name}, {"data", data}, {"time", event.now_ms}};
   std::vector<std::pair<std::string, std::string>> matched;  // run, key
   {
-    sql::Query waits(db(), "SELECT run_id, key, match FROM waits WHERE event = ? AND since < ?");
+    sql::Query waits(t_.db(), "SELECT run_id, key, match FROM waits WHERE event = ? AND since < ?");
     waits.bind(1, event.name);
     waits.bind(2, result.seq);
     while (waits.next()) {
       std::string run = waits.text(0), key = waits.text(1);
-      if (matches(payload({run, "", step_slot(key, "match")}, waits.text(2)), data)) {
+      if (matches(t_.payload({run, "", step_slot(key, "match")}, waits.text(2)), data)) {
         matched.emplace_back(std::move(run), std::move(key));
       }
     }
@@ -108,7 +108,7 @@ Published SqlStore::publish_in(const NewEvent& event) {
   }
   std::vector<std::string> workflows;
   {
-    sql::Query triggers(db(), "SELECT workflow FROM triggers WHERE event = ?");
+    sql::Query triggers(t_.db(), "SELECT workflow FROM triggers WHERE event = ?");
     triggers.bind(1, event.name);
     while (triggers.next()) workflows.push_back(triggers.text(0));
   }
@@ -123,40 +123,39 @@ Published SqlStore::publish_in(const NewEvent& event) {
     run.reason = "started by event '" + event.name + "'";
     run.debounce = true;
     run.traceparent = event.traceparent;
-    result.started.push_back(insert_run(run));
+    result.started.push_back(lifecycle_.insert_run(run));
   }
   return result;
 }
 
 // A new wait of a run's journal: registered for the events to come, and completed at once by one
 // stored since the wait began (sent while the invocation was reaching the wait).
-bool SqlStore::register_wait(const std::string& run_id, const JournalEntry& e,
-                             std::int64_t now_ms) {
+bool Waits::register_wait(const std::string& run_id, const JournalEntry& e, std::int64_t now_ms) {
   const std::string event = e.output.value("event", "");
   const json match = e.output.value("match", json::object());
   const std::int64_t since = e.output.value("since", std::int64_t{0});
-  lock("events");
+  t_.lock("events");
   {
-    sql::Query insert(db(),
+    sql::Query insert(t_.db(),
                       "INSERT INTO waits (run_id, key, event, match, since) VALUES (?, ?, ?, ?, ?) "
                       "ON CONFLICT (run_id, key) DO UPDATE SET event = excluded.event, "
                       "match = excluded.match, since = excluded.since");
     insert.bind(1, run_id);
     insert.bind(2, e.key);
     insert.bind(3, event);
-    insert.bind(4, encoded({run_id, "", step_slot(e.key, "match")}, match.dump()));
+    insert.bind(4, t_.encoded({run_id, "", step_slot(e.key, "match")}, match.dump()));
     insert.bind(5, since);
     insert.run();
   }
   std::optional<json> found;
   {
-    sql::Query earlier(db(),
+    sql::Query earlier(t_.db(),
                        "SELECT id, data, at, coalesce(correlation_id, '') FROM events WHERE "
                        "name = ? AND seq > ? ORDER BY seq");
     earlier.bind(1, event);
     earlier.bind(2, since);
     while (earlier.next()) {
-      json data = payload(event_data(earlier.text(0), earlier.text(3)), earlier.text(1));
+      json data = t_.payload(event_data(earlier.text(0), earlier.text(3)), earlier.text(1));
       if (!matches(match, data)) continue;
       found = json{{"id", earlier.text(0)},
                    {"name", event},
@@ -169,21 +168,21 @@ bool SqlStore::register_wait(const std::string& run_id, const JournalEntry& e,
 }
 
 // Completes a waiting event step with the event (null: timed out); false if it was not waiting.
-bool SqlStore::complete_wait(const std::string& run_id, const std::string& key, const json& event,
-                             std::int64_t now_ms) {
-  sql::Query update(db(),
+bool Waits::complete_wait(const std::string& run_id, const std::string& key, const json& event,
+                          std::int64_t now_ms) {
+  sql::Query update(t_.db(),
                     "UPDATE steps SET state = 'completed', output = ?, updated_at = ? "
                     "WHERE run_id = ? AND key = ? AND state = 'waiting'");
   if (event.is_null()) {
     update.bind_null(1);
   } else {
-    update.bind(1, encoded({run_id, "", step_slot(key, "output")}, event.dump()));
+    update.bind(1, t_.encoded({run_id, "", step_slot(key, "output")}, event.dump()));
   }
   update.bind(2, now_ms);
   update.bind(3, run_id);
   update.bind(4, key);
   const bool completed = update.run() > 0;
-  sql::Query remove(db(), "DELETE FROM waits WHERE run_id = ? AND key = ?");
+  sql::Query remove(t_.db(), "DELETE FROM waits WHERE run_id = ? AND key = ?");
   remove.bind(1, run_id);
   remove.bind(2, key);
   remove.run();
@@ -192,10 +191,10 @@ bool SqlStore::complete_wait(const std::string& run_id, const std::string& key, 
 
 // Completes the event waits and receives of a run whose timeout passed, with nothing. A receive
 // and a send racing for it update the same waiting row: one of them finds it waiting.
-void SqlStore::time_out_waits(const std::string& id, std::int64_t now_ms) {
+void Waits::time_out_waits(const std::string& id, std::int64_t now_ms) {
   std::vector<std::string> keys;
   {
-    sql::Query query(db(),
+    sql::Query query(t_.db(),
                      "SELECT key FROM steps WHERE run_id = ? AND kind IN ('event', 'receive') "
                      "AND state = 'waiting' AND wake_at <= ?");
     query.bind(1, id);
@@ -206,37 +205,37 @@ void SqlStore::time_out_waits(const std::string& id, std::int64_t now_ms) {
 }
 
 // A waiting run whose wait is over becomes pending, due now.
-void SqlStore::wake(const std::string& id, std::int64_t now_ms, const std::string& reason) {
+void Waits::wake(const std::string& id, std::int64_t now_ms, const std::string& reason) {
   StatusChange change{Move::wake, id, Status::pending, now_ms, reason, Status::waiting};
-  if (change_status(change.set("due_at", now_ms))) {
-    announce_work();
+  if (lifecycle_.change_status(change.set("due_at", now_ms))) {
+    t_.announce_work();
     return;
   }
   // A run paused while it waited goes on, once resumed, with what came meanwhile.
-  sql::Query paused(db(),
+  sql::Query paused(t_.db(),
                     "UPDATE runs SET paused_from = 'pending', due_at = ?, updated_at = ? "
                     "WHERE id = ? AND status = 'paused' AND paused_from = 'waiting'");
   paused.bind(1, now_ms);
   paused.bind(2, now_ms);
   paused.bind(3, id);
-  if (paused.run() > 0) add_history(id, now_ms, Status::paused, reason + "; it stays paused");
+  if (paused.run() > 0)
+    lifecycle_.add_history(id, now_ms, Status::paused, reason + "; it stays paused");
 }
 
-std::int64_t SqlStore::event_horizon() {
-  return guarded([&] {
-    sql::Query query(db(), "SELECT coalesce(max(seq), 0) FROM events");
+std::int64_t Waits::event_horizon() {
+  return t_.guarded([&] {
+    sql::Query query(t_.db(), "SELECT coalesce(max(seq), 0) FROM events");
     query.next();
     return query.int64(0);
   });
 }
 
-void SqlStore::register_workflow(const std::string& workflow,
-                                 const std::vector<std::string>& events, const std::string& flow,
-                                 std::int64_t now_ms) {
-  guarded([&] {
-    sql::Transaction tx(db());
+void Waits::register_workflow(const std::string& workflow, const std::vector<std::string>& events,
+                              const std::string& flow, std::int64_t now_ms) {
+  t_.guarded([&] {
+    sql::Transaction tx(t_.db());
     {
-      sql::Query known(db(),
+      sql::Query known(t_.db(),
                        "INSERT INTO workflows (name, seen_at, flow) VALUES (?, ?, ?) "
                        "ON CONFLICT (name) DO UPDATE SET seen_at = excluded.seen_at, "
                        "flow = excluded.flow");
@@ -246,17 +245,17 @@ void SqlStore::register_workflow(const std::string& workflow,
       known.run();
     }
     {
-      sql::Query remove(db(), "DELETE FROM triggers WHERE workflow = ?" +
-                                  (events.empty() ? std::string()
-                                                  : " AND event NOT IN (" +
-                                                        sql::placeholders(events.size()) + ")"));
+      sql::Query remove(t_.db(), "DELETE FROM triggers WHERE workflow = ?" +
+                                     (events.empty() ? std::string()
+                                                     : " AND event NOT IN (" +
+                                                           sql::placeholders(events.size()) + ")"));
       remove.bind(1, workflow);
       int i = 2;
       for (const std::string& event : events) remove.bind(i++, event);
       remove.run();
     }
     for (const std::string& event : events) {
-      sql::Query insert(db(),
+      sql::Query insert(t_.db(),
                         "INSERT INTO triggers (event, workflow) VALUES (?, ?) "
                         "ON CONFLICT DO NOTHING");
       insert.bind(1, event);
@@ -268,26 +267,26 @@ void SqlStore::register_workflow(const std::string& workflow,
   });
 }
 
-std::size_t SqlStore::purge_events(std::int64_t before_ms, std::size_t limit) {
+std::size_t Waits::purge_events(std::int64_t before_ms, std::size_t limit) {
   if (limit == 0) return 0;
-  return guarded([&] {
+  return t_.guarded([&] {
     // One write transaction: the bounds and the delete see the same state.
-    sql::Transaction tx(db(), sql::Sync::journal);
+    sql::Transaction tx(t_.db(), sql::Sync::journal);
     std::int64_t max_seq = 0;  // below the newest event and the oldest since of a wait
     {
-      sql::Query newest(db(), "SELECT coalesce(max(seq), 0) FROM events");
+      sql::Query newest(t_.db(), "SELECT coalesce(max(seq), 0) FROM events");
       newest.next();
       max_seq = newest.int64(0) - 1;
     }
     {
-      sql::Query waits(db(), "SELECT min(since) FROM waits");
+      sql::Query waits(t_.db(), "SELECT min(since) FROM waits");
       if (waits.next() && !waits.is_null(0)) max_seq = std::min(max_seq, waits.int64(0));
     }
     // The oldest current claim of a running run: a claim writes a history row with status
     // 'running'; the latest such row of a run is its current claim.
     std::int64_t cutoff = before_ms;
     {
-      sql::Query claims(db(),
+      sql::Query claims(t_.db(),
                         "SELECT min((SELECT max(h.at) FROM history h WHERE h.run_id = r.id "
                         "AND h.status = 'running')) FROM runs r WHERE r.status = 'running'");
       if (claims.next() && !claims.is_null(0)) {
@@ -299,7 +298,7 @@ std::size_t SqlStore::purge_events(std::int64_t before_ms, std::size_t limit) {
     const std::int64_t most = static_cast<std::int64_t>(
         std::min<std::size_t>(limit, static_cast<std::size_t>(std::numeric_limits<int>::max())));
     {  // the data keys of events sent from outside go with them (whatever this process's codec)
-      sql::Query keys(db(),
+      sql::Query keys(t_.db(),
                       "DELETE FROM data_keys WHERE owner IN (SELECT 'event:' || id FROM "
                       "events WHERE correlation_id IS NULL AND seq IN (" +
                           doomed + "))");
@@ -308,7 +307,7 @@ std::size_t SqlStore::purge_events(std::int64_t before_ms, std::size_t limit) {
       keys.bind(3, most);
       keys.run();
     }
-    sql::Query remove(db(), "DELETE FROM events WHERE seq IN (" + doomed + ")");
+    sql::Query remove(t_.db(), "DELETE FROM events WHERE seq IN (" + doomed + ")");
     remove.bind(1, max_seq);
     remove.bind(2, cutoff);
     remove.bind(3, most);

@@ -41,7 +41,7 @@ struct GatedRun {
 class FlowGate {
  public:
   /// Counts what the request's rules need, inside the claim's transaction; `lock` takes a key
-  /// lock (SqlStore::lock).
+  /// lock (SqlTables::lock).
   FlowGate(sql::Connection& db, const ClaimRequest& request,
            const std::function<void(const std::string&)>& lock);
 

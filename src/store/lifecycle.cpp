@@ -2,13 +2,14 @@
 // The one writer of runs.status: a run's birth (insert_run) and every change of its status
 // (change_status), each checked against the lifecycle's table (src/lifecycle.hpp) and recorded
 // in the run's history. The same SQL on both stores.
+#include "lifecycle.hpp"
+
 #include <algorithm>
 
 #include "durations.hpp"
 #include "errors_internal.hpp"
-#include "lifecycle.hpp"
 #include "serialization.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
@@ -41,7 +42,7 @@ StatusChange& StatusChange::set_sql(std::string assignment, Value value) {
 // (a change the table does not hold is durable's bug), made only while the row holds the
 // status read (`from`; else any the row leaves) and, for a fenced row, the owner, and recorded
 // in the history. False when the row no longer held them: nothing was written.
-bool SqlStore::change_status(const StatusChange& change) {
+bool RunLifecycle::change_status(const StatusChange& change) {
   const MoveRule& row = rule(change.move);
   // With no status read, the row's own (any the move leaves) is checked by the UPDATE.
   if (change.from || !row.to.has(change.to)) {
@@ -54,7 +55,7 @@ bool SqlStore::change_status(const StatusChange& change) {
   for (const StatusChange::Column& column : change.columns()) text += ", " + column.assignment;
   text += " WHERE id = ? AND " + (change.from ? std::string("status = ?") : row.from.sql());
   if (row.fenced) text += " AND owner = ?";
-  sql::Query update(db(), text);
+  sql::Query update(t_.db(), text);
   int i = 1;
   update.bind(i++, to_string(change.to));
   update.bind(i++, change.at_ms);
@@ -76,9 +77,9 @@ bool SqlStore::change_status(const StatusChange& change) {
 
 // Inserts a run inside the caller's transaction, or returns the run of the same workflow and
 // idempotency key.
-std::string SqlStore::insert_run(const NewRun& run) {
+std::string RunLifecycle::insert_run(const NewRun& run) {
   if (!run.idempotency_key.empty()) {
-    sql::Query existing(db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
+    sql::Query existing(t_.db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
     existing.bind(1, run.workflow);
     existing.bind(2, run.idempotency_key);
     if (existing.next()) return existing.text(0);
@@ -90,20 +91,20 @@ std::string SqlStore::insert_run(const NewRun& run) {
   const Status status = rules.paused ? Status::paused : Status::pending;
   check_move(Move::start, std::nullopt, status, run.id);
   if (!write_new_run(run, rules, status)) {
-    sql::Query existing(db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
+    sql::Query existing(t_.db(), "SELECT id FROM runs WHERE workflow = ? AND idempotency_key = ?");
     existing.bind(1, run.workflow);
     existing.bind(2, run.idempotency_key);
     if (!existing.next()) bug("run " + run.id + " was neither inserted nor found");
     return existing.text(0);
   }
   for (const auto& [key, value] : run.tags) {
-    sql::Query tag(db(), "INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?)");
+    sql::Query tag(t_.db(), "INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?)");
     tag.bind(1, run.id);
     tag.bind(2, key);
     tag.bind(3, value);
     tag.run();
   }
-  if (!rules.paused) announce_work();
+  if (!rules.paused) t_.announce_work();
   std::string reason = run.reason.empty() ? std::string(rule(Move::start).history)
                                           : run.reason;
   if (rules.debounce_key) {
@@ -122,8 +123,8 @@ std::string SqlStore::insert_run(const NewRun& run) {
 
 // The INSERT of insert_run. A run of the same key inserted meanwhile by another writer (where
 // writers run side by side) leaves it doing nothing: false.
-bool SqlStore::write_new_run(const NewRun& run, const Admitted& rules, Status status) {
-  sql::Query insert(db(),
+bool RunLifecycle::write_new_run(const NewRun& run, const Admitted& rules, Status status) {
+  sql::Query insert(t_.db(),
                     "INSERT INTO runs (id, workflow, correlation_id, idempotency_key, status, "
                     "input, due_at, created_at, updated_at, parent_id, parent_step, version, "
                     "forked_from, priority, deadline_at, tags, paused, paused_from, flow_key, "
@@ -136,13 +137,13 @@ bool SqlStore::write_new_run(const NewRun& run, const Admitted& rules, Status st
   insert.bind(3, run.correlation_id);
   insert.bind_text_or_null(4, run.idempotency_key);
   insert.bind(5, to_string(status));
-  insert.bind(6, encoded({run.id, run.correlation_id, "input"}, run.input));
+  insert.bind(6, t_.encoded({run.id, run.correlation_id, "input"}, run.input));
   insert.bind(7, std::max(run.due_ms, rules.due_ms));
   insert.bind(8, run.now_ms);
   insert.bind(9, run.now_ms);
   insert.bind_text_or_null(10, run.parent_id);
   insert.bind_text_or_null(11, run.parent_step);
-  insert.bind(12, version_);
+  insert.bind(12, t_.version());
   insert.bind_text_or_null(13, run.forked_from);
   insert.bind(14, run.priority);
   const std::int64_t deadline = rules.deadline_ms > 0 ? rules.deadline_ms : run.deadline_ms;
@@ -169,10 +170,10 @@ bool SqlStore::write_new_run(const NewRun& run, const Admitted& rules, Status st
   return false;
 }
 
-void SqlStore::add_history(const std::string& id, std::int64_t at, Status status,
-                           const std::string& reason) {
-  sql::Query insert(db(), "INSERT INTO history (run_id, id, at, status, reason) VALUES (?1, " +
-                              std::string(db().dialect().next_history_id) + ", ?2, ?3, ?4)");
+void RunLifecycle::add_history(const std::string& id, std::int64_t at, Status status,
+                               const std::string& reason) {
+  sql::Query insert(t_.db(), "INSERT INTO history (run_id, id, at, status, reason) VALUES (?1, " +
+                                 std::string(t_.db().dialect().next_history_id) + ", ?2, ?3, ?4)");
   insert.bind(1, id);
   insert.bind(2, at);
   insert.bind(3, to_string(status));

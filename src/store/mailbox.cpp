@@ -14,24 +14,24 @@
 
 #include "errors_internal.hpp"
 #include "run_requests.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
-Sent SqlStore::send_message(const NewMessage& m) {
+Sent Waits::send_message(const NewMessage& m) {
   if (!findable(m.run_id)) return Sent::no_run;
-  return guarded([&] {
-    sql::Transaction tx(db());
-    const std::optional<Status> status = locked_status(m.run_id);
+  return t_.guarded([&] {
+    sql::Transaction tx(t_.db());
+    const std::optional<Status> status = t_.locked_status(m.run_id);
     if (!status) return Sent::no_run;
     if (ended(*status)) return Sent::ended;
     {
-      sql::Query insert(db(),
+      sql::Query insert(t_.db(),
                         "INSERT INTO messages (run_id, topic, data, sent_at) VALUES (?, ?, ?, ?)");
       insert.bind(1, m.run_id);
       insert.bind(2, m.topic);
       const std::string slot = message_slot(m.topic);
-      insert.bind(3, encoded({m.run_id, "", slot}, m.data));
+      insert.bind(3, t_.encoded({m.run_id, "", slot}, m.data));
       insert.bind(4, m.now_ms);
       insert.run();
     }
@@ -39,13 +39,13 @@ Sent SqlStore::send_message(const NewMessage& m) {
     // but the journal is what it is: each waiting receive of the topic, oldest first.
     std::vector<std::string> keys;
     {
-      sql::Query waiting(db(),
+      sql::Query waiting(t_.db(),
                          "SELECT key, output FROM steps WHERE run_id = ? AND kind = 'receive' "
                          "AND state = 'waiting' ORDER BY seq");
       waiting.bind(1, m.run_id);
       while (waiting.next()) {
         const std::string slot = step_slot(waiting.text(0), "output");
-        const json call = payload({m.run_id, "", slot}, waiting.text(1));
+        const json call = t_.payload({m.run_id, "", slot}, waiting.text(1));
         if (call.is_object() && call.value("topic", "") == m.topic) {
           keys.push_back(waiting.text(0));
         }
@@ -62,17 +62,17 @@ Sent SqlStore::send_message(const NewMessage& m) {
   });
 }
 
-bool SqlStore::register_receive(const std::string& run_id, const JournalEntry& e,
-                                std::int64_t now_ms) {
+bool Waits::register_receive(const std::string& run_id, const JournalEntry& e,
+                             std::int64_t now_ms) {
   return take_message(run_id, e.key, e.output.value("topic", ""), now_ms);
 }
 
-bool SqlStore::take_message(const std::string& run_id, const std::string& key,
-                            const std::string& topic, std::int64_t now_ms) {
+bool Waits::take_message(const std::string& run_id, const std::string& key,
+                         const std::string& topic, std::int64_t now_ms) {
   std::int64_t seq = 0;
   json message;
   {
-    sql::Query oldest(db(),
+    sql::Query oldest(t_.db(),
                       "SELECT seq, data FROM messages WHERE run_id = ? AND topic = ? AND "
                       "received_by IS NULL ORDER BY seq LIMIT 1");
     oldest.bind(1, run_id);
@@ -80,11 +80,11 @@ bool SqlStore::take_message(const std::string& run_id, const std::string& key,
     if (!oldest.next()) return false;
     seq = oldest.int64(0);
     const std::string slot = message_slot(topic);
-    message = payload({run_id, "", slot}, oldest.text(1));
+    message = t_.payload({run_id, "", slot}, oldest.text(1));
   }
   const json received = {{"topic", topic}, {"message", std::move(message)}, {"seq", seq}};
   if (!complete_wait(run_id, key, received, now_ms)) return false;
-  sql::Query mark(db(), "UPDATE messages SET received_by = ? WHERE seq = ?");
+  sql::Query mark(t_.db(), "UPDATE messages SET received_by = ? WHERE seq = ?");
   mark.bind(1, key);
   mark.bind(2, seq);
   mark.run();
@@ -94,7 +94,7 @@ bool SqlStore::take_message(const std::string& run_id, const std::string& key,
 // Under the ended run's row lock (its final write holds it), so a send either came before and
 // is carried, or comes after and finds the run ended. Each message is decoded and encoded again:
 // a payload is bound to its run.
-void SqlStore::carry_messages(const std::string& from, const std::string& to) {
+void Waits::carry_messages(const std::string& from, const std::string& to) {
   struct Kept {
     std::int64_t seq;
     std::string topic, data;
@@ -102,7 +102,7 @@ void SqlStore::carry_messages(const std::string& from, const std::string& to) {
   };
   std::vector<Kept> kept;
   {
-    sql::Query q(db(),
+    sql::Query q(t_.db(),
                  "SELECT seq, topic, data, sent_at FROM messages WHERE run_id = ? AND "
                  "received_by IS NULL ORDER BY seq");
     q.bind(1, from);
@@ -110,15 +110,15 @@ void SqlStore::carry_messages(const std::string& from, const std::string& to) {
   }
   for (const Kept& m : kept) {
     const std::string slot = message_slot(m.topic);
-    const std::string text = payload_text({from, "", slot}, m.data);
-    sql::Query insert(db(),
+    const std::string text = t_.payload_text({from, "", slot}, m.data);
+    sql::Query insert(t_.db(),
                       "INSERT INTO messages (run_id, topic, data, sent_at) VALUES (?, ?, ?, ?)");
     insert.bind(1, to);
     insert.bind(2, m.topic);
-    insert.bind(3, encoded({to, "", slot}, text));
+    insert.bind(3, t_.encoded({to, "", slot}, text));
     insert.bind(4, m.sent_at);
     insert.run();
-    sql::Query remove(db(), "DELETE FROM messages WHERE seq = ?");
+    sql::Query remove(t_.db(), "DELETE FROM messages WHERE seq = ?");
     remove.bind(1, m.seq);
     remove.run();
   }

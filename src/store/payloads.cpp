@@ -1,19 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // The store's side of payloads at rest (src/payloads.hpp): every payload column is written
 // through encoded() and read through payload(); the data keys live in the data_keys table, read
-// and written in the caller's transaction; forget() destroys one.
+// and written in the caller's transaction; delete_data_key() destroys one (Runtime::forget, in
+// interventions.cpp).
 
 #include <string>
 
 #include "env.hpp"
 #include "errors_internal.hpp"
 #include "serialization.hpp"
-#include "store/sql_store.hpp"
+#include "store/tables.hpp"
 
 namespace durable::detail {
 
 // The data keys, in the transaction under way.
-class SqlStore::Keys final : public PayloadKeys {
+class SqlTables::Keys final : public PayloadKeys {
  public:
   explicit Keys(sql::Connection& db) : db_(&db) {}
   std::optional<WrappedKey> find_data_key(const std::string& owner) override {
@@ -60,7 +61,7 @@ PayloadAt resolved(PayloadAt at, std::string& correlation,
 
 }  // namespace
 
-std::string SqlStore::encoded(const PayloadAt& at, std::string_view text) {
+std::string SqlTables::encoded(const PayloadAt& at, std::string_view text) {
   if (!payloads_) return std::string(text);
   std::string correlation;
   Keys keys(db());
@@ -68,7 +69,7 @@ std::string SqlStore::encoded(const PayloadAt& at, std::string_view text) {
                            text, keys);
 }
 
-std::string SqlStore::payload_text(const PayloadAt& at, const std::string& stored_text) {
+std::string SqlTables::payload_text(const PayloadAt& at, const std::string& stored_text) {
   if (!payloads_) {
     const std::string_view named = stored_codec(stored_text);
     if (named == kNoCodec) return stored_text;
@@ -85,12 +86,12 @@ std::string SqlStore::payload_text(const PayloadAt& at, const std::string& store
   return text;
 }
 
-json SqlStore::payload(const PayloadAt& at, const std::string& stored_text) {
+json SqlTables::payload(const PayloadAt& at, const std::string& stored_text) {
   if (!payloads_ && stored_codec(stored_text) == kNoCodec) return stored(stored_text);
   return stored(payload_text(at, stored_text));
 }
 
-std::string SqlStore::correlation_of(std::string_view run_id) {
+std::string SqlTables::correlation_of(std::string_view run_id) {
   if (const auto it = correlations_.find(run_id); it != correlations_.end()) return it->second;
   sql::Query q(db(), "SELECT correlation_id FROM runs WHERE id = ?");
   q.bind(1, std::string(run_id));
@@ -101,7 +102,7 @@ std::string SqlStore::correlation_of(std::string_view run_id) {
 }
 
 // An error's message is any text (it may begin with '~'), so an encoded one says so: "encoded".
-std::string SqlStore::error_stored(const PayloadAt& at, const ErrorInfo& error) {
+std::string SqlTables::error_stored(const PayloadAt& at, const ErrorInfo& error) {
   json j = error_to_json(error);
   if (payloads_) {
     j["message"] = encoded(at, lenient_dump(json(error.message)));
@@ -110,7 +111,7 @@ std::string SqlStore::error_stored(const PayloadAt& at, const ErrorInfo& error) 
   return lenient_dump(j);
 }
 
-ErrorInfo SqlStore::error_read(const PayloadAt& at, const std::string& stored_text) {
+ErrorInfo SqlTables::error_read(const PayloadAt& at, const std::string& stored_text) {
   const json j = stored(stored_text);
   ErrorInfo error = error_from_json(j);
   if (!j.is_object() || !j.value("encoded", false) || !j["message"].is_string()) return error;
@@ -119,41 +120,13 @@ ErrorInfo SqlStore::error_read(const PayloadAt& at, const std::string& stored_te
   return error;
 }
 
-void SqlStore::delete_data_key(const std::string& owner) {
+void SqlTables::delete_data_key(const std::string& owner) {
   const sql::Dialect& d = db().dialect();
   if (!d.secure_delete_on.empty()) db().execute(std::string(d.secure_delete_on));
   sql::Query remove(db(), "DELETE FROM data_keys WHERE owner = ?");
   remove.bind(1, owner);
   remove.run();
   if (!d.secure_delete_off.empty()) db().execute(std::string(d.secure_delete_off));
-}
-
-std::vector<std::string> SqlStore::forget(const std::string& correlation_id, std::int64_t now_ms) {
-  if (!payloads_ || !payloads_->encrypts()) {
-    throw Error(errc::config,
-                "forget needs the encryption key file (RuntimeOptions::encryption_key_file, the "
-                "CLI's --key-file): without encryption there is no data key to destroy");
-  }
-  std::vector<std::string> cancelled = guarded([&] {
-    sql::Transaction tx(db());
-    std::vector<std::string> ids;
-    {
-      sql::Query runs(db(), std::string("SELECT id FROM runs WHERE (correlation_id = ? OR (id = ? "
-                                        "AND correlation_id = '')) AND ") +
-                                kUnendedStatus);
-      runs.bind(1, correlation_id);
-      runs.bind(2, correlation_id);
-      while (runs.next()) ids.push_back(runs.text(0));
-    }
-    for (const std::string& id : ids) cancel_in(id, now_ms, "cancelled: its data was forgotten");
-    delete_data_key(correlation_id);
-    tx.commit();
-    return ids;
-  });
-  if (const auto truncate = db().dialect().truncate_log; !truncate.empty()) {
-    guarded([&] { db().execute(std::string(truncate)); });
-  }
-  return cancelled;
 }
 
 }  // namespace durable::detail

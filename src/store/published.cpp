@@ -11,14 +11,14 @@
 // (what RunFilter::tags finds).
 
 #include "change_watch.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
-void SqlStore::write_published(const std::string& run_id, const JournalEntry& entry,
-                               std::int64_t now_ms) {
+void RunOutputs::write_published(const std::string& run_id, const JournalEntry& entry,
+                                 std::int64_t now_ms) {
   const std::string key = entry.output.value("key", "");
-  sql::Query upsert(db(),
+  sql::Query upsert(t_.db(),
                     "INSERT INTO published (run_id, key, value, version, updated_at) "
                     "VALUES (?1, ?2, ?3, 1, ?4) ON CONFLICT (run_id, key) DO UPDATE SET "
                     "value = excluded.value, version = published.version + 1, "
@@ -26,15 +26,15 @@ void SqlStore::write_published(const std::string& run_id, const JournalEntry& en
   upsert.bind(1, run_id);
   upsert.bind(2, key);
   const std::string slot = published_slot(key);
-  upsert.bind(3, encoded({run_id, "", slot}, entry.output.value("value", json()).dump()));
+  upsert.bind(3, t_.encoded({run_id, "", slot}, entry.output.value("value", json()).dump()));
   upsert.bind(4, now_ms);
   upsert.run();
-  announce_change(run_id, key);
+  t_.announce_change(run_id, key);
 }
 
-void SqlStore::merge_tags(const std::string& run_id, const JournalEntry& entry) {
+void RunOutputs::merge_tags(const std::string& run_id, const JournalEntry& entry) {
   for (const auto& [key, value] : entry.output.items()) {
-    sql::Query upsert(db(),
+    sql::Query upsert(t_.db(),
                       "INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?) "
                       "ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value");
     upsert.bind(1, run_id);
@@ -44,41 +44,32 @@ void SqlStore::merge_tags(const std::string& run_id, const JournalEntry& entry) 
   }
   // runs.tags from run_tags, the one source, so the two never disagree.
   std::map<std::string, std::string> tags;
-  sql::Query all(db(), "SELECT key, value FROM run_tags WHERE run_id = ?");
+  sql::Query all(t_.db(), "SELECT key, value FROM run_tags WHERE run_id = ?");
   all.bind(1, run_id);
   while (all.next()) tags[all.text(0)] = all.text(1);
-  sql::Query write(db(), "UPDATE runs SET tags = ? WHERE id = ?");
+  sql::Query write(t_.db(), "UPDATE runs SET tags = ? WHERE id = ?");
   write.bind(1, json(tags).dump());
   write.bind(2, run_id);
   write.run();
 }
 
-void SqlStore::announce_change(const std::string& run_id, std::string_view name) {
-  const std::string_view notify = db().dialect().notify_change;
-  if (notify.empty()) return;
-  sql::Query announce(db(), std::string(notify));
-  announce.bind(1, ChangeWatch::topic(run_id, name));
-  while (announce.next()) {
-  }
-}
-
-PublishedRead SqlStore::published(const std::string& run_id,
-                                  const std::optional<std::string>& key) {
-  return reading([&] {
+PublishedRead RunOutputs::published(const std::string& run_id,
+                                    const std::optional<std::string>& key) {
+  return t_.reading([&] {
     PublishedRead read;
     const std::optional<bool> ended = run_has_ended(run_id);
     if (!ended) return read;
     read.run_found = true;
     read.run_ended = *ended;
     if (key && !findable(*key)) return read;  // never written
-    sql::Query values(db(), std::string("SELECT key, value, version, updated_at FROM published "
-                                        "WHERE run_id = ?") +
-                                (key ? " AND key = ?" : "") + " ORDER BY key");
+    sql::Query values(t_.db(), std::string("SELECT key, value, version, updated_at FROM published "
+                                           "WHERE run_id = ?") +
+                                   (key ? " AND key = ?" : "") + " ORDER BY key");
     values.bind(1, run_id);
     if (key) values.bind(2, *key);
     while (values.next()) {
       const std::string key_read = values.text(0), slot = published_slot(key_read);
-      read.values.push_back({key_read, payload_text({run_id, "", slot}, values.text(1)),
+      read.values.push_back({key_read, t_.payload_text({run_id, "", slot}, values.text(1)),
                              values.int64(2), values.int64(3)});
     }
     return read;

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "errors_internal.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
@@ -31,14 +31,15 @@ NotFound no_step(const std::string& id, const std::string& key,
 
 }  // namespace
 
-bool SqlStore::resolve(const std::string& id, const std::string& key, const std::string& output,
-                       const std::string& reason, std::int64_t now_ms, const ResolveCheck& check) {
-  return guarded([&] {
-    sql::Transaction tx(db());
-    const std::optional<Status> run = locked_status(id);
+bool Interventions::resolve(const std::string& id, const std::string& key,
+                            const std::string& output, const std::string& reason,
+                            std::int64_t now_ms, const Store::ResolveCheck& check) {
+  return t_.guarded([&] {
+    sql::Transaction tx(t_.db());
+    const std::optional<Status> run = t_.locked_status(id);
     if (!run) return false;
-    unreadable_.reset();
-    std::vector<JournalEntry> journal = load_journal(id);
+    t_.clear_unreadable();
+    std::vector<JournalEntry> journal = reads_.load_journal(id);
     const auto entry = std::find_if(journal.begin(), journal.end(),
                                     [&](const JournalEntry& e) { return e.key == key; });
     if (entry == journal.end()) throw no_step(id, key, journal);
@@ -58,14 +59,14 @@ bool SqlStore::resolve(const std::string& id, const std::string& key, const std:
           "(in a run no worker holds now) can be resolved");
     }
     if (check) {
-      std::optional<RunInfo> info = find_run(id, false);
-      check(RecordedRun{std::move(*info), journal, std::exchange(unreadable_, std::nullopt)});
+      std::optional<RunInfo> info = reads_.find_run(id, false);
+      check(RecordedRun{std::move(*info), journal, t_.take_unreadable()});
     }
     {
-      sql::Query update(db(),
+      sql::Query update(t_.db(),
                         "UPDATE steps SET state = 'completed', output = ?, resolved = ?, "
                         "wake_at = NULL, updated_at = ? WHERE run_id = ? AND key = ?");
-      update.bind(1, encoded({id, "", step_slot(key, "output")}, output));
+      update.bind(1, t_.encoded({id, "", step_slot(key, "output")}, output));
       update.bind(2, reason.empty() ? "no reason given" : reason);
       update.bind(3, now_ms);
       update.bind(4, id);
@@ -80,30 +81,31 @@ bool SqlStore::resolve(const std::string& id, const std::string& key, const std:
   });
 }
 
-bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
-  return guarded([&] {
-    sql::Transaction tx(db());
+bool Interventions::fork(NewRun& fork, const std::string& from_key) {
+  return t_.guarded([&] {
+    sql::Transaction tx(t_.db());
     const std::string& id = fork.forked_from;
-    const std::optional<Status> run = locked_status(id);
+    const std::optional<Status> run = t_.locked_status(id);
     if (!run) return false;
     if (!ended(*run)) {
       throw RunStateRefused("run " + id + " is " + std::string(to_string(*run)) +
                             "; only a run that ended (completed, failed or cancelled) can be "
                             "forked");
     }
-    unreadable_.reset();
+    t_.clear_unreadable();
     {
-      sql::Query original(db(), "SELECT workflow, correlation_id, input FROM runs WHERE id = ?");
+      sql::Query original(t_.db(), "SELECT workflow, correlation_id, input FROM runs WHERE id = ?");
       original.bind(1, id);
       original.next();
       fork.workflow = original.text(0);
       fork.correlation_id = original.text(1);
-      fork.input = payload_text({id, fork.correlation_id, "input"}, original.text(2));
+      fork.input = t_.payload_text({id, fork.correlation_id, "input"}, original.text(2));
     }
     Journal journal;
-    for (JournalEntry& e : load_journal(id)) journal.append(std::move(e));
-    if (unreadable_) {  // a copy would hold the placeholder as if it were the value
-      throw RunStateRefused("run " + id + " cannot be forked: " + *std::exchange(unreadable_, {}));
+    for (JournalEntry& e : reads_.load_journal(id)) journal.append(std::move(e));
+    // A copy would hold the placeholder as if it were the value.
+    if (const std::optional<std::string> unreadable = t_.take_unreadable()) {
+      throw RunStateRefused("run " + id + " cannot be forked: " + *unreadable);
     }
     const std::vector<JournalEntry> entries(journal.entries().begin(), journal.entries().end());
     const auto from = std::find_if(entries.begin(), entries.end(),
@@ -125,23 +127,24 @@ bool SqlStore::fork(NewRun& fork, const std::string& from_key) {
                   std::to_string(copies.size()) + " journal entr" +
                   (copies.size() == 1 ? "y" : "ies") + " copied)";
     // The run first: the counts of its entries (step_counts) go to its workflow.
-    insert_run(fork);
+    lifecycle_.insert_run(fork);
     RunWrite write;
     write.run_id = fork.id;
     write.now_ms = fork.now_ms;
     for (std::size_t i = 0; i < copies.size(); ++i) {
-      write_entry(write, EntryWrite{*copies[i], true}, i);
+      commits_.write_entry(write, EntryWrite{*copies[i], true}, i);
       // A copied publish is one the fork's replays will meet and not make again: its value is
       // the fork's, as of the step it forks from.
-      if (copies[i]->kind == StepKind::publish) write_published(fork.id, *copies[i], fork.now_ms);
-      if (copies[i]->kind == StepKind::tags) merge_tags(fork.id, *copies[i]);
+      if (copies[i]->kind == StepKind::publish)
+        outputs_.write_published(fork.id, *copies[i], fork.now_ms);
+      if (copies[i]->kind == StepKind::tags) outputs_.merge_tags(fork.id, *copies[i]);
       // The same for a copied write or close of a stream: the fork's stream holds it.
       if (copies[i]->kind == StepKind::stream) {
         std::optional<std::string> value;
         if (!copies[i]->output.contains("close")) {
           value = copies[i]->output.value("value", json()).dump();
         }
-        append_stream(fork.id, copies[i]->output.value("stream", ""), value, fork.now_ms);
+        outputs_.append_stream(fork.id, copies[i]->output.value("stream", ""), value, fork.now_ms);
       }
     }
     tx.commit();

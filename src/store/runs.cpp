@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Runs: creating them in batches, reading and listing them, their state history, and the
-// operator's cancel and retry. A run's birth and each change of its status are lifecycle.cpp's.
+// Runs as read back: one with its state history, a filtered page of them, their ids, and their
+// journals and steps. A run's birth and each change of its status are lifecycle.cpp's.
 
 #include <algorithm>
 #include <climits>
@@ -10,121 +10,37 @@
 #include "errors_internal.hpp"
 #include "ids.hpp"
 #include "serialization.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
-Clock::time_point to_time(std::int64_t ms) {
-  return Clock::time_point(std::chrono::milliseconds(ms));
-}
+namespace {
+constexpr const char* kJournalSelect =
+    "SELECT key, base, kind, state, output, error, attempts, wake_at, invocation, updated_at, "
+    "duration_ms, started_at, resolved FROM steps WHERE run_id = ? ORDER BY seq";
+}  // namespace
 
-SqlStore::SqlStore(std::unique_ptr<sql::Connection> db, std::string name)
-    : db_(std::move(db)), name_(std::move(name)) {}
-
-std::unique_ptr<sql::Connection> SqlStore::reconnect() {
-  fail("the connection broke and cannot be made again");
-}
-
-void SqlStore::restore() {
-  try {
-    db_ = reconnect();
-  } catch (const sql::Failure& e) {
-    fail_with(e);
-  }
-  broken_ = false;
-}
-
-void SqlStore::fail(const std::string& what, ErrorCode code) const {
-  throw Error(code, "database '" + name_ + "': " + what);
-}
-
-void SqlStore::fail_with(const sql::Failure& e) const {
-  fail(std::string(e.what()) + sql::advice(e.fault()), sql::code_of(e.fault()));
-}
-
-// JSON text read back from the database. Text nested deeper than kMaxStoredDepth can only have
-// been written before the limit or by another tool; parsed, it would crash whatever copies or
-// writes it on a small stack. It reads as a string saying so, and unreadable_ records it, so
-// that claim() fails such a run instead of executing it.
-std::map<std::string, std::string> SqlStore::tags_of(const json& stored) {
-  std::map<std::string, std::string> tags;
-  if (!stored.is_object()) return tags;
-  for (const auto& [key, value] : stored.items()) {
-    if (value.is_string()) tags[key] = value.get<std::string>();
-  }
-  return tags;
-}
-
-json SqlStore::stored(const std::string& text) {
-  if (auto problem = too_deep_text(text, kMaxStoredDepth)) {
-    unreadable_ = "a value stored in it cannot be read: " + *problem;
-    return "<unreadable: nested more than " + std::to_string(kMaxStoredDepth) + " levels deep>";
-  }
-  return json::parse(text);
-}
-
-std::string SqlStore::create_run(const NewRun& run) {
-  return guarded([&] {
-    sql::Transaction tx(db());
-    std::string id = insert_run(run);
-    tx.commit();
-    return id;
-  });
-}
-
-bool SqlStore::run_exists(const std::string& id) {
-  if (!findable(id)) return false;
-  sql::Query query(db(), "SELECT 1 FROM runs WHERE id = ?");
-  query.bind(1, id);
-  return query.next();
-}
-
-void SqlStore::announce_work() {
-  const std::string_view statement = db().dialect().notify_work;
-  if (statement.empty()) return;
-  sql::Query notify(db(), std::string(statement));
-  notify.run();
-}
-
-void SqlStore::lock(const std::string& key) {
-  const std::string_view statement = db().dialect().lock_key;
-  if (statement.empty()) return;
-  sql::Query query(db(), std::string(statement));
-  query.bind(1, key);
-  while (query.next()) {
-  }
-}
-
-std::optional<Status> SqlStore::locked_status(const std::string& id) {
-  if (!findable(id)) return std::nullopt;
-  sql::Query query(db(),
-                   "SELECT status FROM runs WHERE id = ?" + std::string(db().dialect().lock_row));
-  query.bind(1, id);
-  if (!query.next()) return std::nullopt;
-  return status_from_string(query.text(0));
-}
-
-std::string SqlStore::run_columns() const {
+std::string RunReads::run_columns() const {
   return "SELECT r.id, r.workflow, r.correlation_id, r.status, r.input, r.output, r.error, " +
-         std::string(db_->dialect().greatest) +
+         std::string(t_.db().dialect().greatest) +
          "(r.invocations, (SELECT coalesce(max(invocation), 0) FROM steps s WHERE s.run_id = "
          "r.id)), r.created_at, r.updated_at, r.due_at, coalesce(r.parent_id, ''), w.host, w.pid, "
          "r.version, coalesce(r.forked_from, ''), coalesce(r.continued_as, ''), r.priority, "
          "r.deadline_at, r.tags, r.paused, r.began_at, " +
-         std::string(db_->dialect().run_order) +
+         std::string(t_.db().dialect().run_order) +
          " FROM runs r LEFT JOIN workers w ON w.id = r.owner AND r.status = 'running'";
 }
 
-RunInfo SqlStore::read_run(sql::Query& q) {
+RunInfo RunReads::read_run(sql::Query& q) {
   RunInfo info;
   info.id = q.text(0);
   info.workflow = q.text(1);
   info.correlation_id = q.text(2);
   info.status = status_from_string(q.text(3)).value_or(Status::pending);
   const PayloadAt at{info.id, info.correlation_id, "input"};
-  info.input = payload(at, q.text(4));
-  if (!q.is_null(5)) info.output = payload({info.id, info.correlation_id, "output"}, q.text(5));
-  if (!q.is_null(6)) info.error = error_read({info.id, info.correlation_id, "error"}, q.text(6));
+  info.input = t_.payload(at, q.text(4));
+  if (!q.is_null(5)) info.output = t_.payload({info.id, info.correlation_id, "output"}, q.text(5));
+  if (!q.is_null(6)) info.error = t_.error_read({info.id, info.correlation_id, "error"}, q.text(6));
   info.invocations = q.int32(7);
   info.created_at = to_time(q.int64(8));
   info.updated_at = to_time(q.int64(9));
@@ -138,7 +54,7 @@ RunInfo SqlStore::read_run(sql::Query& q) {
   info.continued_as = q.text(16);
   info.priority = q.int32(17);
   if (!q.is_null(18)) info.deadline = to_time(q.int64(18));
-  if (!q.is_null(19)) info.tags = tags_of(stored(q.text(19)));
+  if (!q.is_null(19)) info.tags = tags_of(t_.stored(q.text(19)));
   info.pausing = info.status == Status::running && q.int32(20) != kNotPaused;
   if (!q.is_null(21)) info.began_at = to_time(q.int64(21));
   info.cursor = to_string(RunCursor{q.int64(8), q.int64(22)});
@@ -156,13 +72,13 @@ RunInfo SqlStore::read_run(sql::Query& q) {
   return info;
 }
 
-std::optional<RunInfo> SqlStore::get_run(const std::string& id, bool with_history) {
-  if (!with_history) return guarded([&] { return find_run(id, false); });
-  return reading([&] { return find_run(id, true); });
+std::optional<RunInfo> RunReads::get_run(const std::string& id, bool with_history) {
+  if (!with_history) return t_.guarded([&] { return find_run(id, false); });
+  return t_.reading([&] { return find_run(id, true); });
 }
 
-std::optional<RunWithSteps> SqlStore::get_run_with_steps(const std::string& id) {
-  return reading([&]() -> std::optional<RunWithSteps> {
+std::optional<RunWithSteps> RunReads::get_run_with_steps(const std::string& id) {
+  return t_.reading([&]() -> std::optional<RunWithSteps> {
     std::optional<RunInfo> run = find_run(id, true);
     if (!run) return std::nullopt;
     std::optional<std::vector<StepInfo>> steps = read_steps(id);
@@ -170,14 +86,15 @@ std::optional<RunWithSteps> SqlStore::get_run_with_steps(const std::string& id) 
   });
 }
 
-std::optional<RunInfo> SqlStore::find_run(const std::string& id, bool with_history) {
+std::optional<RunInfo> RunReads::find_run(const std::string& id, bool with_history) {
   if (!findable(id)) return std::nullopt;
-  sql::Query query(db(), run_columns() + " WHERE r.id = ?");
+  sql::Query query(t_.db(), run_columns() + " WHERE r.id = ?");
   query.bind(1, id);
   if (!query.next()) return std::nullopt;
   RunInfo info = read_run(query);
   if (with_history) {
-    sql::Query history(db(), "SELECT status, at, reason FROM history WHERE run_id = ? ORDER BY id");
+    sql::Query history(t_.db(),
+                       "SELECT status, at, reason FROM history WHERE run_id = ? ORDER BY id");
     history.bind(1, id);
     while (history.next()) {
       info.history.push_back({status_from_string(history.text(0)).value_or(Status::pending),
@@ -187,17 +104,17 @@ std::optional<RunInfo> SqlStore::find_run(const std::string& id, bool with_histo
   return info;
 }
 
-std::vector<RunInfo> SqlStore::list_runs(const RunFilter& filter) {
-  return guarded([&] {
+std::vector<RunInfo> RunReads::list_runs(const RunFilter& filter) {
+  return t_.guarded([&] {
     // Newest first, each page from where the last ended (keyset pagination): an index of the
     // filter's leading condition gives the runs in this order, with no sort and no OFFSET.
     std::optional<RunCursor> after;
     if (!filter.cursor.empty()) after = checked_run_cursor(filter.cursor);
-    if (!findable(filter)) return std::vector<RunInfo>{};
-    const std::string order(db().dialect().run_order);
-    sql::Query query(db(), run_columns() + " WHERE true" + filtered(filter) +
-                               (after ? " AND (r.created_at, " + order + ") < (?, ?)" : "") +
-                               " ORDER BY r.created_at DESC, " + order + " DESC LIMIT ?");
+    if (!filter_findable(filter)) return std::vector<RunInfo>{};
+    const std::string order(t_.db().dialect().run_order);
+    sql::Query query(t_.db(), run_columns() + " WHERE true" + filtered(filter) +
+                                  (after ? " AND (r.created_at, " + order + ") < (?, ?)" : "") +
+                                  " ORDER BY r.created_at DESC, " + order + " DESC LIMIT ?");
     int i = bind_filter(query, 1, filter);
     if (after) {
       query.bind(i++, after->created_ms);
@@ -210,17 +127,18 @@ std::vector<RunInfo> SqlStore::list_runs(const RunFilter& filter) {
   });
 }
 
-std::vector<std::string> SqlStore::run_ids(const RunFilter& filter,
+std::vector<std::string> RunReads::run_ids(const RunFilter& filter,
                                            const std::vector<Status>& statuses) {
-  return guarded([&] {
+  return t_.guarded([&] {
     std::vector<std::string> ids;
-    if (!findable(filter)) return ids;
+    if (!filter_findable(filter)) return ids;
     const bool any_of = !filter.status && !statuses.empty();
     sql::Query query(
-        db(), "SELECT r.id FROM runs r WHERE true" +
-                  (any_of ? " AND r.status IN (" + sql::placeholders(statuses.size()) + ")" : "") +
-                  filtered(filter) + " ORDER BY r.created_at, " +
-                  std::string(db().dialect().run_order));
+        t_.db(),
+        "SELECT r.id FROM runs r WHERE true" +
+            (any_of ? " AND r.status IN (" + sql::placeholders(statuses.size()) + ")" : "") +
+            filtered(filter) + " ORDER BY r.created_at, " +
+            std::string(t_.db().dialect().run_order));
     int i = 1;
     if (any_of) {
       for (const Status status : statuses) query.bind(i++, to_string(status));
@@ -231,7 +149,7 @@ std::vector<std::string> SqlStore::run_ids(const RunFilter& filter,
   });
 }
 
-bool SqlStore::findable(const RunFilter& filter) {
+bool RunReads::filter_findable(const RunFilter& filter) {
   if (!findable(filter.workflow) || !findable(filter.correlation_id) ||
       !findable(filter.failed_step) || !findable(filter.error_type)) {
     return false;
@@ -241,7 +159,7 @@ bool SqlStore::findable(const RunFilter& filter) {
 }
 
 // The conditions of a RunFilter but its limit, on `runs r`; bind_filter() binds them.
-std::string SqlStore::filtered(const RunFilter& filter) const {
+std::string RunReads::filtered(const RunFilter& filter) const {
   std::string sql;
   if (filter.status) sql += " AND r.status = ?";
   if (!filter.workflow.empty()) sql += " AND r.workflow = ?";
@@ -251,7 +169,7 @@ std::string SqlStore::filtered(const RunFilter& filter) const {
         " AND EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.key = ? AND "
         "t.value = ?)";
   }
-  const auto field = db_->dialect().json_field;
+  const auto field = t_.db().dialect().json_field;
   if (!filter.failed_step.empty()) sql += " AND " + field("r.error", "step_id") + " = ?";
   if (!filter.error_type.empty()) sql += " AND " + field("r.error", "type") + " = ?";
   if (filter.created_after) sql += " AND r.created_at >= ?";
@@ -259,7 +177,7 @@ std::string SqlStore::filtered(const RunFilter& filter) const {
   return sql;
 }
 
-int SqlStore::bind_filter(sql::Query& query, int index, const RunFilter& filter) {
+int RunReads::bind_filter(sql::Query& query, int index, const RunFilter& filter) {
   if (filter.status) query.bind(index++, to_string(*filter.status));
   if (!filter.workflow.empty()) query.bind(index++, filter.workflow);
   if (!filter.correlation_id.empty()) query.bind(index++, filter.correlation_id);
@@ -274,74 +192,74 @@ int SqlStore::bind_filter(sql::Query& query, int index, const RunFilter& filter)
   return index;
 }
 
-std::optional<RecordedRun> SqlStore::recorded_run(const std::string& id) {
-  return reading([&]() -> std::optional<RecordedRun> {
-    unreadable_.reset();
+std::optional<RecordedRun> RunReads::recorded_run(const std::string& id) {
+  return t_.reading([&]() -> std::optional<RecordedRun> {
+    t_.clear_unreadable();
     std::optional<RunInfo> info = find_run(id, false);
     if (!info) return std::nullopt;
     std::vector<JournalEntry> journal = load_journal(id);
-    return RecordedRun{std::move(*info), std::move(journal),
-                       std::exchange(unreadable_, std::nullopt)};
+    return RecordedRun{std::move(*info), std::move(journal), t_.take_unreadable()};
   });
 }
 
-std::optional<Status> SqlStore::cancel(const std::string& id, std::int64_t now_ms,
-                                       const std::string& reason) {
-  return guarded([&]() -> std::optional<Status> {
-    sql::Transaction tx(db());
-    const std::optional<Status> before = locked_status(id);
-    if (!before) return std::nullopt;
-    const std::string history = reason.empty() ? "cancelled" : "cancelled: " + reason;
-    if (before == Status::failed) {
-      // Closed, not cancelled midway: its parent heard of the failure when it failed, and its
-      // children ended with it. The error stays, for whoever looks at it later.
-      StatusChange close{Move::close, id, Status::cancelled, now_ms, history, *before};
-      change_status(close.set("crashes", std::int64_t{0}));
-    } else {
-      cancel_in(id, now_ms, history);
-    }
-    tx.commit();
-    return before;
-  });
-}
-
-bool SqlStore::retry(const std::string& id, std::int64_t now_ms) {
-  return guarded([&] {
-    sql::Transaction tx(db());
-    const std::optional<Status> current = locked_status(id);
-    if (!current) return false;
-    if (current != Status::failed) {
-      throw RunStateRefused("run " + id + " is " + std::string(to_string(*current)) +
-                            "; only a failed run can be retried");
-    }
-    requeue(id, Status::failed, now_ms, "retry requested; {} failed step(s) run again");
-    tx.commit();
-    return true;
-  });
-}
-
-std::int64_t SqlStore::requeue(const std::string& id, Status from, std::int64_t now_ms,
-                               std::string reason) {
-  sql::Query steps(db(),
-                   "UPDATE steps SET state = 'retrying', attempts = 0, wake_at = NULL, "
-                   "updated_at = ? WHERE run_id = ? AND state = 'failed'");
-  steps.bind(1, now_ms);
-  steps.bind(2, id);
-  const std::int64_t reset = steps.run();
-  if (const std::size_t at = reason.find("{}"); at != std::string::npos) {
-    reason.replace(at, 2, std::to_string(reset));
+std::vector<JournalEntry> RunReads::load_journal(const std::string& id) {
+  sql::Query q(t_.db(), kJournalSelect);
+  q.bind(1, id);
+  std::vector<JournalEntry> entries;
+  while (q.next()) {
+    JournalEntry e;
+    e.key = q.text(0);
+    e.base = q.text(1);
+    const auto kind = step_kind_from_string(q.text(2));
+    const auto state = step_state_from_string(q.text(3));
+    if (!kind || !state)
+      t_.fail("the journal of run " + id + " has an entry of unknown kind or state");
+    e.kind = *kind;
+    e.state = *state;
+    if (!q.is_null(4)) e.output = t_.payload({id, "", step_slot(e.key, "output")}, q.text(4));
+    if (!q.is_null(5)) e.error = t_.error_read({id, "", step_slot(e.key, "error")}, q.text(5));
+    e.attempts = q.int32(6);
+    if (!q.is_null(7)) e.wake_at_ms = q.int64(7);
+    e.invocation = q.int32(8);
+    e.updated_at_ms = q.int64(9);
+    if (!q.is_null(10)) e.duration_ms = q.int64(10);
+    if (!q.is_null(11)) e.started_at_ms = q.int64(11);
+    if (!q.is_null(12)) e.resolved = q.text(12);
+    entries.push_back(std::move(e));
   }
-  StatusChange change{Move::requeue, id, Status::pending, now_ms, reason, from};
-  change.set("due_at", now_ms)
-      .set_null("owner")
-      .set_null("output")
-      .set_null("error")
-      .set("crashes", std::int64_t{0})
-      // A deadline that passed (the run failed by it) is dropped: the operator asked for more.
-      .set_sql("deadline_at = CASE WHEN deadline_at <= ? THEN NULL ELSE deadline_at END", now_ms);
-  change_status(change);
-  announce_work();
-  return reset;
+  return entries;
+}
+
+std::optional<std::vector<JournalEntry>> RunReads::journal(const std::string& id) {
+  return t_.reading([&]() -> std::optional<std::vector<JournalEntry>> {
+    if (!t_.run_exists(id)) return std::nullopt;
+    return load_journal(id);
+  });
+}
+
+std::optional<std::vector<StepInfo>> RunReads::list_steps(const std::string& id) {
+  return t_.reading([&] { return read_steps(id); });
+}
+
+std::optional<std::vector<StepInfo>> RunReads::read_steps(const std::string& id) {
+  if (!t_.run_exists(id)) return std::nullopt;
+  std::vector<StepInfo> steps;
+  for (const JournalEntry& e : load_journal(id)) {
+    StepInfo info;
+    info.id = e.key;
+    info.kind = to_string(e.kind);
+    info.status = to_string(e.state);
+    info.output = e.output;
+    info.error = e.error;
+    info.attempts = e.attempts;
+    if (e.wake_at_ms) info.wake_at = to_time(*e.wake_at_ms);
+    if (e.duration_ms) info.duration = std::chrono::milliseconds(*e.duration_ms);
+    if (e.started_at_ms) info.started_at = to_time(*e.started_at_ms);
+    info.updated_at = to_time(e.updated_at_ms);
+    info.resolved = e.resolved;
+    steps.push_back(std::move(info));
+  }
+  return steps;
 }
 
 }  // namespace durable::detail

@@ -3,7 +3,7 @@
 // (the run's idempotency key names the due time), kept when used up.
 
 #include "ids.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
@@ -25,19 +25,19 @@ void bind_remaining(sql::Query& query, int index, const std::optional<int>& rema
 
 // Where a schedule's input is stored: it belongs to no run yet, and is encoded under the
 // schedule's id.
-PayloadAt SqlStore::schedule_input(const std::string& id) {
+PayloadAt ScheduleTable::schedule_input(const std::string& id) {
   return {id, "", "schedule-input", false};
 }
 
-PayloadAt SqlStore::schedule_spec(const std::string& id) {
+PayloadAt ScheduleTable::schedule_spec(const std::string& id) {
   return {id, "", "schedule-spec", false};
 }
 
-ScheduleRow SqlStore::read_schedule(sql::Query& q) {
+ScheduleRow ScheduleTable::read_schedule(sql::Query& q) {
   ScheduleRow row;
   row.id = q.text(0);
   row.workflow = q.text(1);
-  row.input = payload_text(schedule_input(row.id), q.text(2));
+  row.input = t_.payload_text(schedule_input(row.id), q.text(2));
   row.every_ms = q.int64(3);
   row.cron = q.text(4);
   if (!q.is_null(5)) row.remaining = q.int32(5);
@@ -47,19 +47,19 @@ ScheduleRow SqlStore::read_schedule(sql::Query& q) {
   return row;
 }
 
-bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
-  return guarded([&] {
-    sql::Transaction tx(db());
+bool ScheduleTable::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
+  return t_.guarded([&] {
+    sql::Transaction tx(t_.db());
     {
       // The spec holds the input, so it is a payload: compared once decoded, not in SQL.
-      sql::Query same(
-          db(), "SELECT spec FROM schedules WHERE id = ?" + std::string(db().dialect().lock_row));
+      sql::Query same(t_.db(), "SELECT spec FROM schedules WHERE id = ?" +
+                                   std::string(t_.db().dialect().lock_row));
       same.bind(1, row.id);
-      if (same.next() && payload_text(schedule_spec(row.id), same.text(0)) == row.spec) {
+      if (same.next() && t_.payload_text(schedule_spec(row.id), same.text(0)) == row.spec) {
         return false;
       }
     }
-    sql::Query insert(db(),
+    sql::Query insert(t_.db(),
                       "INSERT INTO schedules (id, workflow, input, every_ms, cron, remaining, "
                       "next_at, fired, created_at, updated_at, spec) "
                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
@@ -70,7 +70,7 @@ bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
                       "updated_at = excluded.updated_at, spec = excluded.spec");
     insert.bind(1, row.id);
     insert.bind(2, row.workflow);
-    insert.bind(3, encoded(schedule_input(row.id), row.input));
+    insert.bind(3, t_.encoded(schedule_input(row.id), row.input));
     insert.bind(4, row.every_ms);
     insert.bind(5, row.cron);
     bind_remaining(insert, 6, row.remaining);
@@ -78,26 +78,26 @@ bool SqlStore::put_schedule(const ScheduleRow& row, std::int64_t now_ms) {
     insert.bind(8, row.fired);
     insert.bind(9, now_ms);
     insert.bind(10, now_ms);
-    insert.bind(11, encoded(schedule_spec(row.id), row.spec));
+    insert.bind(11, t_.encoded(schedule_spec(row.id), row.spec));
     insert.run();
     tx.commit();
     return true;
   });
 }
 
-bool SqlStore::remove_schedule(const std::string& id) {
-  return guarded([&] {
+bool ScheduleTable::remove_schedule(const std::string& id) {
+  return t_.guarded([&] {
     if (!findable(id)) return false;
-    sql::Query remove(db(), "DELETE FROM schedules WHERE id = ?");
+    sql::Query remove(t_.db(), "DELETE FROM schedules WHERE id = ?");
     remove.bind(1, id);
     return remove.run() > 0;
   });
 }
 
-std::vector<ScheduleInfo> SqlStore::list_schedules() {
-  return guarded([&] {
+std::vector<ScheduleInfo> ScheduleTable::list_schedules() {
+  return t_.guarded([&] {
     std::vector<ScheduleInfo> schedules;
-    sql::Query query(db(),
+    sql::Query query(t_.db(),
                      std::string(kScheduleColumns) + " WHERE next_at < ? ORDER BY next_at, id");
     query.bind(1, kNever);  // used-up schedules are kept, not listed
     while (query.next()) {
@@ -105,7 +105,7 @@ std::vector<ScheduleInfo> SqlStore::list_schedules() {
       ScheduleInfo info;
       info.id = row.id;
       info.workflow = row.workflow;
-      info.input = stored(row.input);
+      info.input = t_.stored(row.input);
       info.every = std::chrono::milliseconds(row.every_ms);
       info.cron = row.cron;
       info.remaining = row.remaining;
@@ -117,27 +117,27 @@ std::vector<ScheduleInfo> SqlStore::list_schedules() {
   });
 }
 
-std::optional<std::int64_t> SqlStore::next_schedule_at() {
-  return guarded([&]() -> std::optional<std::int64_t> {
-    sql::Query query(db(), "SELECT min(next_at) FROM schedules WHERE next_at < ?");
+std::optional<std::int64_t> ScheduleTable::next_schedule_at() {
+  return t_.guarded([&]() -> std::optional<std::int64_t> {
+    sql::Query query(t_.db(), "SELECT min(next_at) FROM schedules WHERE next_at < ?");
     query.bind(1, kNever);
     if (!query.next() || query.is_null(0)) return std::nullopt;
     return query.int64(0);
   });
 }
 
-std::vector<std::string> SqlStore::fire_schedules(
+std::vector<std::string> ScheduleTable::fire_schedules(
     std::int64_t now_ms,
     const std::function<std::optional<std::int64_t>(const ScheduleRow&, std::int64_t)>& next) {
-  return guarded([&] {
+  return t_.guarded([&] {
     std::vector<std::string> started;
-    sql::Transaction tx(db());
+    sql::Transaction tx(t_.db());
     std::vector<ScheduleRow> due;
     {
       // Where writers run side by side, the due rows are held: a schedule fires in one of them.
-      sql::Query query(db(), std::string(kScheduleColumns) +
-                                 " WHERE next_at <= ? ORDER BY next_at" +
-                                 std::string(db().dialect().lock_row));
+      sql::Query query(t_.db(), std::string(kScheduleColumns) +
+                                    " WHERE next_at <= ? ORDER BY next_at" +
+                                    std::string(t_.db().dialect().lock_row));
       query.bind(1, now_ms);
       while (query.next()) due.push_back(read_schedule(query));
     }
@@ -153,7 +153,7 @@ std::vector<std::string> SqlStore::fire_schedules(
       run.now_ms = run.due_ms = now_ms;
       run.reason = "started by schedule '" + row.id + "'";
       run.debounce = true;
-      if (insert_run(run) == run.id) started.push_back(run.id);
+      if (lifecycle_.insert_run(run) == run.id) started.push_back(run.id);
       ++row.fired;
       if (row.remaining) --*row.remaining;
       const std::optional<std::int64_t> after = next(row, now_ms);
@@ -161,7 +161,7 @@ std::vector<std::string> SqlStore::fire_schedules(
       // same id and spec (at each start of a program) does not start it over.
       const std::int64_t next_at =
           (row.remaining && *row.remaining <= 0) || !after ? kNever : *after;
-      sql::Query update(db(),
+      sql::Query update(t_.db(),
                         "UPDATE schedules SET next_at = ?, remaining = ?, fired = ?, "
                         "updated_at = ? WHERE id = ?");
       update.bind(1, next_at);

@@ -59,4 +59,9 @@ std::string advice(Fault fault) {
   }
 }
 
+int bind_all(Query& query, int index, const std::vector<std::string>& values) {
+  for (const std::string& value : values) query.bind(index++, value);
+  return index;
+}
+
 }  // namespace durable::detail::sql

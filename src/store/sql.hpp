@@ -2,8 +2,9 @@
 #pragma once
 // A connection to an SQL database, as durable's store uses one: prepared statements kept for
 // reuse, positional parameters, rows read column by column, and write transactions. SqlStore
-// (sql_store.hpp) holds the durable-execution rules once, over this interface; each database
-// (sqlite/, postgres/) implements it and nothing more. No database's own types appear here.
+// (sql_store.hpp, its parts in parts.hpp) holds the durable-execution rules once, over this
+// interface; each database (sqlite/, postgres/) implements it and nothing more. No database's
+// own types appear here.
 //
 // SQL text is written once for every database: parameters are `?` (numbered from 1 in order of
 // appearance) or `?N` (numbered N), as SQLite numbers them; a database that spells them another
@@ -231,6 +232,8 @@ class ReadTransaction {
 
 /// "?, ?, ?" for n parameters.
 std::string placeholders(std::size_t n);
+/// Binds each of `values` from parameter `index` on; the index after the last.
+int bind_all(Query& query, int index, const std::vector<std::string>& values);
 
 /// For tests of query plans: `observer` is called with the text of each statement a connection
 /// prepares from now on, as the database receives it (once per connection and text); an empty

@@ -7,15 +7,15 @@
 
 #include "durations.hpp"
 #include "store/flow.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
-SqlStore::Admitted SqlStore::admit_run(const NewRun& run) {
+RunLifecycle::Admitted RunLifecycle::admit_run(const NewRun& run) {
   Admitted admitted;
   json flow;
   {
-    sql::Query query(db(),
+    sql::Query query(t_.db(),
                      "SELECT (SELECT 1 FROM paused_workflows WHERE name = ?1), "
                      "(SELECT flow FROM workflows WHERE name = ?1)");
     query.bind(1, run.workflow);
@@ -42,20 +42,20 @@ SqlStore::Admitted SqlStore::admit_run(const NewRun& run) {
   admitted.debounce_key = key("debounce_key").value_or("");
   admitted.due_ms = run.now_ms + debounce_ms;
   // One start of a key at a time, where writers run side by side.
-  lock("debounce:" + run.workflow + '\n' + *admitted.debounce_key);
-  sql::Query waiting(db(),
+  t_.lock("debounce:" + run.workflow + '\n' + *admitted.debounce_key);
+  sql::Query waiting(t_.db(),
                      "SELECT id FROM runs WHERE workflow = ? AND debounce_key = ? AND "
                      "status = 'pending' AND began_at IS NULL LIMIT 1" +
-                         std::string(db().dialect().lock_row));
+                         std::string(t_.db().dialect().lock_row));
   waiting.bind(1, run.workflow);
   waiting.bind(2, *admitted.debounce_key);
   if (!waiting.next()) return admitted;
   const std::string id = waiting.text(0);
   const std::int64_t due = std::max(run.due_ms, admitted.due_ms);
-  sql::Query replace(db(),
+  sql::Query replace(t_.db(),
                      "UPDATE runs SET input = ?, due_at = ?, updated_at = ?, flow_key = ?, "
                      "rate_key = ? WHERE id = ?");
-  replace.bind(1, encoded({id, "", "input"}, run.input));
+  replace.bind(1, t_.encoded({id, "", "input"}, run.input));
   replace.bind(2, due);
   replace.bind(3, run.now_ms);
   replace.bind_text_or_null(4, admitted.flow_key.value_or(""));
@@ -66,6 +66,13 @@ SqlStore::Admitted SqlStore::admit_run(const NewRun& run) {
               "debounced: a newer start replaced its input; due at " + utc_text(due));
   admitted.debounced_into = id;
   return admitted;
+}
+
+std::vector<std::string> RunLifecycle::read_paused_workflows() {
+  std::vector<std::string> names;
+  sql::Query query(t_.db(), "SELECT name FROM paused_workflows ORDER BY name");
+  while (query.next()) names.push_back(query.text(0));
+  return names;
 }
 
 }  // namespace durable::detail

@@ -6,25 +6,25 @@
 // announced to the change feeds that listen (PostgreSQL) as "RUN_ID/NAME".
 
 #include "run_requests.hpp"
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
-std::optional<bool> SqlStore::run_has_ended(const std::string& run_id) {
+std::optional<bool> RunOutputs::run_has_ended(const std::string& run_id) {
   if (!findable(run_id)) return std::nullopt;  // never written
-  sql::Query run(db(), "SELECT status FROM runs WHERE id = ?");
+  sql::Query run(t_.db(), "SELECT status FROM runs WHERE id = ?");
   run.bind(1, run_id);
   if (!run.next()) return std::nullopt;
   const std::optional<Status> status = status_from_string(run.text(0));
   return status && ended(*status);
 }
 
-bool SqlStore::append_stream(const std::string& run_id, const std::string& name,
-                             const std::optional<std::string>& value, std::int64_t now_ms) {
+bool RunOutputs::append_stream(const std::string& run_id, const std::string& name,
+                               const std::optional<std::string>& value, std::int64_t now_ms) {
   std::int64_t length = 0;
   {
-    sql::Query stream(db(), "SELECT length, closed FROM streams WHERE run_id = ? AND name = ?" +
-                                std::string(db().dialect().lock_row));
+    sql::Query stream(t_.db(), "SELECT length, closed FROM streams WHERE run_id = ? AND name = ?" +
+                                   std::string(t_.db().dialect().lock_row));
     stream.bind(1, run_id);
     stream.bind(2, name);
     if (stream.next()) {
@@ -33,18 +33,18 @@ bool SqlStore::append_stream(const std::string& run_id, const std::string& name,
     }
   }
   if (value) {
-    sql::Query append(db(),
+    sql::Query append(t_.db(),
                       "INSERT INTO stream_values (run_id, name, pos, value, written_at) "
                       "VALUES (?, ?, ?, ?, ?)");
     append.bind(1, run_id);
     append.bind(2, name);
     append.bind(3, length);
     const std::string slot = stream_slot(name, length);
-    append.bind(4, encoded({run_id, "", slot}, *value));
+    append.bind(4, t_.encoded({run_id, "", slot}, *value));
     append.bind(5, now_ms);
     append.run();
   }
-  sql::Query upsert(db(),
+  sql::Query upsert(t_.db(),
                     "INSERT INTO streams (run_id, name, length, closed, updated_at) "
                     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (run_id, name) DO UPDATE SET "
                     "length = excluded.length, closed = excluded.closed, "
@@ -55,21 +55,21 @@ bool SqlStore::append_stream(const std::string& run_id, const std::string& name,
   upsert.bind(4, std::int64_t{value ? 0 : 1});
   upsert.bind(5, now_ms);
   upsert.run();
-  announce_change(run_id, name);
+  t_.announce_change(run_id, name);
   return true;
 }
 
 // Inside the group's transaction. Only the run's writer: not a body its runtime gave up on, nor
 // one of a run that ended.
-StreamWrite SqlStore::write_stream(const StreamValue& v) {
-  if (!held_by(v.run_id, v.owner)) return StreamWrite::not_owner;
+StreamWrite RunOutputs::write_stream(const StreamValue& v) {
+  if (!t_.held_by(v.run_id, v.owner)) return StreamWrite::not_owner;
   if (!append_stream(v.run_id, v.stream, v.value, v.now_ms)) return StreamWrite::closed;
   return StreamWrite::written;
 }
 
-StreamRows SqlStore::read_stream(const std::string& run_id, const std::string& name,
-                                 std::int64_t from, std::size_t limit) {
-  return reading([&] {
+StreamRows RunOutputs::read_stream(const std::string& run_id, const std::string& name,
+                                   std::int64_t from, std::size_t limit) {
+  return t_.reading([&] {
     StreamRows rows;
     const std::optional<bool> ended = run_has_ended(run_id);
     if (!ended) return rows;
@@ -77,7 +77,8 @@ StreamRows SqlStore::read_stream(const std::string& run_id, const std::string& n
     rows.closed = *ended;
     if (!findable(name)) return rows;  // never written
     {
-      sql::Query stream(db(), "SELECT length, closed FROM streams WHERE run_id = ? AND name = ?");
+      sql::Query stream(t_.db(),
+                        "SELECT length, closed FROM streams WHERE run_id = ? AND name = ?");
       stream.bind(1, run_id);
       stream.bind(2, name);
       if (!stream.next()) return rows;
@@ -85,7 +86,7 @@ StreamRows SqlStore::read_stream(const std::string& run_id, const std::string& n
       rows.closed = rows.closed || stream.int64(1) != 0;
     }
     if (from >= rows.length || limit == 0) return rows;
-    sql::Query values(db(),
+    sql::Query values(t_.db(),
                       "SELECT pos, value FROM stream_values WHERE run_id = ? AND name = ? AND "
                       "pos >= ? ORDER BY pos LIMIT ?");
     values.bind(1, run_id);
@@ -94,18 +95,18 @@ StreamRows SqlStore::read_stream(const std::string& run_id, const std::string& n
     values.bind(4, static_cast<std::int64_t>(limit));
     while (values.next()) {
       const std::string slot = stream_slot(name, values.int64(0));
-      rows.values.push_back(payload_text({run_id, "", slot}, values.text(1)));
+      rows.values.push_back(t_.payload_text({run_id, "", slot}, values.text(1)));
     }
     return rows;
   });
 }
 
-std::optional<std::vector<StreamSummary>> SqlStore::streams_of(const std::string& run_id) {
-  return reading([&]() -> std::optional<std::vector<StreamSummary>> {
+std::optional<std::vector<StreamSummary>> RunOutputs::streams_of(const std::string& run_id) {
+  return t_.reading([&]() -> std::optional<std::vector<StreamSummary>> {
     const std::optional<bool> ended = run_has_ended(run_id);
     if (!ended) return std::nullopt;
     std::vector<StreamSummary> streams;
-    sql::Query q(db(),
+    sql::Query q(t_.db(),
                  "SELECT name, length, closed, updated_at FROM streams WHERE run_id = ? "
                  "ORDER BY name");
     q.bind(1, run_id);

@@ -8,7 +8,7 @@
 #include <array>
 #include <cctype>
 
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
@@ -107,7 +107,7 @@ class ApplicationSql final : public SqlSession {
 
 }  // namespace
 
-EntryWrite SqlStore::run_transaction(const EntryWrite& write) {
+EntryWrite Commits::run_transaction(const EntryWrite& write) {
   TransactionStep& tx = *write.transaction;
   EntryWrite result;
   if (tx.ended) {  // it ended the transaction the last time: its attempt fails, unrun
@@ -116,11 +116,11 @@ EntryWrite SqlStore::run_transaction(const EntryWrite& write) {
     tx.written = result.entry;
     return result;
   }
-  db().execute("SAVEPOINT durable_step");
+  t_.db().execute("SAVEPOINT durable_step");
   std::exception_ptr error;
   std::string ended;
   try {
-    ApplicationSql session(db(), name_);
+    ApplicationSql session(t_.db(), t_.name());
     try {
       result = tx.run(session);
     } catch (...) {
@@ -133,7 +133,7 @@ EntryWrite SqlStore::run_transaction(const EntryWrite& write) {
       throw sql::Failure(sql::Fault::retry, ended);  // the whole write is made again
     }
     if (!session.failed().empty()) throw NonRetryableError(session.failed());
-    db().execute("RELEASE SAVEPOINT durable_step");
+    t_.db().execute("RELEASE SAVEPOINT durable_step");
   } catch (const sql::Failure&) {
     throw;  // the database failed, not the body: the whole transaction fails, or runs again
   } catch (const Halted&) {
@@ -142,8 +142,8 @@ EntryWrite SqlStore::run_transaction(const EntryWrite& write) {
     error = std::current_exception();
   }
   if (error) {
-    db().execute("ROLLBACK TO SAVEPOINT durable_step");
-    db().execute("RELEASE SAVEPOINT durable_step");
+    t_.db().execute("ROLLBACK TO SAVEPOINT durable_step");
+    t_.db().execute("RELEASE SAVEPOINT durable_step");
     result = tx.failed(error);
   }
   result.transaction.reset();

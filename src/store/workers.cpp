@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The workers that claim runs: registered with what identifies their process on its host, a
 // heartbeat, and the owners of running runs, so that a claimer on the same host can tell that
-// one died and take its runs at once (across hosts, the lease tells).
+// one died and take its runs at once (across hosts, the lease tells); and the renewal of the
+// leases of the runs a worker holds, with its heartbeat.
 
-#include "store/sql_store.hpp"
+#include "store/parts.hpp"
 
 namespace durable::detail {
 
@@ -19,23 +20,24 @@ std::vector<Worker> read_workers(sql::Query& query) {
 
 }  // namespace
 
-void SqlStore::register_worker(const Worker& worker, std::int64_t now_ms) {
-  guarded([&] { put_worker(worker, now_ms, now_ms, std::nullopt, ""); });
+void WorkerTable::register_worker(const Worker& worker, std::int64_t now_ms) {
+  t_.guarded([&] { put_worker(worker, now_ms, now_ms, std::nullopt, ""); });
 }
 
-void SqlStore::touch_worker(const Worker& worker, std::int64_t now_ms, std::int64_t lease_ms,
-                            const std::string& counters) {
-  guarded([&] {
+void WorkerTable::touch_worker(const Worker& worker, std::int64_t now_ms, std::int64_t lease_ms,
+                               const std::string& counters) {
+  t_.guarded([&] {
     // Relaxed: when a power cut loses it, the worker that was seen is gone as well.
-    sql::Transaction tx(db(), sql::Sync::relaxed);
+    sql::Transaction tx(t_.db(), sql::Sync::relaxed);
     touch(worker, now_ms, lease_ms, counters);
     tx.commit();
   });
 }
 
-void SqlStore::touch(const Worker& worker, std::int64_t now_ms, std::int64_t lease_ms,
-                     const std::string& counters) {
-  sql::Query seen(db(), "UPDATE workers SET seen_at = ?, lease_ms = ?, counters = ? WHERE id = ?");
+void WorkerTable::touch(const Worker& worker, std::int64_t now_ms, std::int64_t lease_ms,
+                        const std::string& counters) {
+  sql::Query seen(t_.db(),
+                  "UPDATE workers SET seen_at = ?, lease_ms = ?, counters = ? WHERE id = ?");
   seen.bind(1, now_ms);
   seen.bind(2, lease_ms);
   seen.bind_text_or_null(3, counters);
@@ -48,9 +50,10 @@ void SqlStore::touch(const Worker& worker, std::int64_t now_ms, std::int64_t lea
   }
 }
 
-void SqlStore::put_worker(const Worker& worker, std::int64_t started_at_ms, std::int64_t seen_at_ms,
-                          std::optional<std::int64_t> lease_ms, const std::string& counters) {
-  sql::Query put(db(),
+void WorkerTable::put_worker(const Worker& worker, std::int64_t started_at_ms,
+                             std::int64_t seen_at_ms, std::optional<std::int64_t> lease_ms,
+                             const std::string& counters) {
+  sql::Query put(t_.db(),
                  "INSERT INTO workers (id, host, pid, start_ticks, started_at, seen_at, lease_ms, "
                  "counters) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
                  "host = excluded.host, pid = excluded.pid, start_ticks = excluded.start_ticks, "
@@ -71,13 +74,13 @@ void SqlStore::put_worker(const Worker& worker, std::int64_t started_at_ms, std:
   put.run();
 }
 
-std::size_t SqlStore::forget_dead_workers(std::int64_t now_ms) {
-  return guarded([&] {
+std::size_t WorkerTable::forget_dead_workers(std::int64_t now_ms) {
+  return t_.guarded([&] {
     // The silent ones first, from the small workers table; then each is deleted unless it owns
     // a running run, in a statement of its own, so the runs table is looked at only for them.
     std::vector<std::string> silent;
     {
-      sql::Query query(db(),
+      sql::Query query(t_.db(),
                        "SELECT id FROM workers WHERE seen_at + ? * coalesce(lease_ms, ?) <= ?");
       query.bind(1, kForgetLeases);
       query.bind(2, kDefaultLeaseMs);
@@ -86,8 +89,8 @@ std::size_t SqlStore::forget_dead_workers(std::int64_t now_ms) {
     }
     std::size_t forgotten = 0;
     for (const std::string& id : silent) forgotten += remove_if_idle(id) ? 1 : 0;
-    if (const std::string_view fold = db().dialect().fold_counts; !fold.empty()) {
-      sql::Query query(db(), std::string(fold));
+    if (const std::string_view fold = t_.db().dialect().fold_counts; !fold.empty()) {
+      sql::Query query(t_.db(), std::string(fold));
       while (query.next()) {
       }
     }
@@ -95,34 +98,48 @@ std::size_t SqlStore::forget_dead_workers(std::int64_t now_ms) {
   });
 }
 
-std::vector<Worker> SqlStore::workers_on(const std::string& host) {
-  return guarded([&] {
-    sql::Query query(db(), "SELECT id, host, pid, start_ticks FROM workers WHERE host = ?");
+std::vector<Worker> WorkerTable::workers_on(const std::string& host) {
+  return t_.guarded([&] {
+    sql::Query query(t_.db(), "SELECT id, host, pid, start_ticks FROM workers WHERE host = ?");
     query.bind(1, host);
     return read_workers(query);
   });
 }
 
-void SqlStore::remove_idle_worker(const std::string& id) {
-  guarded([&] { return remove_if_idle(id); });
+void WorkerTable::remove_idle_worker(const std::string& id) {
+  t_.guarded([&] { return remove_if_idle(id); });
 }
 
-bool SqlStore::remove_if_idle(const std::string& id) {
-  sql::Query remove(db(),
+bool WorkerTable::remove_if_idle(const std::string& id) {
+  sql::Query remove(t_.db(),
                     "DELETE FROM workers WHERE id = ?1 AND NOT EXISTS "
                     "(SELECT 1 FROM runs WHERE owner = ?1 AND status = 'running')");
   remove.bind(1, id);
   return remove.run() > 0;
 }
 
-std::vector<Worker> SqlStore::running_owners(const std::string& self) {
-  return guarded([&] {
-    sql::Query query(db(),
+std::vector<Worker> WorkerTable::running_owners(const std::string& self) {
+  return t_.guarded([&] {
+    sql::Query query(t_.db(),
                      "SELECT w.id, w.host, w.pid, w.start_ticks FROM workers w WHERE w.id IN "
                      "(SELECT DISTINCT owner FROM runs WHERE status = 'running' AND owner != ?)");
     query.bind(1, self);
     return read_workers(query);
   });
+}
+
+// Inside the group's transaction: relaxed, as a claim, when alone in it (a renewal lost to a
+// power cut went with the worker that made it).
+void WorkerTable::renew_leases(const std::string& owner, const std::vector<std::string>& ids,
+                               std::int64_t until_ms) {
+  if (ids.empty()) return;
+  sql::Query renew(t_.db(),
+                   "UPDATE runs SET due_at = ? WHERE status = 'running' AND owner = ? AND id IN (" +
+                       sql::placeholders(ids.size()) + ")");
+  renew.bind(1, until_ms);
+  renew.bind(2, owner);
+  bind_all(renew, 3, ids);
+  renew.run();
 }
 
 }  // namespace durable::detail
