@@ -526,14 +526,7 @@ bool RuntimeCore::write_entry(RunState& run, const EntryWrite& entry) {
 }
 
 void RuntimeCore::adopt(RunState& run, std::vector<EntryWrite>& entries) {
-  for (EntryWrite& w : entries) {
-    w.entry.output_text = std::string();
-    if (w.is_new) {
-      run.journal.append(std::move(w.entry));
-    } else {
-      run.journal.update(std::move(w.entry));
-    }
-  }
+  for (EntryWrite& w : entries) run.journal.record(std::move(w.entry), w.is_new);
   entries.clear();
 }
 

@@ -177,11 +177,7 @@ void BodyScope::run(PendingStep& p) {
     throw Lost{};
   }
   std::lock_guard lock(in.nested_mutex_);
-  if (p.result->is_new) {
-    in.run_->journal.append(p.result->entry);
-  } else {
-    in.run_->journal.update(p.result->entry);
-  }
+  in.run_->journal.record(p.result->entry, p.result->is_new);
 }
 
 const json* BodyScope::finish(const PendingStep& p) {

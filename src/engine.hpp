@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <durable/step.hpp>
 #include <durable/workflow.hpp>
 #include <exception>

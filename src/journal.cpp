@@ -83,6 +83,15 @@ void Journal::update(JournalEntry entry) {
   entries_[it->second] = std::move(entry);
 }
 
+void Journal::record(JournalEntry entry, bool is_new) {
+  entry.output_text = std::string();
+  if (is_new) {
+    append(std::move(entry));
+  } else {
+    update(std::move(entry));
+  }
+}
+
 JournalEntry* Journal::find(std::string_view key) {
   return const_cast<JournalEntry*>(std::as_const(*this).find(key));
 }

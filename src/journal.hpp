@@ -93,6 +93,9 @@ class Journal {
   void append(JournalEntry entry);
   /// Replaces the entry with the same key.
   void update(JournalEntry entry);
+  /// An entry the store wrote joins the journal: appended when `is_new`, else in place of the
+  /// entry of its key. The journal keeps the parsed output only, not its JSON text.
+  void record(JournalEntry entry, bool is_new);
   JournalEntry* find(std::string_view key);
   const JournalEntry* find(std::string_view key) const;
   /// The position of the entry with this key in entries(), or nullopt.

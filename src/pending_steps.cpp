@@ -115,14 +115,9 @@ WriteDone PendingSteps::when_written(PendingStep& p) {
       if (const auto& tx = p.result->transaction; tx && tx->written) {
         p.result = EntryWrite{*tx->written, p.result->is_new};
       }
-      JournalEntry entry = p.result->entry;
-      entry.output_text = std::string();  // the journal keeps the parsed value only
+      JournalEntry entry = p.result->entry;  // copied before the lock is taken
       std::lock_guard lock(c_.journal_mutex);
-      if (p.result->is_new) {
-        c_.run.journal.append(std::move(entry));
-      } else {
-        c_.run.journal.update(std::move(entry));
-      }
+      c_.run.journal.record(std::move(entry), p.result->is_new);
       p.written = true;
     } catch (...) {
       p.write_error = std::current_exception();
