@@ -219,12 +219,6 @@ class PgStore final : public SqlStore {
          errc::invalid_argument);
   }
 
-  int synchronous() override {
-    return guarded([&] {
-      return single_text(db(), "SELECT current_setting('synchronous_commit')") == "off" ? 1 : 2;
-    });
-  }
-
   // A hash of the server's current snapshot (the transactions running and the next id): it
   // changes when a transaction that wrote ends, and no table is read. Not a sequence, which
   // moves when a transaction takes a value, before it commits; nor the WAL position, which

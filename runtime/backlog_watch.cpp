@@ -15,7 +15,7 @@ void BacklogWatch::check() {
   next_check_ms_ = now + options_.poll_interval.count();
   if (options_.backlog_warning == 0 && options_.backlog_age_breach.count() == 0) return;
   Backlog backlog;
-  read_([&](Store& store) { backlog = store.backlog(now); });
+  read_([&](ReadStore& store) { backlog = store.backlog(now); });
   const std::int64_t age = backlog.oldest_due_ms ? now - *backlog.oldest_due_ms : 0;
   const json fields = {{"pending", backlog.depth}, {"oldest_pending_age_ms", age}};
   if (options_.backlog_warning > 0) {

@@ -22,7 +22,7 @@ std::size_t RuntimeCore::expire_deadlines() {
     const std::optional<std::int64_t> next = next_deadline();
     if (!next || *next > now) return 0;  // a write only when one is due
   }
-  const std::vector<std::string> failed = writer_.alone([&](Store& store) {
+  const std::vector<std::string> failed = writer_.alone([&](ControlStore& store) {
     std::vector<std::string> expired = store.expire(now, kBatch);
     forget_next_deadline();  // under the store's lock, as the writer holds it
     return expired;
@@ -49,7 +49,7 @@ std::chrono::milliseconds RuntimeCore::purge_expired_runs() {
   try {
     constexpr std::size_t kBatch = 500;
     for (int round = 0; round < kRounds; ++round) {
-      const std::size_t n = writer_.alone([&](Store& store) {  // the store let go between batches
+      const std::size_t n = writer_.alone([&](ControlStore& store) {  // the store let go between batches
         return store.delete_runs(store.ended_before(now - retention, kBatch));
       });
       deleted += n;

@@ -68,7 +68,7 @@ void Heartbeat::beat_once() {
     const std::int64_t now = c_.env->now_ms();
     if (!c_.halted() && now >= next_forget_ms_) {
       next_forget_ms_ = now + c_.lease.count();
-      c_.writer.alone([&](Store& store) { return store.forget_dead_workers(now); });
+      c_.writer.alone([&](WorkerStore& store) { return store.forget_dead_workers(now); });
     }
   } catch (const std::exception& e) {
     failed(e, "forget the workers that stopped beating");

@@ -168,7 +168,7 @@ void RuntimeCore::RunHost::hand_over(Outcome& outcome) {
   if (core_->conclude(*claim_, outcome, yielded_)) {
     // It would go on here at once: it is let go instead, for the next claim (here or in
     // another process) to go on with while this invocation waits for its abandoned body.
-    core_->writer_.alone([&](Store& store) {
+    core_->writer_.alone([&](ClaimStore& store) {
       return store.release(run_->id, core_->worker_.id, core_->now_ms(),
                            "let go: a step attempt abandoned at its timeout still runs here");
     });

@@ -96,7 +96,7 @@ RuntimeCore::RuntimeCore(RuntimeOptions opts)
   worker_.pid = ::getpid();
   worker_.start_ticks = process_start_ticks(worker_.pid);
   worker_.started_at_ms = now_ms();
-  writer_.alone([&](Store& store) {
+  writer_.alone([&](WorkerStore& store) {
     store.register_worker(worker_, worker_.started_at_ms);
     // Forget the workers of processes on this host that are gone and own nothing any more.
     for (const Worker& worker : store.workers_on(worker_.host)) {
@@ -110,7 +110,7 @@ RuntimeCore::~RuntimeCore() {
   // What is queued goes now, while the logger its failures are reported to still exists.
   telemetry_->close();
   try {
-    writer_.alone([&](Store& store) { store.remove_idle_worker(worker_.id); });
+    writer_.alone([&](WorkerStore& store) { store.remove_idle_worker(worker_.id); });
   } catch (...) {
     // Closing must not throw; a leftover row is pruned by the next runtime on this host.
   }
@@ -155,7 +155,7 @@ void RuntimeCore::add(Workflow wf) {
       throw Error(errc::invalid_argument, "a workflow named '" + name + "' was already added");
     }
   }
-  writer_.alone([&](Store& store) { store.register_workflow(name, events, flow, now_ms()); });
+  writer_.alone([&](EventStore& store) { store.register_workflow(name, events, flow, now_ms()); });
 }
 
 std::shared_ptr<const Workflow> RuntimeCore::find_workflow(std::string_view name) {
@@ -216,7 +216,7 @@ std::optional<json> RuntimeCore::published(std::string_view run_id, std::string_
 
 void RuntimeCore::send_event(std::string_view name, json data) {
   const NewEvent event = new_event(name, data, *env_, options_.max_output_bytes);
-  const Published published = writer_.alone([&](Store& store) { return store.publish(event); });
+  const Published published = writer_.alone([&](EventStore& store) { return store.publish(event); });
   telemetry_->sent_event();
   telemetry_->started(published.started.size());
   logger_.write(LogLevel::info, "event.sent",
@@ -228,7 +228,7 @@ void RuntimeCore::send_event(std::string_view name, json data) {
 
 void RuntimeCore::send(std::string_view run_id, std::string_view topic, json message) {
   const NewMessage m = new_message(run_id, topic, message, now_ms(), options_.max_output_bytes);
-  const Sent sent = writer_.alone([&](Store& store) { return store.send_message(m); });
+  const Sent sent = writer_.alone([&](EventStore& store) { return store.send_message(m); });
   message_sent(sent, m);
   logger_.write(LogLevel::info, "message.sent",
                 sent == Sent::delivered ? "message stored and received" : "message stored",
@@ -263,9 +263,9 @@ VerifyReport RuntimeCore::verify(const RunFilter& filter, const std::string& dat
   };
   VerifyReport report;
   const std::vector<std::string> ids =
-      read([&](Store& store) { return store.run_ids(filter, unfinished); });
+      read([&](ReadStore& store) { return store.run_ids(filter, unfinished); });
   for (const std::string& id : ids) {
-    std::optional<RecordedRun> run = read([&](Store& store) { return store.recorded_run(id); });
+    std::optional<RecordedRun> run = read([&](ReadStore& store) { return store.recorded_run(id); });
     if (!run) continue;  // deleted since (a purge)
     const std::shared_ptr<const Workflow> workflow = find_workflow(run->info.workflow);
     if (workflow == nullptr) continue;  // another binary's

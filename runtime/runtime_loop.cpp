@@ -114,10 +114,10 @@ class RuntimeCore::Admission {
   // A write of its own: the claim reads and moves executing_ under the store's lock, which the
   // writer holds while it runs it.
   Claimed claim(std::size_t limit) {
-    return core_->writer_.alone([&](Store& store) { return claim_in(store, limit); });
+    return core_->writer_.alone([&](ClaimStore& store) { return claim_in(store, limit); });
   }
 
-  Claimed claim_in(Store& store, std::size_t limit) {
+  Claimed claim_in(ClaimStore& store, std::size_t limit) {
     ClaimRequest request;
     request.owner = core_->worker_.id;
     request.workflows = names_;
@@ -294,7 +294,7 @@ void RuntimeCore::hand_back(const RunState& run, bool yielding) {
   if (!yielding && !stopping()) return;
   const std::string reason = yielding ? "" : "handed back: its runtime was stopped";
   const bool released = writer_.alone(
-      [&](Store& store) { return store.release(run.id, worker_.id, now_ms(), reason); });
+      [&](ClaimStore& store) { return store.release(run.id, worker_.id, now_ms(), reason); });
   if (released && !yielding) {
     logger_.write(LogLevel::info, "run.handed_back", "handed back at a step boundary on stop",
                   Telemetry::run_fields(run), now_ms());

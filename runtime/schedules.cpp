@@ -71,7 +71,7 @@ std::string Schedules::schedule(std::string_view workflow, const json& input,
                {"count", when.count ? json(*when.count) : json()},
                {"first", when.first ? json(to_ms(*when.first)) : json()}};
   row.spec = spec.dump();
-  const bool written = c_.writer.alone([&](Store& store) {
+  const bool written = c_.writer.alone([&](ScheduleStore& store) {
     forget_next_fire();  // under the store's lock, as the writer holds it
     return store.put_schedule(row, now);
   });
@@ -85,28 +85,28 @@ std::string Schedules::schedule(std::string_view workflow, const json& input,
 
 std::vector<ScheduleInfo> Schedules::list() {
   std::vector<ScheduleInfo> all;
-  c_.read([&](Store& store) { all = store.list_schedules(); });
+  c_.read([&](ScheduleStore& store) { all = store.list_schedules(); });
   return all;
 }
 
 void Schedules::unschedule(std::string_view id) {
-  const bool removed = c_.writer.alone([&](Store& store) {
+  const bool removed = c_.writer.alone([&](ScheduleStore& store) {
     forget_next_fire();  // under the store's lock, as the writer holds it
     return store.remove_schedule(std::string(id));
   });
   if (!removed) throw NotFound("no schedule with id '" + std::string(id) + "'");
 }
 
-std::optional<std::int64_t> Schedules::next_fire(Store& store) {
+std::optional<std::int64_t> Schedules::next_fire(ScheduleStore& store) {
   return next_fire_.get(*c_.env, c_.poll_interval, [&] { return store.next_schedule_at(); });
 }
 
 std::size_t Schedules::fire() {
   const std::int64_t now = c_.env->now_ms();
   std::optional<std::int64_t> next;
-  c_.read([&](Store& store) { next = next_fire(store); });
+  c_.read([&](ScheduleStore& store) { next = next_fire(store); });
   if (!next || *next > now) return 0;  // a write only when one is due
-  const std::vector<std::string> started = c_.writer.alone([&](Store& store) {
+  const std::vector<std::string> started = c_.writer.alone([&](ScheduleStore& store) {
     std::vector<std::string> fired = store.fire_schedules(now, next_slot);
     forget_next_fire();  // under the store's lock, as the writer holds it
     return fired;

@@ -40,7 +40,7 @@ class Schedules {
   /// Starts the runs of the schedules due now; returns how many.
   std::size_t fire();
   /// When a schedule fires next, from the last reading while it holds (the store's lock held).
-  std::optional<std::int64_t> next_fire(Store& store);
+  std::optional<std::int64_t> next_fire(ScheduleStore& store);
   /// The next fire time is read again at the next look (the store's lock held).
   void forget_next_fire() { next_fire_.forget(); }
 

@@ -91,7 +91,7 @@ void purge_batches(const WithStore& store, std::int64_t retention_ms, std::int64
   for (int batch = 0; batch < kPurgeBatchesPerRound; ++batch) {
     std::size_t n = 0;
     // A write of its own each: the runs' own writes queued meanwhile go between batches.
-    store([&](Store& s) { n = s.purge_events(now_ms - retention_ms, kPurgeBatch); });
+    store([&](EventStore& s) { n = s.purge_events(now_ms - retention_ms, kPurgeBatch); });
     deleted += n;
     more = n == kPurgeBatch;
     if (!more) break;

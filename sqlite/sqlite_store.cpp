@@ -188,10 +188,6 @@ class SqliteStore final : public SqlStore {
     }
   }
 
-  int synchronous() override {
-    return pragma([&] { return file().execAndGet("PRAGMA synchronous").getInt(); });
-  }
-
   std::int64_t data_version() override {
     return pragma([&] { return file().execAndGet("PRAGMA data_version").getInt64(); });
   }

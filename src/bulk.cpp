@@ -41,7 +41,7 @@ std::vector<std::string> matching(const WithStore& with_store, BulkAction action
                                   const RunFilter& filter) {
   const std::vector<Status> statuses = statuses_of(action, filter);
   std::vector<std::string> ids;
-  with_store([&](Store& store) { ids = store.run_ids(filter, statuses); });
+  with_store([&](ReadStore& store) { ids = store.run_ids(filter, statuses); });
   return ids;
 }
 
@@ -71,7 +71,7 @@ std::size_t bulk_apply(const WithStore& with_store, BulkAction action, const Run
     const auto first = ids.begin() + static_cast<std::ptrdiff_t>(from);
     const std::vector<std::string> batch(
         first, first + static_cast<std::ptrdiff_t>(std::min(kBatch, ids.size() - from)));
-    with_store([&](Store& store) {
+    with_store([&](ControlStore& store) {
       if (action == BulkAction::purge) {
         changed += store.delete_runs(batch);
         return;

@@ -318,12 +318,10 @@ struct RunWithSteps {
   std::vector<StepInfo> steps;
 };
 
-class Store {
+/// What a store holds, as operators, callers and replays read it: runs, their journals and steps,
+/// what runs made known (published values, streams, progress), the backlog.
+class ReadStore {
  public:
-  virtual ~Store() = default;
-
-  /// Inserts the run, or returns the id of the run of the same workflow and idempotency key.
-  virtual std::string create_run(const NewRun& run) = 0;
   virtual std::optional<RunInfo> get_run(const std::string& id, bool with_history) = 0;
   virtual std::vector<RunInfo> list_runs(const RunFilter& filter) = 0;
   /// The journal of a run in write order; nullopt for an unknown run.
@@ -339,13 +337,31 @@ class Store {
   /// A run and its journal, read in one read transaction: as they were together, whatever the
   /// run's worker writes meanwhile. nullopt: no such run.
   virtual std::optional<RecordedRun> recorded_run(const std::string& id) = 0;
+  /// The run's published values (Step::publish), of `key` only when given, with whether the
+  /// run exists and has ended, read together.
+  virtual PublishedRead published(const std::string& run_id,
+                                  const std::optional<std::string>& key) = 0;
+  /// Up to `limit` values of the run's stream from offset `from`, with its length, whether it
+  /// is closed (or the run has ended), and whether the run exists, read together.
+  virtual StreamRows read_stream(const std::string& run_id, const std::string& name,
+                                 std::int64_t from, std::size_t limit) = 0;
+  /// The run's streams by name; nullopt for an unknown run.
+  virtual std::optional<std::vector<StreamSummary>> streams_of(const std::string& run_id) = 0;
+  /// The progress last kept for the step, if any.
+  virtual std::optional<StepProgress> progress(const std::string& run_id,
+                                               const std::string& key) = 0;
+  /// The progress kept for each step of the run that has not completed, by step key.
+  virtual std::vector<StepProgress> progress_of(const std::string& run_id) = 0;
+  virtual Backlog backlog(std::int64_t now_ms) = 0;
 
-  /// Claims due runs (pending and sleeping runs whose time came, running runs whose lease
-  /// lapsed or whose owner died) and loads their journals. A run taken over once more than
-  /// ClaimRequest::quarantine_after allows is failed instead; a run under suspicion of crashing
-  /// its workers is claimed alone, and only by a claimer that holds no other run (`executing`
-  /// empty).
-  virtual Claimed claim(const ClaimRequest& request) = 0;
+ protected:
+  ~ReadStore() = default;
+};
+
+/// A runtime's writes of its runs: one run's (commit) or a group of them with starts, stream
+/// values, progress and beats (write_group), each fenced by ownership.
+class WriteStore {
+ public:
   /// Writes atomically. Written::refused, writing nothing, when the run is no longer running
   /// under this owner (cancelled, or taken over after its lease lapsed).
   virtual Written commit(const RunWrite& write) = 0;
@@ -355,6 +371,24 @@ class Store {
   /// nothing; a write refused writes nothing of its own and the others go on. The group is as
   /// durable as the most durable of its parts: a start's, a run's write's, a beat's.
   virtual GroupWritten write_group(const WriteGroup& group) = 0;
+  /// Transactions that wrote a run's write, committed so far by commit() and write_group() (a
+  /// group whose run writes were all refused, or that had none, not counted); for the tests of
+  /// group commit.
+  virtual std::size_t write_transactions() const = 0;
+
+ protected:
+  ~WriteStore() = default;
+};
+
+/// Which runs a worker takes: claims, the due queue the worker loop sleeps on, releases.
+class ClaimStore {
+ public:
+  /// Claims due runs (pending and sleeping runs whose time came, running runs whose lease
+  /// lapsed or whose owner died) and loads their journals. A run taken over once more than
+  /// ClaimRequest::quarantine_after allows is failed instead; a run under suspicion of crashing
+  /// its workers is claimed alone, and only by a claimer that holds no other run (`executing`
+  /// empty).
+  virtual Claimed claim(const ClaimRequest& request) = 0;
   /// The earliest due time of a claimable run of these workflows, leaving out `executing`.
   virtual std::optional<std::int64_t> next_due(const std::vector<std::string>& workflows,
                                                const std::vector<std::string>& executing) = 0;
@@ -368,6 +402,16 @@ class Store {
   virtual bool release(const std::string& id, const std::string& owner, std::int64_t now_ms,
                        const std::string& reason) = 0;
 
+ protected:
+  ~ClaimStore() = default;
+};
+
+/// A run's life from outside its worker: creating it, and an operator's or a deadline's changes
+/// (cancel, retry, resolve, fork, pause, resume, expire, delete, forget).
+class ControlStore {
+ public:
+  /// Inserts the run, or returns the id of the run of the same workflow and idempotency key.
+  virtual std::string create_run(const NewRun& run) = 0;
   /// Cancels the run, or closes it when it failed (cancelled, its error kept); `reason`, when
   /// given, goes into the state history. Returns its status before, read in the same transaction
   /// (nullopt: an unknown run). A completed or cancelled run is left as it is.
@@ -376,7 +420,6 @@ class Store {
   /// Requeues a failed run, its failed steps with fresh attempts. False for an unknown run;
   /// throws RunStateRefused when it is not failed.
   virtual bool retry(const std::string& id, std::int64_t now_ms) = 0;
-
   /// Completes a failed step of a run with `output` (JSON text), `reason` kept on the step and
   /// in the history, and queues the run again as retry() does (its other failed steps with
   /// fresh attempts). The step must be a step.run that failed for good in a failed run, or is
@@ -395,7 +438,6 @@ class Store {
   /// unknown run; throws NotFound for a step the run's journal does not hold, and
   /// RunStateRefused for a run that has not ended.
   virtual bool fork(NewRun& fork, const std::string& from_key) = 0;
-
   /// Pauses a run (Runtime::pause): pending, sleeping and waiting runs at once, a running one
   /// (marked pausing) at its owner's next step boundary. Returns the status before (nullopt: an
   /// unknown run); throws
@@ -416,34 +458,31 @@ class Store {
   virtual std::vector<std::string> expire(std::int64_t now_ms, std::size_t limit) = 0;
   /// The earliest deadline of a run that has not ended; nullopt: none.
   virtual std::optional<std::int64_t> next_deadline() = 0;
-
   /// Deletes these runs, where they have ended, with their journals, histories, tags and waits,
   /// in one transaction. Returns how many it deleted.
   virtual std::size_t delete_runs(const std::vector<std::string>& ids) = 0;
   /// Up to `limit` ids of runs that ended before `before_ms` (their last change), oldest first.
   virtual std::vector<std::string> ended_before(std::int64_t before_ms, std::size_t limit) = 0;
+  /// Runtime::forget: deletes the data key of the correlation id (so that its payloads read as
+  /// forgotten) securely, and cancels its runs that have not ended, in one transaction. Returns
+  /// the runs it cancelled. Throws Error when no encryption key file is configured.
+  virtual std::vector<std::string> forget(const std::string& correlation_id,
+                                          std::int64_t now_ms) = 0;
 
-  /// The version stamped on the runs this store creates (RuntimeOptions::version) and on those
-  /// of no version it claims; with only_own, claims take no run of another version.
-  virtual void set_version(const std::string& version, bool only_own) = 0;
+ protected:
+  ~ControlStore() = default;
+};
 
+/// Events and messages: storing them completes the waits they match; the workflows events start.
+class EventStore {
+ public:
   /// Stores an event, completes the waits it matches and starts the runs it triggers, in one
   /// transaction.
   virtual Published publish(const NewEvent& event) = 0;
-  /// The run's published values (Step::publish), of `key` only when given, with whether the
-  /// run exists and has ended, read together.
-  virtual PublishedRead published(const std::string& run_id,
-                                  const std::optional<std::string>& key) = 0;
   /// Stores a message in a run's mailbox and, in the same transaction, completes the run's
   /// waiting receive of its topic with the oldest message there (this one, unless older ones
   /// wait) and wakes the run.
   virtual Sent send_message(const NewMessage& message) = 0;
-  /// Up to `limit` values of the run's stream from offset `from`, with its length, whether it
-  /// is closed (or the run has ended), and whether the run exists, read together.
-  virtual StreamRows read_stream(const std::string& run_id, const std::string& name,
-                                 std::int64_t from, std::size_t limit) = 0;
-  /// The run's streams by name; nullopt for an unknown run.
-  virtual std::optional<std::vector<StreamSummary>> streams_of(const std::string& run_id) = 0;
   /// The sequence number of the last event stored (0: none).
   virtual std::int64_t event_horizon() = 0;
   /// Records that a worker has this workflow (operators see runs of names no worker knows), and
@@ -452,7 +491,18 @@ class Store {
   virtual void register_workflow(const std::string& workflow,
                                  const std::vector<std::string>& events, const std::string& flow,
                                  std::int64_t now_ms) = 0;
+  /// Deletes up to `limit` events stored before `before_ms` that no wait can still need (see
+  /// store_maintenance.cpp for which), oldest first, in one short write transaction. Returns how
+  /// many it deleted: fewer than `limit` means none of that age is left to delete.
+  virtual std::size_t purge_events(std::int64_t before_ms, std::size_t limit) = 0;
 
+ protected:
+  ~EventStore() = default;
+};
+
+/// Schedules and their firing.
+class ScheduleStore {
+ public:
   /// Inserts or replaces a schedule. A schedule stored with the same id and spec is kept as it
   /// is (its next time and count go on); returns whether anything was written.
   virtual bool put_schedule(const ScheduleRow& schedule, std::int64_t now_ms) = 0;
@@ -466,14 +516,13 @@ class Store {
       std::int64_t now_ms,
       const std::function<std::optional<std::int64_t>(const ScheduleRow&, std::int64_t)>& next) = 0;
 
-  virtual Backlog backlog(std::int64_t now_ms) = 0;
+ protected:
+  ~ScheduleStore() = default;
+};
 
-  /// The progress last kept for the step, if any.
-  virtual std::optional<StepProgress> progress(const std::string& run_id,
-                                               const std::string& key) = 0;
-  /// The progress kept for each step of the run that has not completed, by step key.
-  virtual std::vector<StepProgress> progress_of(const std::string& run_id) = 0;
-
+/// The workers that claim runs: registered, beating, found dead and forgotten.
+class WorkerStore {
+ public:
   /// Registers the worker, seen at now_ms.
   virtual void register_worker(const Worker& worker, std::int64_t now_ms) = 0;
   /// The worker's heartbeat: records that it was alive at now_ms, claiming runs for `lease_ms`,
@@ -497,17 +546,29 @@ class Store {
   /// Owners of running runs other than `self`, with what is known of their process.
   virtual std::vector<Worker> running_owners(const std::string& self) = 0;
 
+ protected:
+  ~WorkerStore() = default;
+};
+
+/// The whole store, by concern: each part of a runtime works with the narrow interface of its
+/// concern; the runtime owns the whole. Implemented once for both databases (SqlStore,
+/// src/store/sql_store.hpp).
+class Store : public ReadStore,
+              public WriteStore,
+              public ClaimStore,
+              public ControlStore,
+              public EventStore,
+              public ScheduleStore,
+              public WorkerStore {
+ public:
+  virtual ~Store() = default;
+
+  /// The version stamped on the runs this store creates (RuntimeOptions::version) and on those
+  /// of no version it claims; with only_own, claims take no run of another version.
+  virtual void set_version(const std::string& version, bool only_own) = 0;
   /// Writes a consistent copy of the whole database to `path`, replacing a file there only once
   /// the copy is complete.
   virtual void copy_to(const std::string& path) = 0;
-
-  /// Deletes up to `limit` events stored before `before_ms` that no wait can still need (see
-  /// store_maintenance.cpp for which), oldest first, in one short write transaction. Returns how
-  /// many it deleted: fewer than `limit` means none of that age is left to delete.
-  virtual std::size_t purge_events(std::int64_t before_ms, std::size_t limit) = 0;
-
-  /// The SQLite synchronous level in force (1 NORMAL, 2 FULL); for the tests.
-  virtual int synchronous() = 0;
   /// A number that changes whenever another connection, of this process or another, commits to
   /// the database (this store's own commits may leave it as it is). Cheap (no table is read): a
   /// watcher (Client::wait) looks at it every few milliseconds and reads again only on a change.
@@ -515,16 +576,6 @@ class Store {
   /// How payloads are stored from now on (RuntimeOptions::codec, encryption_key_file); null,
   /// the default: in the clear. Every payload written is encoded, every one read decoded, by it.
   virtual void set_payloads(std::shared_ptr<const Payloads> payloads) = 0;
-  /// Runtime::forget: deletes the data key of the correlation id (so that its payloads read as
-  /// forgotten) securely, and cancels its runs that have not ended, in one transaction. Returns
-  /// the runs it cancelled. Throws Error when no encryption key file is configured.
-  virtual std::vector<std::string> forget(const std::string& correlation_id,
-                                          std::int64_t now_ms) = 0;
-
-  /// Transactions that wrote a run's write, committed so far by commit() and write_group() (a
-  /// group whose run writes were all refused, or that had none, not counted); for the tests of
-  /// group commit.
-  virtual std::size_t write_transactions() const = 0;
 };
 
 /// Opens or creates a SQLite store. Throws Error for a file that is not a durable database (left

@@ -255,14 +255,6 @@ TEST_CASE("a transaction refused on a busy database leaves no statement running"
   connection->commit();
 }
 
-TEST_CASE("Durability::full syncs every commit and normal does not") {
-  test::TempDir dir;
-  auto full = detail::open_sqlite_store(dir.file("full.db"), Durability::full);
-  auto normal = detail::open_sqlite_store(dir.file("normal.db"), Durability::normal);
-  CHECK(full->synchronous() == 2);    // FULL
-  CHECK(normal->synchronous() == 1);  // NORMAL
-}
-
 // What reaches the disk when, counted at the file system's door (xSync): a start is on the disk
 // when start() returns and so is each step and each end at full; a claim is not waited for, as
 // nothing depends on it surviving a power cut (a lost claim takes every later commit with it).
