@@ -185,7 +185,7 @@ std::set<std::string> Admin::known(Connection& db) {
   return {names.begin(), names.end()};
 }
 
-json Admin::list_runs(const RunQuery& query) {
+json Admin::list(const RunQuery& query) {
   const Lease db = lease();
   RunFilter filter = query.filter();
   ++filter.limit;  // one more than asked: whether a next page has any run
@@ -205,7 +205,7 @@ json Admin::list_runs(const RunQuery& query) {
   return answer;
 }
 
-json Admin::show_run(std::string_view id) {
+json Admin::show(std::string_view id) {
   const Lease db = lease();
   const std::optional<detail::RunWithSteps> found = db->store->get_run_with_steps(std::string(id));
   if (!found) throw NotFound("no run with id '" + std::string(id) + "'");
@@ -293,7 +293,7 @@ json Admin::runbook(Connection& db, const RunInfo& run, const std::vector<StepIn
   return book;
 }
 
-json Admin::run_steps(std::string_view id) {
+json Admin::steps(std::string_view id) {
   const Lease db = lease();
   const auto steps = db->store->list_steps(std::string(id));
   if (!steps) throw NotFound("no run with id '" + std::string(id) + "'");
@@ -302,7 +302,7 @@ json Admin::run_steps(std::string_view id) {
   return {{"steps", std::move(list)}};
 }
 
-json Admin::start_run(const StartRequest& request) {
+json Admin::start(const StartRequest& request) {
   StartOptions opts;
   opts.idempotency_key = request.idempotency_key;
   opts.correlation_id = request.correlation_id;
@@ -328,7 +328,7 @@ json Admin::start_run(const StartRequest& request) {
   return {{"id", id}, {"created", id == run.id}, {"known", is_known}};
 }
 
-json Admin::cancel_run(std::string_view id, const std::string& reason) {
+json Admin::cancel(std::string_view id, const std::string& reason) {
   const Lease db = lease();
   // The status is read in the cancel's own transaction: a run that ended meanwhile is refused.
   const std::optional<Status> before = db->store->cancel(std::string(id), now_ms(), reason);
@@ -342,7 +342,7 @@ json Admin::cancel_run(std::string_view id, const std::string& reason) {
   return {{"id", id}, {"status", run ? to_string(run->status) : "cancelled"}};
 }
 
-json Admin::retry_run(std::string_view id) {
+json Admin::retry(std::string_view id) {
   const Lease db = lease();
   // The state is checked in the retry's own transaction. A database error is not the run's
   // state: it stays an Error (HTTP 503, exit 1).
@@ -358,7 +358,7 @@ json Admin::retry_run(std::string_view id) {
   return {{"id", id}, {"status", run ? to_string(run->status) : "pending"}};
 }
 
-json Admin::fork_run(std::string_view id, const std::string& from_step) {
+json Admin::fork(std::string_view id, const std::string& from_step) {
   detail::NewRun fork = detail::new_fork(id, *env_);
   const Lease db = lease();
   bool found = false;
@@ -372,8 +372,8 @@ json Admin::fork_run(std::string_view id, const std::string& from_step) {
   return {{"id", fork.id}, {"forked_from", id}};
 }
 
-json Admin::resolve_step(std::string_view id, const std::string& step, const json& output,
-                         const std::string& reason) {
+json Admin::resolve(std::string_view id, const std::string& step, const json& output,
+                    const std::string& reason) {
   const std::string text =
       as_bad_request([&] { return detail::resolution_text(id, step, output, max_data_bytes_); });
   const Lease db = lease();
@@ -409,7 +409,7 @@ json Admin::send_event(std::string_view name, const json& data, std::string_view
   return {{"id", event.id}, {"woken", published.woken}, {"started", published.started}};
 }
 
-json Admin::send_message(std::string_view run_id, std::string_view topic, const json& message) {
+json Admin::send(std::string_view run_id, std::string_view topic, const json& message) {
   const detail::NewMessage m = as_bad_request(
       [&] { return detail::new_message(run_id, topic, message, now_ms(), max_data_bytes_); });
   const Lease db = lease();
@@ -444,7 +444,7 @@ json Admin::stats() {
   return j;
 }
 
-json Admin::list_schedules() {
+json Admin::schedules() {
   const Lease db = lease();
   json list = json::array();
   for (const ScheduleInfo& s : db->store->list_schedules()) {
@@ -460,7 +460,7 @@ json Admin::list_schedules() {
   return {{"schedules", std::move(list)}};
 }
 
-void Admin::remove_schedule(std::string_view id) {
+void Admin::unschedule(std::string_view id) {
   const Lease db = lease();
   if (!db->store->remove_schedule(std::string(id))) {
     throw NotFound("no schedule with id '" + std::string(id) + "'");

@@ -63,7 +63,7 @@ struct RunQuery {
   bool any_condition() const;
 };
 
-/// What start_run() is asked to start.
+/// What start() is asked to start.
 struct StartRequest {
   std::string workflow{};
   json input = json::object();
@@ -111,30 +111,30 @@ class Admin {
   /// milliseconds; "known": some worker registered the workflow; "worker" ("HOST:PID") and
   /// "lease_until": who holds a running run and until when; "orphaned": running with its lease
   /// lapsed (now, by this Admin's clock), its holder gone or stuck.
-  json list_runs(const RunQuery& query);
+  json list(const RunQuery& query);
   /// A run summary with "input", "output", "history" [{"status", "at", "reason"}], "steps"
   /// [step...] and "runbook" (null unless the run failed: see runbook()). Throws NotFound.
-  json show_run(std::string_view id);
+  json show(std::string_view id);
   /// {"steps": [step...]}: {"id", "kind", "status", "attempts", "output", "updated_at", and when
   /// set "error", "wake_at", "duration_ms" and "started_at" (a run step's last attempt: when its
   /// body began, and it ended duration_ms later; a sleep, wait, invoke or send: when the run came
   /// to it)}. Throws NotFound.
-  json run_steps(std::string_view id);
+  json steps(std::string_view id);
   /// {"id", "created"}: created false when the idempotency key named an existing run; "known"
   /// false when queued for a workflow no worker registered yet. Throws UnknownWorkflow,
   /// BadRequest (input too large, or not storable).
-  json start_run(const StartRequest& request);
+  json start(const StartRequest& request);
   /// {"id", "status"} after the cancel (of a failed run too, which it closes); `reason` goes
   /// into the history. Throws NotFound, Conflict (completed or cancelled already).
-  json cancel_run(std::string_view id, const std::string& reason = {});
+  json cancel(std::string_view id, const std::string& reason = {});
   /// {"id", "status"} after the retry. Throws NotFound, Conflict (not failed).
-  json retry_run(std::string_view id);
+  json retry(std::string_view id);
   // In runtime/admin_control.cpp: Runtime::pause, resume, pause_workflow, resume_workflow.
   /// {"id", "status"} after the pause (still "running" for a running run, which pauses at its
   /// next step boundary). Throws NotFound, Conflict (ended).
-  json pause_run(std::string_view id);
+  json pause(std::string_view id);
   /// {"id", "status"} after the resume. Throws NotFound, Conflict (not paused or pausing).
-  json resume_run(std::string_view id);
+  json resume(std::string_view id);
   /// {"workflow", "paused": runs paused}. Throws BadRequest (an empty name).
   json pause_workflow(std::string_view workflow);
   /// {"workflow", "resumed": runs resumed}. Throws BadRequest (an empty name).
@@ -146,14 +146,14 @@ class Admin {
             const std::string& reason);
   /// {"id": the new run's, "forked_from": id}: Runtime::fork. Throws NotFound (an unknown run,
   /// or a step its journal does not hold), Conflict (a run that has not ended).
-  json fork_run(std::string_view id, const std::string& from_step);
+  json fork(std::string_view id, const std::string& from_step);
   /// {"id", "step", "status"} after Runtime::resolve of the step, checked against the application's
   /// code where set_resolve_check() gave a check. Throws NotFound (an unknown run or step),
   /// Conflict (a step that did not fail, a run a worker holds), BadRequest (an output that
   /// cannot be stored, or that the check refuses).
-  json resolve_step(std::string_view id, const std::string& step, const json& output,
-                    const std::string& reason);
-  /// What resolve_step() asks before it writes: throws Error for an output the run's code cannot
+  json resolve(std::string_view id, const std::string& step, const json& output,
+               const std::string& reason);
+  /// What resolve() asks before it writes: throws Error for an output the run's code cannot
   /// take (a Runtime serving this API passes its own check). Set before any call.
   using ResolveCheck = std::function<void(const durable::detail::RecordedRun& run,
                                           const std::string& step, const json& output)>;
@@ -169,7 +169,7 @@ class Admin {
   /// Runtime::send: {"run_id", "topic", "received": whether a waiting receive took it at once}.
   /// Throws NotFound for an unknown run, Conflict for one that has ended, BadRequest for a bad
   /// topic or message.
-  json send_message(std::string_view run_id, std::string_view topic, const json& message);
+  json send(std::string_view run_id, std::string_view topic, const json& message);
   /// {"counts": {status: n}, "total", "pending_depth" (due and unclaimed),
   ///  "oldest_pending_age_seconds" (null when none), "steps", "retries", "failed_runs",
   ///  "failed_steps", "workers" (live ones: see OpsQueries::live_workers), "workflows": [known
@@ -178,7 +178,7 @@ class Admin {
   /// {"published": [{"key", "value", "version", "updated_at"}...]}, by key: the latest value the
   /// run published under each key (Step::publish); "version" counts the key's writes. Throws
   /// NotFound. In runtime/admin_published.cpp, with the two below.
-  json published_values(std::string_view id);
+  json published(std::string_view id);
   /// The key's latest value as it is now (nullopt: none yet), and whether the run has ended.
   /// Throws NotFound for an unknown run, BadRequest for a bad key.
   struct PublishedNow {
@@ -188,7 +188,7 @@ class Admin {
   PublishedNow published_now(std::string_view id, std::string_view key);
   /// {"streams": [{"name", "length", "closed", "updated_at"}...]}, by name: the run's streams
   /// (Step::write_stream). Throws NotFound. In runtime/admin_streams.cpp, with the one below.
-  json run_streams(std::string_view id);
+  json streams(std::string_view id);
   /// The stream's values from offset `from` (up to detail::kStreamReadLimit), as
   /// Runtime::read_stream reads them without a wait. Throws NotFound for an unknown run,
   /// BadRequest for a bad name.
@@ -207,9 +207,9 @@ class Admin {
 
   /// {"schedules": [{"id", "workflow", "input", "every_ms", "cron", "remaining", "next_at",
   /// "fired"}]}.
-  json list_schedules();
+  json schedules();
   /// Throws NotFound for an unknown schedule.
-  void remove_schedule(std::string_view id);
+  void unschedule(std::string_view id);
   /// The Prometheus text exposition of the database's state and of its live workers' counters
   /// (durable_* metrics, docs/metrics.md), labelled within the caps of metrics.hpp. In
   /// runtime/metrics.cpp.

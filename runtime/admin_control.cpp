@@ -62,7 +62,7 @@ json Admin::bulk(detail::BulkAction action, const RunQuery& query, bool dry_run,
   }
 }
 
-json Admin::pause_run(std::string_view id) {
+json Admin::pause(std::string_view id) {
   const Lease db = lease();
   std::optional<Status> before;
   try {
@@ -76,7 +76,7 @@ json Admin::pause_run(std::string_view id) {
   return {{"id", id}, {"status", run ? to_string(run->status) : "paused"}};
 }
 
-json Admin::resume_run(std::string_view id) {
+json Admin::resume(std::string_view id) {
   const Lease db = lease();
   std::optional<Status> before;
   try {

@@ -21,7 +21,7 @@ NotFound no_run(std::string_view id) {
 
 }  // namespace
 
-json Admin::published_values(std::string_view id) {
+json Admin::published(std::string_view id) {
   const Lease db = lease();
   const detail::PublishedRead read = db->store->published(std::string(id), std::nullopt);
   if (!read.run_found) throw no_run(id);

@@ -13,7 +13,7 @@
 
 namespace durable::ops {
 
-json Admin::run_streams(std::string_view id) {
+json Admin::streams(std::string_view id) {
   const Lease db = lease();
   const auto streams = db->store->streams_of(std::string(id));
   if (!streams) throw detail::no_such_run(id);

@@ -161,7 +161,7 @@ HttpResponse method_not_allowed(const char* allowed) {
 }
 
 HttpResponse runs_route(Admin& admin, const HttpRequest& request) {
-  if (request.method == "GET") return json_response(200, admin.list_runs(run_query(request)));
+  if (request.method == "GET") return json_response(200, admin.list(run_query(request)));
   if (request.method != "POST") return method_not_allowed("GET, POST");
   const json body = object_body(request);
   StartRequest start;
@@ -187,7 +187,7 @@ HttpResponse runs_route(Admin& admin, const HttpRequest& request) {
       start.tags[key] = value.get<std::string>();
     }
   }
-  const json started = admin.start_run(start);
+  const json started = admin.start(start);
   return json_response(started.at("created").get<bool>() ? 201 : 200, started);
 }
 
@@ -231,8 +231,7 @@ HttpResponse message_route(Admin& admin, const HttpRequest& request, const std::
                            std::string_view topic) {
   if (request.method != "POST") return method_not_allowed("POST");
   if (empty_body(request)) throw BadRequest("the request body must be the message, as JSON");
-  return json_response(202,
-                       admin.send_message(id, topic, parsed_body(request, detail::kMaxJsonDepth)));
+  return json_response(202, admin.send(id, topic, parsed_body(request, detail::kMaxJsonDepth)));
 }
 
 // /v1/runs/{id}, /v1/runs/{id}/steps, /v1/runs/{id}/published[/{key}], /v1/runs/{id}/streams[/
@@ -252,14 +251,14 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
   }
   if (action.empty()) {
     if (request.method != "GET") return method_not_allowed("GET");
-    return json_response(200, admin.show_run(id));
+    return json_response(200, admin.show(id));
   }
   if (action.starts_with(kMessages)) {
     return message_route(admin, request, id, action.substr(kMessages.size()));
   }
   if (action == "steps") {
     if (request.method != "GET") return method_not_allowed("GET");
-    return json_response(200, admin.run_steps(id));
+    return json_response(200, admin.steps(id));
   }
   if (action == "published" || action.starts_with("published/")) {
     if (request.method != "GET") return method_not_allowed("GET");
@@ -276,22 +275,22 @@ HttpResponse run_route(Admin& admin, const HttpRequest& request, std::string_vie
   if (action == "cancel" || action == "retry" || action == "pause" || action == "resume" ||
       action == "fork" || action == "resolve") {
     if (request.method != "POST") return method_not_allowed("POST");
-    if (action == "retry") return json_response(200, admin.retry_run(id));
-    if (action == "pause") return json_response(200, admin.pause_run(id));
-    if (action == "resume") return json_response(200, admin.resume_run(id));
+    if (action == "retry") return json_response(200, admin.retry(id));
+    if (action == "pause") return json_response(200, admin.pause(id));
+    if (action == "resume") return json_response(200, admin.resume(id));
     const json body = object_body(request);
     if (action == "fork") {
-      return json_response(201, admin.fork_run(id, string_field(body, "from_step", true)));
+      return json_response(201, admin.fork(id, string_field(body, "from_step", true)));
     }
     if (action == "resolve") {
       if (!body.contains("output")) {
         throw BadRequest("the body needs \"output\": the step's result, as JSON");
       }
-      return json_response(
-          200, admin.resolve_step(id, string_field(body, "step", true), body.at("output"),
-                                  string_field(body, "reason", false)));
+      return json_response(200,
+                           admin.resolve(id, string_field(body, "step", true), body.at("output"),
+                                         string_field(body, "reason", false)));
     }
-    return json_response(200, admin.cancel_run(id, string_field(body, "reason", false)));
+    return json_response(200, admin.cancel(id, string_field(body, "reason", false)));
   }
   return json_error(404, "not_found", "no route " + request.path);
 }
@@ -350,12 +349,12 @@ HttpResponse dispatch(Admin& admin, const HttpRequest& request) {
   }
   if (path == "/v1/schedules") {
     if (request.method != "GET") return method_not_allowed("GET");
-    return json_response(200, admin.list_schedules());
+    return json_response(200, admin.schedules());
   }
   if (path.starts_with(kSchedule) && path.size() > kSchedule.size()) {
     if (request.method != "DELETE") return method_not_allowed("DELETE");
     const std::string id(path.substr(kSchedule.size()));
-    admin.remove_schedule(id);
+    admin.unschedule(id);
     return json_response(200, {{"id", id}, {"removed", true}});
   }
   return json_error(404, "not_found", "no route " + request.path);

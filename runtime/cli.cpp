@@ -312,16 +312,16 @@ ops::RunQuery run_query(const Command& cmd) {
 int read_command(const std::string& database, const Answer& answer, const Command& cmd) {
   if (cmd.name == "runs") {
     const ops::RunQuery query = run_query(cmd);
-    return answer(open_admin(database, true).list_runs(query), print_runs);
+    return answer(open_admin(database, true).list(query), print_runs);
   }
   ops::Admin admin = open_admin(database, true);
-  if (cmd.name == "show") return answer(admin.show_run(cmd.args[0]), print_run);
+  if (cmd.name == "show") return answer(admin.show(cmd.args[0]), print_run);
   if (cmd.name == "steps") {
-    return answer(admin.run_steps(cmd.args[0]),
+    return answer(admin.steps(cmd.args[0]),
                   [](std::ostream& o, const json& j) { print_steps(o, j.at("steps")); });
   }
   if (cmd.name == "stats") return answer(admin.stats(), print_stats);
-  if (cmd.name == "schedules") return answer(admin.list_schedules(), print_schedules);
+  if (cmd.name == "schedules") return answer(admin.schedules(), print_schedules);
   std::cout << admin.metrics();
   return kOk;
 }
@@ -368,7 +368,7 @@ int start_run(const Context& at, const Command& cmd) {
       throw ops::BadRequest(std::string(durable::detail::message_of(e)));
     }
   }
-  const json started = open_admin(at.database, false).start_run(start);
+  const json started = open_admin(at.database, false).start(start);
   if (!started.at("known").get<bool>() && at.app == nullptr) {
     std::cerr << "durable: warning: no worker has registered workflow '" << start.workflow
               << "'; the run is queued and waits for one that has it\n";
@@ -418,7 +418,7 @@ int verify(const Context& at, const Command& cmd) {
 int repair(const Context& at, const Command& cmd) {
   const std::string& id = cmd.args[0];
   if (cmd.name == "fork") {
-    const json forked = open_admin(at.database, false).fork_run(id, cmd.flag("from"));
+    const json forked = open_admin(at.database, false).fork(id, cmd.flag("from"));
     return at.answer(forked, [](std::ostream& o, const json& j) {
       o << "forked run " << text_of(j, "forked_from") << ": new run " << text_of(j, "id") << '\n';
     });
@@ -430,7 +430,7 @@ int repair(const Context& at, const Command& cmd) {
         [core](const durable::detail::RecordedRun& run, const std::string& step,
                const json& value) { core->check_resolution(run, step, value); });
   }
-  const json done = admin.resolve_step(id, cmd.args[1], output, cmd.flag("reason"));
+  const json done = admin.resolve(id, cmd.args[1], output, cmd.flag("reason"));
   return at.answer(done, [](std::ostream& o, const json& j) {
     o << "step '" << text_of(j, "step") << "' of run " << text_of(j, "id")
       << " resolved; the run is now " << text_of(j, "status") << '\n';
@@ -493,7 +493,7 @@ int pause_or_resume(const Context& at, ops::Admin& admin, const Command& cmd) {
     });
   }
   const std::string& id = cmd.args[0];
-  json done = pause ? admin.pause_run(id) : admin.resume_run(id);
+  json done = pause ? admin.pause(id) : admin.resume(id);
   if (pause && text_of(done, "status") == "running") done["pausing"] = true;
   return at.answer(done, [](std::ostream& o, const json& j) {
     o << "run " << text_of(j, "id") << " is now " << text_of(j, "status");
@@ -524,7 +524,7 @@ int write_command(const Context& at, const Command& cmd) {
   ops::Admin admin = open_admin(at.database, false);
   if (cmd.name == "schedules") {
     const std::string& id = cmd.args[1];
-    admin.remove_schedule(id);
+    admin.unschedule(id);
     return answer({{"id", id}, {"removed", true}}, [](std::ostream& o, const json& j) {
       o << "removed schedule " << text_of(j, "id") << '\n';
     });
@@ -539,8 +539,7 @@ int write_command(const Context& at, const Command& cmd) {
     }
   }
   const std::string& id = cmd.args[0];
-  const json done =
-      cmd.name == "retry" ? admin.retry_run(id) : admin.cancel_run(id, cmd.flag("reason"));
+  const json done = cmd.name == "retry" ? admin.retry(id) : admin.cancel(id, cmd.flag("reason"));
   return answer(done, [](std::ostream& o, const json& j) {
     o << "run " << text_of(j, "id") << " is now " << text_of(j, "status") << '\n';
   });

@@ -11,7 +11,7 @@ namespace durable::detail::cli {
 
 json send_message(ops::Admin& admin, const std::string& run_id, const std::string& topic,
                   const json& message) {
-  return admin.send_message(run_id, topic, message);
+  return admin.send(run_id, topic, message);
 }
 
 void print_message(std::ostream& out, const json& sent) {

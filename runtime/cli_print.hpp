@@ -26,7 +26,7 @@ void print_stats(std::ostream& out, const json& stats);
 void print_schedules(std::ostream& out, const json& answer);
 void print_verify(std::ostream& out, const json& report);
 
-/// `durable message` (cli_message.cpp): Admin::send_message, and its answer for people.
+/// `durable message` (cli_message.cpp): Admin::send, and its answer for people.
 json send_message(ops::Admin& admin, const std::string& run_id, const std::string& topic,
                   const json& message);
 void print_message(std::ostream& out, const json& sent);

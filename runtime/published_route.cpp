@@ -95,7 +95,7 @@ class PublishedWait : public std::enable_shared_from_this<PublishedWait> {
 
 HttpResponse published_route(Admin& admin, const HttpRequest& request, const std::string& id,
                              std::optional<std::string_view> key) {
-  if (!key) return json_response(200, admin.published_values(id));
+  if (!key) return json_response(200, admin.published(id));
   const std::chrono::milliseconds wait = wait_of(request);
   const Admin::PublishedNow now = admin.published_now(id, *key);  // 404, 400 answered at once
   if (now.value || now.ended || wait.count() == 0) return answer(now.value);

@@ -107,7 +107,7 @@ class StreamReader : public std::enable_shared_from_this<StreamReader> {
 
 HttpResponse streams_route(Admin& admin, const HttpRequest& request, const std::string& id,
                            std::optional<std::string_view> name) {
-  if (!name) return json_response(200, admin.run_streams(id));
+  if (!name) return json_response(200, admin.streams(id));
   const std::size_t from = first_offset(request);
   admin.stream_now(id, *name, from);  // 404 and 400 answered before the stream begins
   HttpResponse events;

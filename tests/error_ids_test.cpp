@@ -117,7 +117,7 @@ TEST_CASE(
   CHECK(run.error->message == "[durable.invalid_argument] a step id must not be empty");
 
   ops::Admin admin(options.database);
-  CHECK(admin.show_run(id).at("runbook").at("error_id") == "durable.invalid_argument");
+  CHECK(admin.show(id).at("runbook").at("error_id") == "durable.invalid_argument");
   const auto [code, shown] = test::run_cli(options.database, "show " + id);
   CHECK(code == 0);
   CHECK(shown.find("\n  error id     durable.invalid_argument (docs/errors.md)\n") !=
@@ -167,7 +167,7 @@ TEST_CASE(
     const RunInfo run = runtime->get(run_id);
     CHECK(run.status == Status::failed);
     REQUIRE(run.error);
-    CHECK(admin.show_run(run_id).at("runbook").at("error_id") ==
+    CHECK(admin.show(run_id).at("runbook").at("error_id") ==
           std::string(detail::error_id(run.error->message)));
     return std::string(detail::error_id(run.error->message));
   };

@@ -220,13 +220,13 @@ TEST_CASE(
   CHECK(stats.at("counts").at("cancelled") == 2);
   CHECK(stats.at("counts").at("sleeping") == 1);
   CHECK(stats.at("steps") == 5 * 2 + 2 * 2 + 2 + 2);  // orders, flaky, sleepy's befores, fork
-  CHECK(admin.list_runs({.workflow = "sleepy"}).at("counts").at("cancelled") == 1);
+  CHECK(admin.list({.workflow = "sleepy"}).at("counts").at("cancelled") == 1);
 
   // A purge takes the runs and their journals out of the counts.
   CHECK(runtime.purge({.status = Status::completed, .workflow = "orders"}) == 6);
   check_counts_match(database);
   CHECK(admin.stats().at("counts").at("completed") == 1);
-  CHECK(admin.list_runs({.workflow = "orders"}).at("counts").at("completed") == 0);
+  CHECK(admin.list({.workflow = "orders"}).at("counts").at("completed") == 0);
   (void)sleepy2;
   if (!test::on_postgres()) return;
 
@@ -414,11 +414,11 @@ TEST_CASE(
     admin.stats();
     admin.metrics();
     for (const std::string& after : {std::string(), cursor}) {
-      admin.list_runs({.cursor = after});
-      admin.list_runs({.status = Status::failed, .cursor = after});
-      admin.list_runs({.workflow = "orders", .cursor = after});
-      admin.list_runs({.status = Status::completed, .workflow = "orders", .cursor = after});
-      admin.list_runs({.correlation_id = "c", .cursor = after});
+      admin.list({.cursor = after});
+      admin.list({.status = Status::failed, .cursor = after});
+      admin.list({.workflow = "orders", .cursor = after});
+      admin.list({.status = Status::completed, .workflow = "orders", .cursor = after});
+      admin.list({.correlation_id = "c", .cursor = after});
       client.list({.workflow = "orders", .cursor = after});
     }
   });

@@ -103,9 +103,9 @@ TEST_CASE(
   const std::size_t workflows = ops::kMaxWorkflowLabels + 5;
   for (std::size_t i = 0; i < workflows; ++i) {
     const std::string name = "w" + std::string(i < 10 ? "0" : "") + std::to_string(i);
-    admin.start_run({.workflow = name, .queue_unknown = true});
+    admin.start({.workflow = name, .queue_unknown = true});
   }
-  for (int i = 0; i < 3; ++i) admin.start_run({.workflow = "zz-busy", .queue_unknown = true});
+  for (int i = 0; i < 3; ++i) admin.start({.workflow = "zz-busy", .queue_unknown = true});
   // More steps than the cap in one workflow; "s99" is last by name but used most.
   constexpr std::size_t steps = ops::kMaxStepLabels + 5;
   {

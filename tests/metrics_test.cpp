@@ -73,7 +73,7 @@ TEST_CASE("metrics: failed attempts and steps failed for good are counted apart 
   CHECK(metrics.of("durable_step_failures").empty());  // renamed: it said neither of the two
 
   // A retry resets the failed run's step: the series go down, which a counter may not.
-  admin.retry_run(doomed);
+  admin.retry(doomed);
   metrics = parse(admin.metrics());
   CHECK(metrics.sum("durable_step_attempts_failed") == 3);
   CHECK(metrics.value("durable_step_attempts_failed", in("doomed")) == 0);

@@ -113,7 +113,7 @@ std::pair<int, std::string> durable_cli(const std::string& args) {
 TEST_CASE("ops: runs are listed newest first with counts by status, filtered (on each store)") {
   Fixture f;
   ops::Admin admin(f.db);
-  const json all = admin.list_runs({});
+  const json all = admin.list({});
   CHECK(all.at("total") == 3);
   CHECK(all.at("counts").at("completed") == 1);
   CHECK(all.at("counts").at("failed") == 1);
@@ -123,11 +123,11 @@ TEST_CASE("ops: runs are listed newest first with counts by status, filtered (on
   CHECK(all.at("runs")[0].at("id") == f.waiting);
   CHECK(all.at("runs")[0].at("known") == true);
 
-  const json failed = admin.list_runs({.status = Status::failed});
+  const json failed = admin.list({.status = Status::failed});
   REQUIRE(failed.at("runs").size() == 1);
   CHECK(failed.at("runs")[0].at("id") == f.failed);
   CHECK(failed.at("runs")[0].at("error").at("step_id") == "charge");
-  const json signups = admin.list_runs({.workflow = "signup"});
+  const json signups = admin.list({.workflow = "signup"});
   CHECK(signups.at("total") == 1);
   CHECK(signups.at("runs")[0].at("id") == f.completed);
 }
@@ -137,7 +137,7 @@ TEST_CASE(
     "store)") {
   Fixture f;
   ops::Admin admin(f.db);
-  const json done = admin.show_run(f.completed);
+  const json done = admin.show(f.completed);
   CHECK(done.at("status") == "completed");
   CHECK(done.at("output") == "sent to ada@example.com");
   CHECK(done.at("input").at("email") == "ada@example.com");
@@ -148,7 +148,7 @@ TEST_CASE(
   CHECK(done.at("history").front().at("reason") == "started");
   CHECK(done.at("history").back().at("status") == "completed");
 
-  const json failed = admin.show_run(f.failed);
+  const json failed = admin.show(f.failed);
   const json& charge = failed.at("steps")[1];
   CHECK(charge.at("status") == "failed");
   CHECK(charge.at("attempts") == 3);
@@ -162,7 +162,7 @@ TEST_CASE(
   CHECK(book.at("retry_command").get<std::string>().ends_with(" retry " + f.failed));
   CHECK(book.at("retry_http") == "POST /v1/runs/" + f.failed + "/retry");
   CHECK(book.at("checks").size() >= 2);
-  CHECK_THROWS_AS(admin.show_run("no-such-run"), NotFound);
+  CHECK_THROWS_AS(admin.show("no-such-run"), NotFound);
 }
 
 TEST_CASE(
@@ -175,7 +175,7 @@ TEST_CASE(
     for (int i = 0; i < 2; ++i) runtime.wait(runtime.start("checkout"), 5s);
   }
   ops::Admin admin(f.db);
-  const json book = admin.show_run(f.failed).at("runbook");
+  const json book = admin.show(f.failed).at("runbook");
   CHECK(book.at("similar_failures") == 2);
   CHECK(book.at("checks").dump().find("2 other runs of 'checkout' failed at this step") !=
         std::string::npos);
@@ -187,13 +187,13 @@ TEST_CASE(
   Fixture f;
   ops::Admin admin(f.db);
   ops::StartRequest start{.workflow = "invoice", .input = {{"n", 2}}};
-  CHECK_THROWS_AS(admin.start_run(start), UnknownWorkflow);  // the HTTP API refuses it
+  CHECK_THROWS_AS(admin.start(start), UnknownWorkflow);      // the HTTP API refuses it
   start.queue_unknown = true;                                // the command queues it
-  const json queued = admin.start_run(start);
+  const json queued = admin.start(start);
   CHECK(queued.at("created") == true);
   CHECK(queued.at("known") == false);
   const std::string id = queued.at("id");
-  const json shown = admin.show_run(id);
+  const json shown = admin.show(id);
   CHECK(shown.at("status") == "pending");
   CHECK(shown.at("known") == false);
   CHECK(shown.at("history")[0].at("reason").get<std::string>().find("no worker has registered") !=
@@ -204,7 +204,7 @@ TEST_CASE(
     return step.run("total", [input] { return input.at("n").get<int>() * 10; });
   }));
   CHECK(worker.wait(id, 5s).output == 20);
-  CHECK(admin.show_run(id).at("known") == true);
+  CHECK(admin.show(id).at("known") == true);
 }
 
 TEST_CASE("ops: start honours idempotency keys, and bad input is a BadRequest (on each store)") {
@@ -212,24 +212,24 @@ TEST_CASE("ops: start honours idempotency keys, and bad input is a BadRequest (o
   ops::Admin admin(f.db);
   const ops::StartRequest start{
       .workflow = "signup", .input = {{"email", "x@y"}}, .idempotency_key = "order-7"};
-  const json first = admin.start_run(start);
-  const json second = admin.start_run(start);
+  const json first = admin.start(start);
+  const json second = admin.start(start);
   CHECK(first.at("created") == true);
   CHECK(second.at("created") == false);
   CHECK(second.at("id") == first.at("id"));
-  CHECK_THROWS_AS(admin.start_run({.workflow = ""}), ops::BadRequest);
-  CHECK_THROWS_AS(admin.start_run({.workflow = "signup", .input = std::string(5u << 20, 'x')}),
+  CHECK_THROWS_AS(admin.start({.workflow = ""}), ops::BadRequest);
+  CHECK_THROWS_AS(admin.start({.workflow = "signup", .input = std::string(5u << 20, 'x')}),
                   ops::BadRequest);
 }
 
 TEST_CASE("ops: retry, cancel and send act on the runs, and refusals say why (on each store)") {
   Fixture f;
   ops::Admin admin(f.db);
-  CHECK(admin.retry_run(f.failed).at("status") == "pending");
-  CHECK_THROWS_AS(admin.retry_run(f.completed), ops::Conflict);
-  CHECK_THROWS_AS(admin.retry_run("nope"), NotFound);
-  CHECK_THROWS_AS(admin.cancel_run(f.completed), ops::Conflict);
-  CHECK_THROWS_AS(admin.cancel_run("nope"), NotFound);
+  CHECK(admin.retry(f.failed).at("status") == "pending");
+  CHECK_THROWS_AS(admin.retry(f.completed), ops::Conflict);
+  CHECK_THROWS_AS(admin.retry("nope"), NotFound);
+  CHECK_THROWS_AS(admin.cancel(f.completed), ops::Conflict);
+  CHECK_THROWS_AS(admin.cancel("nope"), NotFound);
 
   const json sent = admin.send_event("approved", {{"by", "ada"}});
   CHECK(sent.at("woken") == 1);
@@ -239,14 +239,14 @@ TEST_CASE("ops: retry, cancel and send act on the runs, and refusals say why (on
     add_workflows(worker);
     CHECK(worker.wait(f.waiting, 5s).output == json{{"by", "ada"}});
   }
-  const std::string id = admin.start_run({.workflow = "approval"}).at("id");
-  CHECK(admin.cancel_run(id).at("status") == "cancelled");
+  const std::string id = admin.start({.workflow = "approval"}).at("id");
+  CHECK(admin.cancel(id).at("status") == "cancelled");
 }
 
 TEST_CASE("ops: stats and metrics read the database (on each store)") {
   Fixture f;
   ops::Admin admin(f.db);
-  admin.start_run({.workflow = "signup", .input = {{"email", "q@q"}}});  // due, not claimed
+  admin.start({.workflow = "signup", .input = {{"email", "q@q"}}});  // due, not claimed
   const json stats = admin.stats();
   CHECK(stats.at("counts").at("pending") == 1);
   CHECK(stats.at("pending_depth") == 1);
@@ -315,7 +315,7 @@ TEST_CASE(
   // The Admin's clock is the one that tells a lapsed lease and a stale heartbeat.
   detail::ManualClockEnv clock(Clock::now());
   ops::Admin admin(db, {}, &clock);
-  json run = admin.show_run(id);
+  json run = admin.show(id);
   CHECK(run.at("worker") == holder);
   CHECK(run.at("lease_until") == detail::utc_text(detail::to_ms(*runtime.get(id).lease_until)));
   CHECK(run.at("orphaned") == false);
@@ -338,8 +338,8 @@ TEST_CASE(
 
   // Two leases on, as if the process had hung or died: the lease lapsed, the heartbeat is stale.
   clock.advance(2 * RuntimeOptions{}.lease + std::chrono::seconds(1));
-  CHECK(admin.show_run(id).at("orphaned") == true);
-  CHECK(admin.list_runs({}).at("runs").at(0).at("orphaned") == true);
+  CHECK(admin.show(id).at("orphaned") == true);
+  CHECK(admin.list({}).at("runs").at(0).at("orphaned") == true);
   CHECK(admin.stats().at("workers") == 0);
   CHECK(test::prometheus::parse(admin.metrics()).value("durable_workers") == 0);
   clock.set(Clock::now());
@@ -351,7 +351,7 @@ TEST_CASE(
   CHECK(done.status == Status::completed);
   CHECK(done.worker.empty());
   CHECK_FALSE(done.lease_until);
-  run = admin.show_run(id);
+  run = admin.show(id);
   CHECK_FALSE(run.contains("worker"));
   CHECK_FALSE(run.contains("lease_until"));
   CHECK(run.at("orphaned") == false);
@@ -365,13 +365,13 @@ TEST_CASE("ops: schedules are listed and removed (on each store)") {
     runtime.schedule("signup", {{"email", "daily@x"}}, {.id = "daily", .every = 24h});
   }
   ops::Admin admin(f.db);
-  const json list = admin.list_schedules();
+  const json list = admin.schedules();
   REQUIRE(list.at("schedules").size() == 1);
   CHECK(list.at("schedules")[0].at("id") == "daily");
   CHECK(list.at("schedules")[0].at("every_ms") == 86'400'000);
-  admin.remove_schedule("daily");
-  CHECK(admin.list_schedules().at("schedules").empty());
-  CHECK_THROWS_AS(admin.remove_schedule("daily"), NotFound);
+  admin.unschedule("daily");
+  CHECK(admin.schedules().at("schedules").empty());
+  CHECK_THROWS_AS(admin.unschedule("daily"), NotFound);
 }
 
 TEST_CASE("http api: every endpoint answers, and bad requests get JSON 4xx (on each store)") {
@@ -426,7 +426,7 @@ TEST_CASE("http api: every endpoint answers, and bad requests get JSON 4xx (on e
                 R"({"workflow":"signup","input":")" + std::string(70 * 1024, 'x') + "\"}");
   CHECK(answer.first == 413);
   CHECK(!body_of(answer).at("error").contains("id"));  // the server's own refusal, not an Error
-  CHECK(admin.list_runs({.workflow = "signup"}).at("total") == 2);  // nothing half-written
+  CHECK(admin.list({.workflow = "signup"}).at("total") == 2);  // nothing half-written
 
   CHECK(http(port, "POST", "/v1/runs/" + f.failed + "/retry").first == 200);
   answer = http(port, "POST", "/v1/runs/" + f.completed + "/retry");
@@ -595,7 +595,7 @@ TEST_CASE("http api: a browser request from another site is refused (on each sto
   // DNS rebinding: the page's own name, now pointing at 127.0.0.1.
   CHECK(http(port, "GET", "/v1/stats", "", "Host: evil.example:" + std::to_string(port) + "\r\n")
             .first == 403);
-  CHECK(admin.show_run(f.waiting).at("status") == "waiting");  // nothing was delivered
+  CHECK(admin.show(f.waiting).at("status") == "waiting");  // nothing was delivered
   // The dashboard's own requests, and clients that are not browsers, pass.
   CHECK(http(port, "GET", "/v1/stats", "", "Host: " + self + "\r\nOrigin: http://" + self + "\r\n")
             .first == 200);
@@ -640,7 +640,7 @@ TEST_CASE(
       R"({"name":"approved","data":{"text":")" + std::string(1000, '[') + R"(\"{"}})";
   CHECK(http(port, "POST", "/v1/events", text).first == 202);
   CHECK(http(port, "GET", "/v1/stats").first == 200);
-  CHECK(admin.list_runs({.workflow = "signup"}).at("total") == 1);  // nothing was started
+  CHECK(admin.list({.workflow = "signup"}).at("total") == 1);  // nothing was started
 }
 
 TEST_CASE("http api: a read answers while a write waits on another connection's write lock") {

@@ -88,7 +88,7 @@ TEST_CASE("each parallel item's journal entry records its own start and end (on 
 
   // The API gives the start beside the duration.
   ops::Admin admin(opts.database);
-  const json shown = admin.run_steps(id).at("steps");
+  const json shown = admin.steps(id).at("steps");
   REQUIRE(shown.size() == 9);
   for (const StepInfo& s : runtime.steps(id)) {
     const auto it =
@@ -138,7 +138,7 @@ TEST_CASE("a retried step's entry records when its last attempt began") {
   // An entry journaled before the start was recorded has none, and the API leaves it out.
   SQLite::Database(db, SQLite::OPEN_READWRITE).exec("UPDATE steps SET started_at = NULL");
   ops::Admin admin(db);
-  const json step = admin.run_steps(id).at("steps").at(0);
+  const json step = admin.steps(id).at("steps").at(0);
   CHECK_FALSE(step.contains("started_at"));
   CHECK(step.at("duration_ms") == 100);
 }

@@ -362,10 +362,10 @@ TEST_CASE("a kill -9ed worker's run shows as orphaned, and the worker stops coun
   const pid_t first = spawn_worker(db, log, "5", "600");
   REQUIRE(test::eventually([&] { return workers() == 1; }, 20s, 20ms));
   const std::string id =
-      admin.start_run({.workflow = "slow", .queue_unknown = true}).at("id").get<std::string>();
+      admin.start({.workflow = "slow", .queue_unknown = true}).at("id").get<std::string>();
   REQUIRE(test::eventually([&] { return logged(log, "begin-first"); }, 20s, 20ms));
 
-  json run = admin.list_runs({}).at("runs").at(0);
+  json run = admin.list({}).at("runs").at(0);
   CHECK(run.at("id") == id);
   CHECK(run.at("status") == "running");
   CHECK(run.at("worker") == holder(first));
@@ -376,8 +376,8 @@ TEST_CASE("a kill -9ed worker's run shows as orphaned, and the worker stops coun
   CHECK(reap(first) == -SIGKILL);
   // Nothing renews the lease now: the run stays running, held by the dead process, until a
   // worker takes it over.
-  REQUIRE(test::eventually([&] { return admin.show_run(id).at("orphaned") == true; }, 20s, 20ms));
-  run = admin.show_run(id);
+  REQUIRE(test::eventually([&] { return admin.show(id).at("orphaned") == true; }, 20s, 20ms));
+  run = admin.show(id);
   CHECK(run.at("status") == "running");
   CHECK(run.at("worker") == holder(first));
   const std::string runs = durable_cli("--db '" + db + "' runs");
@@ -395,8 +395,8 @@ TEST_CASE("a kill -9ed worker's run shows as orphaned, and the worker stops coun
 
   const pid_t second = spawn_worker(db, log, "5", "600");
   const bool done = test::eventually(
-      [&] { return admin.show_run(id).at("status") == "completed" && workers() == 1; }, 30s, 20ms);
-  run = admin.show_run(id);
+      [&] { return admin.show(id).at("status") == "completed" && workers() == 1; }, 30s, 20ms);
+  run = admin.show(id);
   kill(second, SIGTERM);
   CHECK(reap(second) == 0);
   REQUIRE(done);
