@@ -46,7 +46,7 @@ struct Conflict : Error {
   explicit Conflict(const std::string& what) : Error(errc::conflict, what) {}
 };
 
-/// The filter of list_runs().
+/// The filter of list().
 struct RunQuery {
   std::optional<Status> status{};
   std::string workflow{};  ///< empty: any

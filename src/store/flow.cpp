@@ -111,8 +111,9 @@ FlowGate::Window& FlowGate::window(const std::string& workflow, const std::strin
                      "first_body_at > ? ORDER BY first_body_at");
     began.bind(1, workflow);
     began.bind(2, key);
-    // A millisecond more than the period: a begin is known to the millisecond below it, and the
-    // body's own clock reads it a little later.
+    // A millisecond more than the period: a begin is known to the millisecond below it. (The
+    // body's own first reading of the clock comes later still, by however long its thread takes
+    // to enter it: docs/flow-control.md.)
     began.bind(3, request_->now_ms - rule.rate_period_ms - 1);
     while (began.next()) it->second.began.push_back(began.int64(0));
     sql::Query reserved(*db_,
